@@ -1,0 +1,606 @@
+//! The blocking JSON client: get, list (paged), create, patch, delete and
+//! watch, with retries, typed errors and the guards of [`super::guard`].
+
+use super::endpoint::{lock, CaFile, Endpoint, TokenFile};
+use super::error::{api_error_from_body, sanitize, Error, Result};
+use super::guard::check_path;
+use super::path::ResourcePath;
+use super::watch::WatchStream;
+use crate::backoff::{self, Backoff};
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use ureq::tls::{PemItem, RootCerts, TlsConfig, TlsProvider};
+
+pub const USER_AGENT: &str = concat!("openmed-operator/", env!("CARGO_PKG_VERSION"));
+
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub connect_timeout: Duration,
+    /// Whole-request budget for everything but watches.
+    pub request_timeout: Duration,
+    /// Largest response body accepted (a list page, or one watch event).
+    pub body_limit: u64,
+    /// Tries per request, counting the first.
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+    /// How often the CA file is checked for a change.
+    pub ca_check_interval: Duration,
+    /// Page size for [`Client::list_all`].
+    pub page_size: u32,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            body_limit: 32 << 20,
+            max_attempts: 5,
+            backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(10)),
+            ca_check_interval: Duration::from_secs(10),
+            page_size: 500,
+        }
+    }
+}
+
+/// The API verb of a request, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Patch,
+    Delete,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// Called once per HTTP exchange with its verb and status code (0 when no
+/// response came back).
+pub type Observer = Arc<dyn Fn(Verb, u16) + Send + Sync>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge,
+    /// `application/strategic-merge-patch+json` (built-in kinds only).
+    Strategic,
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+}
+
+impl PatchType {
+    fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::Strategic => "application/strategic-merge-patch+json",
+            PatchType::Json => "application/json-patch+json",
+        }
+    }
+}
+
+/// When a failed request may be sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Reads: on 429, 5xx, transport errors and timeouts.
+    Read,
+    /// Writes: only on 429 with Retry-After (the server did not act on it).
+    Write,
+    /// A write the caller knows is safe to repeat: retried like a read.
+    Idempotent,
+    /// Once (watch setup: the caller has its own backoff).
+    Never,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListParams {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub limit: Option<u32>,
+    pub continue_token: Option<String>,
+    /// Ask for `PartialObjectMetadata` only (a cheap metadata-only view).
+    pub metadata_only: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct WatchParams {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub resource_version: String,
+    /// Server-side timeout; the client gives up a little after it.
+    pub timeout: Duration,
+    pub metadata_only: bool,
+}
+
+/// One page of a list, or all pages joined.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectList {
+    pub items: Vec<Value>,
+    pub resource_version: String,
+    pub continue_token: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Get,
+    Post,
+    Patch,
+    Delete,
+}
+
+struct Req<'a> {
+    verb: Verb,
+    method: Method,
+    path: String,
+    query: Vec<(&'static str, String)>,
+    accept: &'a str,
+    body: Option<(&'static str, Vec<u8>)>,
+    retry: Retry,
+    timeout: Duration,
+}
+
+struct AgentState {
+    agent: ureq::Agent,
+    ca_checked: Instant,
+}
+
+pub struct Client {
+    base: String,
+    https: bool,
+    token: Option<TokenFile>,
+    ca: Option<CaFile>,
+    agent: Mutex<AgentState>,
+    cfg: ClientConfig,
+    observer: Option<Observer>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("base", &self.base).finish_non_exhaustive()
+    }
+}
+
+const JSON: &str = "application/json";
+const META_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const META_ONE: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+impl Client {
+    pub fn new(endpoint: Endpoint, cfg: ClientConfig) -> Result<Client> {
+        let ca = endpoint.ca_file.map(CaFile::new);
+        let pem = match &ca {
+            Some(ca) if endpoint.origin.is_https() => ca.changed()?,
+            _ => None,
+        };
+        let https = endpoint.origin.is_https();
+        let agent = build_agent(&cfg, https, pem.as_deref())?;
+        Ok(Client {
+            base: endpoint.origin.base_url(),
+            https,
+            token: endpoint.token,
+            ca,
+            agent: Mutex::new(AgentState {
+                agent,
+                ca_checked: Instant::now(),
+            }),
+            cfg,
+            observer: None,
+        })
+    }
+
+    pub fn with_observer(mut self, observer: Observer) -> Client {
+        self.observer = Some(observer);
+        self
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    pub fn get(&self, path: &ResourcePath) -> Result<Value> {
+        let req = self.req(Verb::Get, Method::Get, path.render(), Retry::Read);
+        self.json(req)
+    }
+
+    /// One page. Use [`Client::list_all`] to follow `continue`.
+    pub fn list(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
+        let mut req = self.req(Verb::List, Method::Get, path.render(), Retry::Read);
+        push_selectors(&mut req.query, &params.label_selector, &params.field_selector);
+        if let Some(l) = params.limit {
+            req.query.push(("limit", l.to_string()));
+        }
+        if let Some(c) = &params.continue_token {
+            req.query.push(("continue", c.clone()));
+        }
+        if params.metadata_only {
+            req.accept = META_LIST;
+        }
+        parse_list(self.json(req)?)
+    }
+
+    /// Every page of a list, in order. If a continue token expires midway
+    /// (410) the list starts over, as client-go's pager does.
+    pub fn list_all(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
+        let mut restarts = 0;
+        'outer: loop {
+            let mut p = params.clone();
+            p.limit = Some(p.limit.unwrap_or(self.cfg.page_size));
+            p.continue_token = None;
+            let mut all = Vec::new();
+            loop {
+                let page = match self.list(path, &p) {
+                    Ok(page) => page,
+                    Err(e) if e.is_gone() && p.continue_token.is_some() && restarts < 3 => {
+                        restarts += 1;
+                        continue 'outer;
+                    }
+                    Err(e) => return Err(e),
+                };
+                all.extend(page.items);
+                match page.continue_token {
+                    Some(c) => p.continue_token = Some(c),
+                    None => {
+                        return Ok(ObjectList {
+                            items: all,
+                            resource_version: page.resource_version,
+                            continue_token: None,
+                        })
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn create(&self, path: &ResourcePath, body: &Value) -> Result<Value> {
+        let mut req = self.req(Verb::Create, Method::Post, path.render(), Retry::Write);
+        req.body = Some((JSON, body.to_string().into_bytes()));
+        self.json(req)
+    }
+
+    pub fn patch(&self, path: &ResourcePath, kind: PatchType, body: &Value, retry: Retry) -> Result<Value> {
+        let mut req = self.req(Verb::Patch, Method::Patch, path.render(), retry);
+        req.body = Some((kind.content_type(), body.to_string().into_bytes()));
+        self.json(req)
+    }
+
+    /// Delete, optionally only if uid / resourceVersion still match (409 otherwise).
+    pub fn delete(&self, path: &ResourcePath, pre: Option<&Preconditions>) -> Result<Value> {
+        let mut req = self.req(Verb::Delete, Method::Delete, path.render(), Retry::Write);
+        let mut opts = serde_json::json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"});
+        if let Some(p) = pre {
+            let mut pc = serde_json::Map::new();
+            if let Some(u) = &p.uid {
+                pc.insert("uid".into(), Value::from(u.as_str()));
+            }
+            if let Some(rv) = &p.resource_version {
+                pc.insert("resourceVersion".into(), Value::from(rv.as_str()));
+            }
+            opts["preconditions"] = Value::Object(pc);
+        }
+        req.body = Some((JSON, opts.to_string().into_bytes()));
+        self.json(req)
+    }
+
+    /// Open a watch. The server ends it after `params.timeout`; the client
+    /// gives up 30 s after that, so a silently dead connection is noticed.
+    pub fn watch(&self, path: &ResourcePath, params: &WatchParams) -> Result<WatchStream> {
+        let mut req = self.req(Verb::Watch, Method::Get, path.render(), Retry::Never);
+        req.query.push(("watch", "1".into()));
+        req.query.push(("allowWatchBookmarks", "true".into()));
+        if !params.resource_version.is_empty() {
+            req.query.push(("resourceVersion", params.resource_version.clone()));
+        }
+        let secs = params.timeout.as_secs().max(1);
+        req.query.push(("timeoutSeconds", secs.to_string()));
+        push_selectors(&mut req.query, &params.label_selector, &params.field_selector);
+        if params.metadata_only {
+            req.accept = META_ONE;
+        }
+        req.timeout = Duration::from_secs(secs + 30);
+        let resp = self.send(&req)?;
+        let reader = resp
+            .into_body()
+            .into_with_config()
+            .limit(u64::MAX)
+            .reader();
+        Ok(WatchStream::new(Box::new(reader), self.cfg.body_limit as usize))
+    }
+
+    fn req(&self, verb: Verb, method: Method, path: String, retry: Retry) -> Req<'static> {
+        Req {
+            verb,
+            method,
+            path,
+            query: Vec::new(),
+            accept: JSON,
+            body: None,
+            retry,
+            timeout: self.cfg.request_timeout,
+        }
+    }
+
+    fn json(&self, req: Req<'_>) -> Result<Value> {
+        let mut resp = self.send(&req)?;
+        let bytes = resp
+            .body_mut()
+            .with_config()
+            .limit(self.cfg.body_limit)
+            .read_to_vec()
+            .map_err(|e| map_ureq(e, self.cfg.body_limit))?;
+        let v: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Decode(format!("{} {}: body is not JSON ({e})", req.verb.as_str(), req.path)))?;
+        if !v.is_object() {
+            return Err(Error::Decode(format!("{} {}: body is not a JSON object", req.verb.as_str(), req.path)));
+        }
+        Ok(v)
+    }
+
+    /// Send with retries; a 2xx response is returned with its body unread.
+    fn send(&self, req: &Req<'_>) -> Result<ureq::http::Response<ureq::Body>> {
+        check_path(&req.path)?;
+        let mut attempt: u32 = 0;
+        let mut reauthed = false;
+        loop {
+            let err = match self.attempt(req) {
+                Ok(resp) => return Ok(resp),
+                Err(e) => e,
+            };
+            if err.code() == Some(401) && !reauthed {
+                reauthed = true;
+                if self.token.as_ref().map(TokenFile::reload).unwrap_or(false) {
+                    log::info!("API server refused the token; re-read the token file and retrying");
+                    continue;
+                }
+            }
+            let retry = match req.retry {
+                Retry::Read | Retry::Idempotent => err.is_transient(),
+                Retry::Write => err.code() == Some(429) && err.retry_after().is_some(),
+                Retry::Never => false,
+            };
+            attempt += 1;
+            if !retry || attempt >= self.cfg.max_attempts {
+                return Err(err);
+            }
+            let delay = self.cfg.backoff.delay_after(attempt - 1, err.retry_after());
+            log::debug!(
+                "{} {} failed ({err}); retry {attempt} in {} ms",
+                req.verb.as_str(),
+                req.path,
+                delay.as_millis()
+            );
+            std::thread::sleep(delay);
+        }
+    }
+
+    fn attempt(&self, req: &Req<'_>) -> Result<ureq::http::Response<ureq::Body>> {
+        let agent = self.current_agent()?;
+        let mut url = format!("{}{}", self.base, req.path);
+        if !req.query.is_empty() {
+            let mut ser = url::form_urlencoded::Serializer::new(String::new());
+            for (k, v) in &req.query {
+                ser.append_pair(k, v);
+            }
+            url.push('?');
+            url.push_str(&ser.finish());
+        }
+        let mut headers: Vec<(&str, String)> = vec![("Accept", req.accept.to_string())];
+        if let Some(t) = &self.token {
+            headers.push(("Authorization", format!("Bearer {}", t.current().expose())));
+        }
+        if let Some((ct, _)) = &req.body {
+            headers.push(("Content-Type", ct.to_string()));
+        }
+        let body = req.body.as_ref().map(|(_, b)| b.as_slice());
+        let result = dispatch(&agent, req.method, &url, &headers, body, req.timeout);
+        drop(headers);
+        let mut resp = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.observe(req.verb, 0);
+                return Err(map_ureq(e, self.cfg.body_limit));
+            }
+        };
+        let code = resp.status().as_u16();
+        self.observe(req.verb, code);
+        if (200..300).contains(&code) {
+            return Ok(resp);
+        }
+        if (300..400).contains(&code) {
+            return Err(Error::Redirect { code });
+        }
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        // Error bodies are small Status objects; read at most 64 KiB of one.
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(64 << 10)
+            .read_to_vec()
+            .unwrap_or_default();
+        Err(Error::Api(api_error_from_body(code, &body, retry_after)))
+    }
+
+    fn observe(&self, verb: Verb, code: u16) {
+        if let Some(o) = &self.observer {
+            o(verb, code);
+        }
+    }
+
+    /// The agent to use, rebuilt first if the CA file has changed.
+    fn current_agent(&self) -> Result<ureq::Agent> {
+        let mut st = lock(&self.agent);
+        if let Some(ca) = self.ca.as_ref().filter(|_| self.https) {
+            if st.ca_checked.elapsed() >= self.cfg.ca_check_interval {
+                st.ca_checked = Instant::now();
+                if let Some(pem) = ca.changed()? {
+                    match build_agent(&self.cfg, true, Some(&pem)) {
+                        Ok(a) => {
+                            log::info!("CA file {} changed; TLS trust reloaded", ca.path().display());
+                            st.agent = a;
+                        }
+                        Err(e) => log::warn!("keeping the previous CA: {e}"),
+                    }
+                }
+            }
+        }
+        Ok(st.agent.clone())
+    }
+}
+
+fn push_selectors(q: &mut Vec<(&'static str, String)>, label: &Option<String>, field: &Option<String>) {
+    if let Some(l) = label.as_ref().filter(|l| !l.is_empty()) {
+        q.push(("labelSelector", l.clone()));
+    }
+    if let Some(f) = field.as_ref().filter(|f| !f.is_empty()) {
+        q.push(("fieldSelector", f.clone()));
+    }
+}
+
+fn parse_list(v: Value) -> Result<ObjectList> {
+    let items = match v.get("items") {
+        Some(Value::Array(a)) => a.clone(),
+        Some(Value::Null) | None => Vec::new(),
+        Some(_) => return Err(Error::Decode("list items is not an array".into())),
+    };
+    if items.iter().any(|i| !i.is_object()) {
+        return Err(Error::Decode("list item is not an object".into()));
+    }
+    let meta = v.get("metadata");
+    let resource_version = meta
+        .and_then(|m| m.get("resourceVersion"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::Decode("list without metadata.resourceVersion".into()))?
+        .to_string();
+    let continue_token = meta
+        .and_then(|m| m.get("continue"))
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string);
+    Ok(ObjectList {
+        items,
+        resource_version,
+        continue_token,
+    })
+}
+
+fn build_agent(cfg: &ClientConfig, https: bool, ca_pem: Option<&[u8]>) -> Result<ureq::Agent> {
+    let mut b = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        // Never pick up HTTP(S)_PROXY: the operator talks to the API server only.
+        .proxy(None)
+        .https_only(https)
+        .user_agent(USER_AGENT)
+        .accept_encoding("identity")
+        .timeout_connect(Some(cfg.connect_timeout))
+        .timeout_global(Some(cfg.request_timeout))
+        .max_idle_connections_per_host(8);
+    if https {
+        let pem = ca_pem.ok_or_else(|| Error::Config("https needs a CA file".into()))?;
+        let certs: Vec<_> = ureq::tls::parse_pem(pem)
+            .filter_map(|item| match item {
+                Ok(PemItem::Certificate(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        if certs.is_empty() {
+            return Err(Error::Config("the CA file holds no PEM certificate".into()));
+        }
+        let tls = TlsConfig::builder()
+            .provider(TlsProvider::Rustls)
+            .root_certs(RootCerts::new_with_certs(&certs))
+            .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .build();
+        b = b.tls_config(tls);
+    }
+    Ok(b.build().new_agent())
+}
+
+fn dispatch(
+    agent: &ureq::Agent,
+    method: Method,
+    url: &str,
+    headers: &[(&str, String)],
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+    macro_rules! finish {
+        ($b:expr) => {{
+            let mut b = $b;
+            for (k, v) in headers {
+                b = b.header(*k, v.as_str());
+            }
+            b.config().timeout_global(Some(timeout)).build()
+        }};
+    }
+    let body = body.unwrap_or_default();
+    match method {
+        Method::Get => finish!(agent.get(url)).call(),
+        Method::Post => finish!(agent.post(url)).send(body),
+        Method::Patch => finish!(agent.patch(url)).send(body),
+        Method::Delete => finish!(agent.delete(url).force_send_body()).send(body),
+    }
+}
+
+fn map_ureq(e: ureq::Error, limit: u64) -> Error {
+    match e {
+        ureq::Error::Timeout(t) => Error::Timeout(t.to_string()),
+        ureq::Error::BodyExceedsLimit(_) => Error::BodyTooLarge { limit },
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => Error::Timeout(io.to_string()),
+        other => Error::Transport(sanitize(&other.to_string(), 300)),
+    }
+}
+
+/// A random server-side watch timeout between 4 and 5 minutes, so that many
+/// watches started together do not all restart together.
+pub fn random_watch_timeout() -> Duration {
+    Duration::from_secs(240 + backoff::random_u64() % 61)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn list_shape_is_checked() {
+        let ok = parse_list(json!({"items": [{"a": 1}], "metadata": {"resourceVersion": "7", "continue": "c"}})).unwrap();
+        assert_eq!(ok.resource_version, "7");
+        assert_eq!(ok.continue_token.as_deref(), Some("c"));
+        let empty = parse_list(json!({"items": null, "metadata": {"resourceVersion": "7", "continue": ""}})).unwrap();
+        assert!(empty.items.is_empty() && empty.continue_token.is_none());
+        assert!(parse_list(json!({"items": {}, "metadata": {"resourceVersion": "1"}})).is_err());
+        assert!(parse_list(json!({"items": [1], "metadata": {"resourceVersion": "1"}})).is_err());
+        assert!(parse_list(json!({"items": []})).is_err());
+    }
+
+    #[test]
+    fn watch_timeouts_are_spread() {
+        for _ in 0..50 {
+            let t = random_watch_timeout();
+            assert!(t >= Duration::from_secs(240) && t <= Duration::from_secs(300));
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Typed errors for everything the API client can run into.
+//!
+//! An API error keeps the HTTP code and the server's `Status` reason so callers
+//! can branch on meaning (NotFound, Conflict, Expired) rather than on text.
+//! Messages from the server are sanitized: cut short and stripped of control
+//! characters, so a hostile or broken server cannot flood our logs.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The `reason` of a Kubernetes `Status` object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    NotFound,
+    AlreadyExists,
+    Conflict,
+    Expired,
+    Gone,
+    TooManyRequests,
+    Unauthorized,
+    Forbidden,
+    Invalid,
+    BadRequest,
+    MethodNotAllowed,
+    UnsupportedMediaType,
+    Timeout,
+    InternalError,
+    ServiceUnavailable,
+    Other(String),
+}
+
+impl Reason {
+    pub fn parse(s: &str) -> Reason {
+        match s {
+            "NotFound" => Reason::NotFound,
+            "AlreadyExists" => Reason::AlreadyExists,
+            "Conflict" => Reason::Conflict,
+            "Expired" => Reason::Expired,
+            "Gone" => Reason::Gone,
+            "TooManyRequests" => Reason::TooManyRequests,
+            "Unauthorized" => Reason::Unauthorized,
+            "Forbidden" => Reason::Forbidden,
+            "Invalid" => Reason::Invalid,
+            "BadRequest" => Reason::BadRequest,
+            "MethodNotAllowed" => Reason::MethodNotAllowed,
+            "UnsupportedMediaType" => Reason::UnsupportedMediaType,
+            "Timeout" => Reason::Timeout,
+            "InternalError" => Reason::InternalError,
+            "ServiceUnavailable" => Reason::ServiceUnavailable,
+            other => Reason::Other(sanitize(other, 64)),
+        }
+    }
+
+    /// The reason a bare HTTP code implies when the body carries none.
+    pub fn from_code(code: u16) -> Reason {
+        match code {
+            400 => Reason::BadRequest,
+            401 => Reason::Unauthorized,
+            403 => Reason::Forbidden,
+            404 => Reason::NotFound,
+            405 => Reason::MethodNotAllowed,
+            409 => Reason::Conflict,
+            410 => Reason::Gone,
+            415 => Reason::UnsupportedMediaType,
+            422 => Reason::Invalid,
+            429 => Reason::TooManyRequests,
+            500 => Reason::InternalError,
+            503 => Reason::ServiceUnavailable,
+            504 => Reason::Timeout,
+            _ => Reason::Other(String::new()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Reason::NotFound => "NotFound",
+            Reason::AlreadyExists => "AlreadyExists",
+            Reason::Conflict => "Conflict",
+            Reason::Expired => "Expired",
+            Reason::Gone => "Gone",
+            Reason::TooManyRequests => "TooManyRequests",
+            Reason::Unauthorized => "Unauthorized",
+            Reason::Forbidden => "Forbidden",
+            Reason::Invalid => "Invalid",
+            Reason::BadRequest => "BadRequest",
+            Reason::MethodNotAllowed => "MethodNotAllowed",
+            Reason::UnsupportedMediaType => "UnsupportedMediaType",
+            Reason::Timeout => "Timeout",
+            Reason::InternalError => "InternalError",
+            Reason::ServiceUnavailable => "ServiceUnavailable",
+            Reason::Other(s) => s,
+        }
+    }
+}
+
+/// A non-success answer from the API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: Reason,
+    pub message: String,
+    /// From the `Retry-After` header or `details.retryAfterSeconds`.
+    pub retry_after: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The server answered with a non-2xx status.
+    Api(ApiError),
+    /// Connecting, TLS or the connection itself failed.
+    Transport(String),
+    /// A connect, request or read timeout expired.
+    Timeout(String),
+    /// The body was not JSON, or not the shape we expected.
+    Decode(String),
+    /// The body was larger than the configured cap.
+    BodyTooLarge { limit: u64 },
+    /// The server answered with a redirect, which we never follow.
+    Redirect { code: u16 },
+    /// The endpoint, a guard or a credential file is unusable.
+    Config(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn api(&self) -> Option<&ApiError> {
+        match self {
+            Error::Api(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    pub fn code(&self) -> Option<u16> {
+        self.api().map(|a| a.code)
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self.api(), Some(a) if a.code == 404)
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        matches!(self.api(), Some(a) if a.code == 409 && a.reason != Reason::AlreadyExists)
+    }
+
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self.api(), Some(a) if a.reason == Reason::AlreadyExists)
+    }
+
+    /// "Resource version too old": the caller must relist.
+    pub fn is_gone(&self) -> bool {
+        matches!(self.api(), Some(a) if a.code == 410 || a.reason == Reason::Expired || a.reason == Reason::Gone)
+    }
+
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.api().and_then(|a| a.retry_after)
+    }
+
+    /// Worth another try for a read: throttling, server trouble, network trouble.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Api(a) => a.code == 429 || (500..600).contains(&a.code) && a.code != 501,
+            Error::Transport(_) | Error::Timeout(_) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Api(a) => {
+                write!(f, "API error {} {}", a.code, a.reason.as_str())?;
+                if !a.message.is_empty() {
+                    write!(f, ": {}", a.message)?;
+                }
+                Ok(())
+            }
+            Error::Transport(m) => write!(f, "transport error: {m}"),
+            Error::Timeout(m) => write!(f, "timed out: {m}"),
+            Error::Decode(m) => write!(f, "malformed response: {m}"),
+            Error::BodyTooLarge { limit } => {
+                write!(f, "response body larger than the {limit}-byte cap; refused")
+            }
+            Error::Redirect { code } => write!(f, "server answered with redirect {code}; redirects are never followed"),
+            Error::Config(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Cut a message to `max` characters and replace control characters.
+pub fn sanitize(s: &str, max: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if s.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+/// Build an [`ApiError`] from a status code and whatever body came with it.
+/// A body that is not a `Status` object still yields an error classified by code.
+pub fn api_error_from_body(code: u16, body: &[u8], retry_after: Option<Duration>) -> ApiError {
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let status = parsed
+        .as_ref()
+        .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some("Status"));
+    let reason = status
+        .and_then(|s| s.get("reason"))
+        .and_then(|r| r.as_str())
+        .filter(|r| !r.is_empty())
+        .map(Reason::parse)
+        .unwrap_or_else(|| Reason::from_code(code));
+    let message = status
+        .and_then(|s| s.get("message"))
+        .and_then(|m| m.as_str())
+        .map(|m| sanitize(m, 400))
+        .unwrap_or_default();
+    let detail_retry = status
+        .and_then(|s| s.pointer("/details/retryAfterSeconds"))
+        .and_then(|v| v.as_u64())
+        .map(Duration::from_secs);
+    ApiError {
+        code,
+        reason,
+        message,
+        retry_after: retry_after.or(detail_retry),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_body_keeps_code_reason_and_message() {
+        let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"configmaps \"x\" not found","reason":"NotFound","code":404}"#;
+        let e = api_error_from_body(404, body, None);
+        assert_eq!(e.code, 404);
+        assert_eq!(e.reason, Reason::NotFound);
+        assert_eq!(e.message, "configmaps \"x\" not found");
+        assert!(Error::Api(e).is_not_found());
+    }
+
+    #[test]
+    fn non_status_body_is_classified_by_code() {
+        let e = api_error_from_body(503, b"<html>busy</html>", Some(Duration::from_secs(3)));
+        assert_eq!(e.reason, Reason::ServiceUnavailable);
+        assert_eq!(e.message, "");
+        assert_eq!(e.retry_after, Some(Duration::from_secs(3)));
+        assert!(Error::Api(e).is_transient());
+    }
+
+    #[test]
+    fn expired_and_gone_both_mean_relist() {
+        for (code, reason) in [(410, "Expired"), (410, "Gone"), (200, "Expired")] {
+            let body = format!(r#"{{"kind":"Status","reason":"{reason}","code":{code}}}"#);
+            let e = Error::Api(api_error_from_body(code, body.as_bytes(), None));
+            assert!(e.is_gone(), "{code} {reason}");
+        }
+    }
+
+    #[test]
+    fn conflict_is_not_already_exists() {
+        let ae = Error::Api(api_error_from_body(409, br#"{"kind":"Status","reason":"AlreadyExists","code":409}"#, None));
+        let c = Error::Api(api_error_from_body(409, br#"{"kind":"Status","reason":"Conflict","code":409}"#, None));
+        assert!(ae.is_already_exists() && !ae.is_conflict());
+        assert!(c.is_conflict() && !c.is_already_exists());
+    }
+
+    #[test]
+    fn messages_are_cut_and_cleaned() {
+        let long = format!("a\u{1b}[31mb{}", "x".repeat(1000));
+        let s = sanitize(&long, 20);
+        assert!(!s.contains('\u{1b}'));
+        assert_eq!(s.chars().count(), 21);
+    }
+}

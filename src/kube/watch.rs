@@ -1,0 +1,255 @@
+//! Streaming watch decoding: newline-delimited JSON events read as they
+//! arrive, one line at a time, never the whole response.
+
+use super::error::{api_error_from_body, sanitize, Error, Result};
+use serde_json::Value;
+use std::io::{ErrorKind, Read};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchEvent {
+    Added(Value),
+    Modified(Value),
+    Deleted(Value),
+    /// The server has sent everything up to this resourceVersion.
+    Bookmark { resource_version: String },
+}
+
+/// Decode one watch line. An `ERROR` event becomes an `Err` carrying the
+/// server's Status (410 Expired/Gone means: relist).
+pub fn decode_event(line: &[u8]) -> Result<WatchEvent> {
+    let v: Value = serde_json::from_slice(line)
+        .map_err(|e| Error::Decode(format!("watch line is not JSON ({e}): {}", preview(line))))?;
+    let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
+    let object = v.get("object").filter(|o| o.is_object());
+    let object = match (ty, object) {
+        ("ERROR", Some(o)) => {
+            let code = o.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
+            let bytes = serde_json::to_vec(o).unwrap_or_default();
+            return Err(Error::Api(api_error_from_body(code, &bytes, None)));
+        }
+        (_, Some(o)) => o.clone(),
+        _ => return Err(Error::Decode(format!("watch event without an object: {}", preview(line)))),
+    };
+    match ty {
+        "ADDED" => Ok(WatchEvent::Added(object)),
+        "MODIFIED" => Ok(WatchEvent::Modified(object)),
+        "DELETED" => Ok(WatchEvent::Deleted(object)),
+        "BOOKMARK" => {
+            let rv = object
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .ok_or_else(|| Error::Decode("bookmark without metadata.resourceVersion".into()))?;
+            Ok(WatchEvent::Bookmark {
+                resource_version: rv.to_string(),
+            })
+        }
+        other => Err(Error::Decode(format!("unknown watch event type {:?}", sanitize(other, 32)))),
+    }
+}
+
+fn preview(line: &[u8]) -> String {
+    sanitize(&String::from_utf8_lossy(&line[..line.len().min(80)]), 80)
+}
+
+/// An iterator of watch events over a response body. It ends (returns
+/// `None`) when the server closes the stream; after any `Err` it ends too.
+pub struct WatchStream {
+    reader: Box<dyn Read + Send>,
+    buf: Vec<u8>,
+    start: usize,
+    line_cap: usize,
+    finished: bool,
+}
+
+impl WatchStream {
+    pub fn new(reader: Box<dyn Read + Send>, line_cap: usize) -> WatchStream {
+        WatchStream {
+            reader,
+            buf: Vec::with_capacity(16 * 1024),
+            start: 0,
+            line_cap,
+            finished: false,
+        }
+    }
+
+    fn fail(&mut self, e: Error) -> Option<Result<WatchEvent>> {
+        self.finished = true;
+        Some(Err(e))
+    }
+
+    fn decode(&mut self, line_end: usize) -> Option<Result<WatchEvent>> {
+        let line = &self.buf[self.start..line_end];
+        let r = decode_event(line);
+        if r.is_err() {
+            self.finished = true;
+        }
+        Some(r)
+    }
+}
+
+impl Iterator for WatchStream {
+    type Item = Result<WatchEvent>;
+
+    fn next(&mut self) -> Option<Result<WatchEvent>> {
+        if self.finished {
+            return None;
+        }
+        loop {
+            if let Some(pos) = self.buf[self.start..].iter().position(|&b| b == b'\n') {
+                let end = self.start + pos;
+                let blank = self.buf[self.start..end].iter().all(u8::is_ascii_whitespace);
+                let out = if blank { None } else { self.decode(end) };
+                self.start = end + 1;
+                match out {
+                    Some(ev) => return Some(ev),
+                    None => continue,
+                }
+            }
+            if self.buf.len() - self.start > self.line_cap {
+                return self.fail(Error::BodyTooLarge {
+                    limit: self.line_cap as u64,
+                });
+            }
+            if self.start > 0 {
+                self.buf.drain(..self.start);
+                self.start = 0;
+            }
+            let mut chunk = [0u8; 8192];
+            match self.reader.read(&mut chunk) {
+                Ok(0) => {
+                    self.finished = true;
+                    if self.buf.iter().all(u8::is_ascii_whitespace) {
+                        return None;
+                    }
+                    // A last event without its newline is still an event.
+                    let end = self.buf.len();
+                    let r = decode_event(&self.buf[..end]);
+                    return Some(r);
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
+                    return self.fail(Error::Timeout(format!("watch read: {e}")))
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    if msg.contains("timeout") || msg.contains("Timeout") {
+                        return self.fail(Error::Timeout(format!("watch read: {msg}")));
+                    }
+                    return self.fail(Error::Transport(format!("watch read: {msg}")));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Hands out its data a few bytes at a time, like a slow network.
+    struct Trickle {
+        data: Vec<u8>,
+        pos: usize,
+        step: usize,
+    }
+    impl Read for Trickle {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(out.len()).min(self.data.len() - self.pos);
+            out[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    fn stream(data: &str, step: usize) -> WatchStream {
+        WatchStream::new(
+            Box::new(Trickle {
+                data: data.as_bytes().to_vec(),
+                pos: 0,
+                step,
+            }),
+            1 << 20,
+        )
+    }
+
+    #[test]
+    fn decodes_every_type() {
+        let obj = json!({"metadata": {"name": "a", "resourceVersion": "5"}});
+        for (ty, want) in [
+            ("ADDED", WatchEvent::Added(obj.clone())),
+            ("MODIFIED", WatchEvent::Modified(obj.clone())),
+            ("DELETED", WatchEvent::Deleted(obj.clone())),
+            (
+                "BOOKMARK",
+                WatchEvent::Bookmark {
+                    resource_version: "5".into(),
+                },
+            ),
+        ] {
+            let line = json!({"type": ty, "object": obj}).to_string();
+            assert_eq!(decode_event(line.as_bytes()).unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn error_event_410_means_relist() {
+        for reason in ["Expired", "Gone"] {
+            let line = json!({"type": "ERROR", "object": {"kind": "Status", "status": "Failure", "code": 410, "reason": reason, "message": "too old resource version: 1 (50)"}}).to_string();
+            let e = decode_event(line.as_bytes()).unwrap_err();
+            assert!(e.is_gone(), "{e}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for bad in ["{not json", "[]", r#"{"type":"ADDED"}"#, r#"{"type":"WHAT","object":{}}"#, r#"{"type":"BOOKMARK","object":{}}"#] {
+            assert!(decode_event(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn lines_split_across_reads() {
+        let a = json!({"type": "ADDED", "object": {"metadata": {"name": "a"}}}).to_string();
+        let b = json!({"type": "MODIFIED", "object": {"metadata": {"name": "é"}}}).to_string();
+        let data = format!("{a}\n\n{b}\n");
+        for step in [1, 2, 3, 7, 64, 4096] {
+            let evs: Vec<_> = stream(&data, step).collect::<Result<_>>().unwrap();
+            assert_eq!(evs.len(), 2, "step {step}");
+            assert!(matches!(&evs[1], WatchEvent::Modified(o) if o["metadata"]["name"] == "é"));
+        }
+    }
+
+    #[test]
+    fn final_line_without_newline_counts() {
+        let a = json!({"type": "ADDED", "object": {"metadata": {"name": "a"}}}).to_string();
+        let evs: Vec<_> = stream(&a, 5).collect();
+        assert_eq!(evs.len(), 1);
+        assert!(evs[0].is_ok());
+    }
+
+    #[test]
+    fn stream_stops_after_garbage() {
+        let good = json!({"type": "ADDED", "object": {"metadata": {"name": "a"}}}).to_string();
+        let data = format!("{good}\ngarbage\n{good}\n");
+        let evs: Vec<_> = stream(&data, 16).collect();
+        assert_eq!(evs.len(), 2);
+        assert!(evs[0].is_ok() && evs[1].is_err());
+    }
+
+    #[test]
+    fn oversized_line_is_refused() {
+        let big = format!(r#"{{"type":"ADDED","object":{{"x":"{}"}}}}"#, "y".repeat(5000));
+        let mut s = WatchStream::new(
+            Box::new(Trickle {
+                data: big.into_bytes(),
+                pos: 0,
+                step: 512,
+            }),
+            1024,
+        );
+        assert!(matches!(s.next(), Some(Err(Error::BodyTooLarge { .. }))));
+        assert!(s.next().is_none());
+    }
+}

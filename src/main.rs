@@ -1,0 +1,3 @@
+fn main() {
+    println!("openmed-operator {}", env!("CARGO_PKG_VERSION"));
+}

@@ -1,0 +1,638 @@
+//! Request routing and the API verbs: discovery, get, list, watch, create,
+//! update, patch, delete, plus auth, faults and accounting around them.
+
+use crate::errors::ApiErr;
+use crate::faults::{Faults, RequestRecord, Stats};
+use crate::http::{ChunkWriter, HttpServer, Request, Response};
+use crate::kinds::FieldValidation;
+use crate::patch;
+use crate::resources::{Registry, ResourceDef};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::{EvKind, HistEvent, Preconditions, Store};
+use crate::table;
+use serde_json::{json, Value};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+pub struct Shared {
+    pub store: Mutex<Store>,
+    pub changed: Condvar,
+    pub faults: Mutex<Faults>,
+    pub stats: Mutex<Stats>,
+    pub tokens: Mutex<Option<Vec<String>>>,
+    pub watch_epoch: AtomicU64,
+    pub stopping: AtomicBool,
+    pub bookmark_interval: Duration,
+    pub http: OnceLock<Arc<HttpServer>>,
+}
+
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    pub fn new(history: usize, tokens: Option<Vec<String>>, bookmark_interval: Duration) -> Shared {
+        Shared {
+            store: Mutex::new(Store::new(history)),
+            changed: Condvar::new(),
+            faults: Mutex::new(Faults::default()),
+            stats: Mutex::new(Stats::default()),
+            tokens: Mutex::new(tokens),
+            watch_epoch: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+            bookmark_interval,
+            http: OnceLock::new(),
+        }
+    }
+
+    /// Run a write against the store and wake every watch.
+    pub fn write<T>(&self, f: impl FnOnce(&mut Store) -> T) -> T {
+        let mut st = lock(&self.store);
+        let out = f(&mut st);
+        drop(st);
+        self.changed.notify_all();
+        out
+    }
+}
+
+fn err(e: ApiErr) -> Response {
+    let mut r = Response::json(e.code, &e.status());
+    if let Some(ra) = e.retry_after {
+        r = r.header("Retry-After", &ra.to_string());
+    }
+    r
+}
+
+fn ok(code: u16, v: &Value) -> Response {
+    Response::json(code, v)
+}
+
+enum Route {
+    Version,
+    Health,
+    ApiRoot,
+    Apis,
+    Group(String),
+    GroupVersion(String, String),
+    OpenApiV3,
+    OpenApiV3Doc(String, String),
+    Res(Res),
+    NotFound,
+}
+
+struct Res {
+    def: ResourceDef,
+    version: String,
+    ns: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+fn route(reg: &Registry, path: &str) -> Route {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["version"] => return Route::Version,
+        ["healthz"] | ["readyz"] | ["livez"] => return Route::Health,
+        ["api"] => return Route::ApiRoot,
+        ["apis"] => return Route::Apis,
+        ["apis", g] => return Route::Group(g.to_string()),
+        ["openapi", "v3"] => return Route::OpenApiV3,
+        ["openapi", "v3", "api", v] => return Route::OpenApiV3Doc(String::new(), v.to_string()),
+        ["openapi", "v3", "apis", g, v] => return Route::OpenApiV3Doc(g.to_string(), v.to_string()),
+        ["api", v] => return Route::GroupVersion(String::new(), v.to_string()),
+        ["apis", g, v] => return Route::GroupVersion(g.to_string(), v.to_string()),
+        ["api", v, rest @ ..] => (String::new(), v.to_string(), rest),
+        ["apis", g, v, rest @ ..] => (g.to_string(), v.to_string(), rest),
+        _ => return Route::NotFound,
+    };
+    let find = |plural: &str| reg.find(&group, &version, plural).cloned();
+    let res = |def: Option<ResourceDef>, ns: Option<&str>, name: Option<&str>, sub: Option<&str>| match def {
+        Some(def) => Route::Res(Res {
+            def,
+            version: version.clone(),
+            ns: ns.map(str::to_string),
+            name: name.map(str::to_string),
+            sub: sub.map(str::to_string),
+        }),
+        None => Route::NotFound,
+    };
+    match rest {
+        [plural] => res(find(plural), None, None, None),
+        ["namespaces", ns, sub] if *sub == "status" || *sub == "finalize" => res(find("namespaces"), None, Some(ns), Some(sub)),
+        ["namespaces", ns, plural] => match find(plural) {
+            Some(d) if d.namespaced => res(Some(d), Some(ns), None, None),
+            _ => Route::NotFound,
+        },
+        ["namespaces", ns, plural, name] => match find(plural) {
+            Some(d) if d.namespaced => res(Some(d), Some(ns), Some(name), None),
+            _ => Route::NotFound,
+        },
+        ["namespaces", ns, plural, name, sub] => match find(plural) {
+            Some(d) if d.namespaced => res(Some(d), Some(ns), Some(name), Some(sub)),
+            _ => Route::NotFound,
+        },
+        [plural, name] => match find(plural) {
+            Some(d) if !d.namespaced => res(Some(d), None, Some(name), None),
+            _ => Route::NotFound,
+        },
+        [plural, name, sub] => match find(plural) {
+            Some(d) if !d.namespaced => res(Some(d), None, Some(name), Some(sub)),
+            _ => Route::NotFound,
+        },
+        _ => Route::NotFound,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Output {
+    Json,
+    Table,
+    Partial,
+}
+
+fn output_of(req: &Request) -> Output {
+    let accept = req.header("accept").unwrap_or("");
+    let first = accept.split(',').next().unwrap_or("");
+    if first.contains("as=Table") {
+        Output::Table
+    } else if first.contains("as=PartialObjectMetadata") {
+        Output::Partial
+    } else {
+        Output::Json
+    }
+}
+
+fn verb_of(req: &Request, r: &Route) -> &'static str {
+    match r {
+        Route::Res(res) => match (req.method.as_str(), res.name.is_some()) {
+            ("GET", false) if is_watch(req) => "watch",
+            ("GET", false) => "list",
+            ("GET", true) => "get",
+            ("POST", _) => "create",
+            ("PUT", _) => "update",
+            ("PATCH", _) => "patch",
+            ("DELETE", true) => "delete",
+            ("DELETE", false) => "deletecollection",
+            _ => "other",
+        },
+        Route::NotFound => "other",
+        _ => "discovery",
+    }
+}
+
+fn is_watch(req: &Request) -> bool {
+    matches!(req.q("watch"), Some("1") | Some("true"))
+}
+
+/// Serve one API request.
+pub fn handle(shared: &Arc<Shared>, req: Request) -> Response {
+    let latency = lock(&shared.faults).latency;
+    if !latency.is_zero() {
+        std::thread::sleep(latency);
+    }
+    let (verb, resource, resp) = {
+        let st = lock(&shared.store);
+        let r = route(&st.registry, &req.path);
+        drop(st);
+        let verb = verb_of(&req, &r);
+        let resource = match &r {
+            Route::Res(res) => match &res.sub {
+                Some(s) => format!("{}/{s}", res.def.plural),
+                None => res.def.plural.clone(),
+            },
+            _ => String::new(),
+        };
+        let resp = serve(shared, &req, r);
+        (verb, resource, resp)
+    };
+    lock(&shared.stats).record(RequestRecord {
+        method: req.method.clone(),
+        path: req.path.clone(),
+        query: req.raw_query.clone(),
+        content_type: req.header("content-type").unwrap_or("").to_string(),
+        status: resp.status,
+        verb: verb.to_string(),
+        resource,
+    });
+    resp
+}
+
+fn authorized(shared: &Shared, req: &Request) -> bool {
+    let tokens = lock(&shared.tokens);
+    let Some(tokens) = tokens.as_ref() else { return true };
+    let presented = req
+        .header("authorization")
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim);
+    presented.map(|p| tokens.iter().any(|t| t == p)).unwrap_or(false)
+}
+
+fn serve(shared: &Arc<Shared>, req: &Request, r: Route) -> Response {
+    if matches!(r, Route::Version | Route::Health) {
+        return match r {
+            Route::Version => ok(200, &json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubesim", "gitCommit": "kubesim", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23", "compiler": "gc", "platform": "linux/amd64"})),
+            _ => Response::with_type(200, "text/plain", b"ok".to_vec()),
+        };
+    }
+    let failure = lock(&shared.faults).take_failure(&req.method, &req.path);
+    if let Some((code, retry_after)) = failure {
+        let reason = match code {
+            429 => "TooManyRequests",
+            409 => "Conflict",
+            410 => "Expired",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        let mut e = ApiErr::new(code, reason, format!("injected fault: {code}"));
+        e.retry_after = retry_after;
+        return err(e);
+    }
+    if !authorized(shared, req) {
+        return err(ApiErr::new(401, "Unauthorized", "Unauthorized"));
+    }
+    let st = lock(&shared.store);
+    let found = match &r {
+        Route::ApiRoot => Some(Registry::api_versions()),
+        Route::Apis => Some(st.registry.api_group_list()),
+        Route::Group(g) => st.registry.api_group(g),
+        Route::GroupVersion(g, v) => st.registry.resource_list(g, v),
+        Route::OpenApiV3 => Some(st.registry.openapi_root()),
+        Route::OpenApiV3Doc(g, v) => st.registry.openapi_doc(g, v),
+        _ => None,
+    };
+    drop(st);
+    if let Some(v) = found {
+        return ok(200, &v);
+    }
+    match r {
+        Route::Res(res) => match serve_resource(shared, req, res) {
+            Ok(resp) => resp,
+            Err(e) => err(e),
+        },
+        _ => err(ApiErr::new(404, "NotFound", "the server could not find the requested resource")),
+    }
+}
+
+fn parse_body(req: &Request) -> Result<Value, ApiErr> {
+    serde_json::from_slice(&req.body).map_err(|e| ApiErr::bad_request(format!("the body of the request was in an unknown format: {e}")))
+}
+
+/// Present a stored object at the version the client asked for.
+fn present(obj: &Value, res: &Res) -> Value {
+    let mut o = obj.clone();
+    o["apiVersion"] = json!(res.def.api_version(&res.version));
+    o
+}
+
+fn partial(o: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]})
+}
+
+fn selectors(req: &Request, def: &ResourceDef) -> Result<(LabelSelector, FieldSelector), ApiErr> {
+    let l = LabelSelector::parse(req.q("labelSelector").unwrap_or("")).map_err(ApiErr::bad_request)?;
+    let f = FieldSelector::parse(req.q("fieldSelector").unwrap_or(""), &def.kind).map_err(ApiErr::bad_request)?;
+    Ok((l, f))
+}
+
+fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        r = r.header("Warning", &format!("299 - {w:?}"));
+    }
+    r
+}
+
+fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Response, ApiErr> {
+    let now = SystemTime::now();
+    let ns = res.ns.clone().unwrap_or_default();
+    let def = res.def.clone();
+    let fv = FieldValidation::parse(req.q("fieldValidation"));
+    match (req.method.as_str(), &res.name) {
+        ("GET", None) if is_watch(req) => watch(shared, req, res),
+        ("GET", None) => list(shared, req, &res),
+        ("GET", Some(name)) => {
+            let st = lock(&shared.store);
+            let obj = st.get(&def, &ns, name).ok_or_else(|| ApiErr::not_found(&def, name))?;
+            let rv = st.rv.to_string();
+            drop(st);
+            Ok(ok(200, &render_one(req, &res, &obj, &rv, now)))
+        }
+        ("POST", None) => {
+            let body = parse_body(req)?;
+            if let Some(k) = body["kind"].as_str() {
+                if k != def.kind {
+                    return Err(ApiErr::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", def.kind)));
+                }
+            }
+            let w = shared.write(|st| st.create(&def, &ns, body, fv, now))?;
+            Ok(with_warnings(ok(201, &present(&w.obj, &res)), &w.warnings))
+        }
+        ("PUT", Some(name)) => {
+            let body = parse_body(req)?;
+            let status_only = sub_is_status(&res)?;
+            let w = shared.write(|st| st.update(&def, &ns, name, body, status_only, fv, def.custom, now))?;
+            Ok(with_warnings(ok(200, &present(&w.obj, &res)), &w.warnings))
+        }
+        ("PATCH", Some(name)) => {
+            let status_only = sub_is_status(&res)?;
+            let body = parse_body(req)?;
+            let ct = req.header("content-type").unwrap_or("").split(';').next().unwrap_or("").trim().to_string();
+            let w = shared.write(|st| {
+                let current = st.get(&def, &ns, name).ok_or_else(|| ApiErr::not_found(&def, name))?;
+                let patched = match ct.as_str() {
+                    "application/merge-patch+json" => Ok(patch::merge_patch(&current, &body)),
+                    "application/strategic-merge-patch+json" if !def.custom => patch::strategic_merge(&current, &body).map_err(|e| ApiErr::new(422, "Invalid", e)),
+                    "application/json-patch+json" => patch::json_patch(&current, &body).map_err(|e| ApiErr::new(422, "Invalid", e)),
+                    _ => Err(ApiErr::new(
+                        415,
+                        "UnsupportedMediaType",
+                        format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"),
+                    )),
+                }?;
+                st.update(&def, &ns, name, patched, status_only, fv, false, now)
+            })?;
+            Ok(with_warnings(ok(200, &present(&w.obj, &res)), &w.warnings))
+        }
+        ("DELETE", Some(name)) => {
+            let opts: Value = if req.body.is_empty() { json!({}) } else { parse_body(req)? };
+            let pre = Preconditions {
+                uid: opts["preconditions"]["uid"].as_str().map(str::to_string),
+                resource_version: opts["preconditions"]["resourceVersion"].as_str().map(str::to_string),
+            };
+            let obj = shared.write(|st| st.delete(&def, &ns, name, &pre, now))?;
+            Ok(ok(200, &present(&obj, &res)))
+        }
+        ("DELETE", None) => {
+            let (l, f) = selectors(req, &def)?;
+            let deleted = shared.write(|st| {
+                let victims: Vec<String> = st
+                    .list(&def, res.ns.as_deref())
+                    .iter()
+                    .filter(|o| l.matches(o) && f.matches(&def.kind, o))
+                    .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+                    .collect();
+                let mut out = Vec::new();
+                for v in victims {
+                    if let Ok(o) = st.delete(&def, &ns, &v, &Preconditions::default(), now) {
+                        out.push((*o).clone());
+                    }
+                }
+                out
+            });
+            Ok(ok(200, &json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(&res.version), "metadata": {}, "items": deleted})))
+        }
+        _ => Err(ApiErr::new(405, "MethodNotAllowed", format!("the server does not allow this method on the requested resource ({})", req.method))),
+    }
+}
+
+fn sub_is_status(res: &Res) -> Result<bool, ApiErr> {
+    match res.sub.as_deref() {
+        None => Ok(false),
+        Some("status") if res.def.status_subresource => Ok(true),
+        Some(other) => Err(ApiErr::new(404, "NotFound", format!("the server could not find the requested resource ({other})"))),
+    }
+}
+
+fn render_one(req: &Request, res: &Res, obj: &Value, rv: &str, now: SystemTime) -> Value {
+    match output_of(req) {
+        Output::Json => present(obj, res),
+        Output::Partial => partial(obj),
+        Output::Table => table::table(&res.def, &res.version, &[obj], rv, now),
+    }
+}
+
+fn list(shared: &Arc<Shared>, req: &Request, res: &Res) -> Result<Response, ApiErr> {
+    let def = &res.def;
+    let (l, f) = selectors(req, def)?;
+    let limit: usize = req.q("limit").and_then(|x| x.parse().ok()).filter(|x| *x > 0).unwrap_or(usize::MAX);
+    let st = lock(&shared.store);
+    let (list_rv, after) = match req.q("continue").filter(|c| !c.is_empty()) {
+        Some(tok) => {
+            let (rv, key) = decode_continue(tok).ok_or_else(|| ApiErr::bad_request("continue key is not valid"))?;
+            if rv < st.compacted {
+                return Err(ApiErr::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."));
+            }
+            (rv, Some(key))
+        }
+        None => (st.rv, None),
+    };
+    let all: Vec<Arc<Value>> = st
+        .list(def, res.ns.as_deref())
+        .into_iter()
+        .filter(|o| l.matches(o) && f.matches(&def.kind, o))
+        .filter(|o| match &after {
+            Some(k) => obj_key(o) > *k,
+            None => true,
+        })
+        .collect();
+    drop(st);
+    let page: Vec<&Value> = all.iter().take(limit).map(|a| &**a).collect();
+    let more = all.len() > page.len();
+    let mut meta = json!({"resourceVersion": list_rv.to_string()});
+    if more {
+        if let Some(last) = page.last() {
+            meta["continue"] = json!(encode_continue(list_rv, &obj_key(last)));
+            meta["remainingItemCount"] = json!(all.len() - page.len());
+        }
+    }
+    let now = SystemTime::now();
+    let body = match output_of(req) {
+        Output::Table => {
+            let mut t = table::table(def, &res.version, &page, &list_rv.to_string(), now);
+            t["metadata"] = meta;
+            t
+        }
+        Output::Partial => json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": page.iter().map(|o| partial(o)).collect::<Vec<_>>()}),
+        Output::Json => json!({
+            "kind": format!("{}List", def.kind),
+            "apiVersion": def.api_version(&res.version),
+            "metadata": meta,
+            "items": page.iter().map(|o| present(o, res)).collect::<Vec<_>>(),
+        }),
+    };
+    Ok(ok(200, &body))
+}
+
+fn obj_key(o: &Value) -> String {
+    format!(
+        "{}/{}",
+        o["metadata"]["namespace"].as_str().unwrap_or(""),
+        o["metadata"]["name"].as_str().unwrap_or("")
+    )
+}
+
+fn encode_continue(rv: u64, key: &str) -> String {
+    format!("{rv}:{}", key.bytes().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+fn decode_continue(tok: &str) -> Option<(u64, String)> {
+    let (rv, hex) = tok.split_once(':')?;
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect();
+    Some((rv.parse().ok()?, String::from_utf8(bytes?).ok()?))
+}
+
+struct WatchSpec {
+    def: ResourceDef,
+    version: String,
+    ns: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    output: Output,
+    bookmarks: bool,
+    deadline: Instant,
+}
+
+impl WatchSpec {
+    fn matches(&self, ns: &str, o: &Value) -> bool {
+        self.ns.as_deref().map(|n| n == ns).unwrap_or(true) && self.labels.matches(o) && self.fields.matches(&self.def.kind, o)
+    }
+
+    fn line(&self, ty: &str, obj: &Value, rv: &str) -> Vec<u8> {
+        let object = match self.output {
+            Output::Json => {
+                let mut o = obj.clone();
+                o["apiVersion"] = json!(self.def.api_version(&self.version));
+                o
+            }
+            Output::Partial => partial(obj),
+            Output::Table => table::table(&self.def, &self.version, &[obj], rv, SystemTime::now()),
+        };
+        let mut line = json!({"type": ty, "object": object}).to_string().into_bytes();
+        line.push(b'\n');
+        line
+    }
+
+    /// The event this watcher sees for a stored change, with selector
+    /// transitions turned into ADDED / DELETED as the real server does.
+    fn translate(&self, ev: &HistEvent) -> Option<Vec<u8>> {
+        if ev.res != self.def.key() {
+            return None;
+        }
+        let rv = ev.rv.to_string();
+        let now_match = self.matches(&ev.ns, &ev.obj);
+        let was_match = ev.old.as_ref().map(|o| self.matches(&ev.ns, o)).unwrap_or(false);
+        let ty = match ev.kind {
+            EvKind::Added if now_match => "ADDED",
+            EvKind::Deleted if now_match || was_match => "DELETED",
+            EvKind::Modified if now_match && was_match => "MODIFIED",
+            EvKind::Modified if now_match => "ADDED",
+            EvKind::Modified if was_match => "DELETED",
+            _ => return None,
+        };
+        Some(self.line(ty, &ev.obj, &rv))
+    }
+}
+
+fn expired_line(msg: &str) -> Vec<u8> {
+    let mut l = json!({"type": "ERROR", "object": ApiErr::expired(msg).status()}).to_string().into_bytes();
+    l.push(b'\n');
+    l
+}
+
+fn watch(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Response, ApiErr> {
+    let (labels, fields) = selectors(req, &res.def)?;
+    let timeout = req
+        .q("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::from_secs(1800));
+    let spec = WatchSpec {
+        def: res.def.clone(),
+        version: res.version.clone(),
+        ns: res.ns.clone(),
+        labels,
+        fields,
+        output: output_of(req),
+        bookmarks: matches!(req.q("allowWatchBookmarks"), Some("true") | Some("1")),
+        deadline: Instant::now() + timeout,
+    };
+    let expire = {
+        let mut f = lock(&shared.faults);
+        if f.expire_watches > 0 {
+            f.expire_watches -= 1;
+            Some(f.expire_in_stream)
+        } else {
+            None
+        }
+    };
+    let st = lock(&shared.store);
+    let requested = req.q("resourceVersion").unwrap_or("");
+    let (initial, cursor): (Vec<Vec<u8>>, u64) = if requested.is_empty() || requested == "0" {
+        let rv = st.rv.to_string();
+        let lines = st
+            .list(&spec.def, spec.ns.as_deref())
+            .iter()
+            .filter(|o| spec.matches(o["metadata"]["namespace"].as_str().unwrap_or(""), o))
+            .map(|o| spec.line("ADDED", o, &rv))
+            .collect();
+        (lines, st.rv)
+    } else {
+        let n: u64 = requested.parse().map_err(|_| ApiErr::bad_request(format!("invalid resource version {requested:?}")))?;
+        if n < st.compacted || expire == Some(false) {
+            return Err(ApiErr::expired(format!("too old resource version: {n} ({})", st.compacted.max(n + 1))));
+        }
+        (Vec::new(), n.min(st.rv))
+    };
+    drop(st);
+    let shared = shared.clone();
+    let epoch = shared.watch_epoch.load(Ordering::SeqCst);
+    let in_stream_expiry = expire == Some(true);
+    let stream = move |w: &mut ChunkWriter<'_>| -> io::Result<()> {
+        if in_stream_expiry {
+            return w.send(&expired_line("too old resource version (injected)"));
+        }
+        for l in initial {
+            w.send(&l)?;
+        }
+        stream_events(&shared, &spec, cursor, epoch, w)
+    };
+    Ok(Response {
+        status: 200,
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        body: crate::http::Body::Stream(Box::new(stream)),
+    })
+}
+
+fn stream_events(shared: &Arc<Shared>, spec: &WatchSpec, mut cursor: u64, epoch: u64, w: &mut ChunkWriter<'_>) -> io::Result<()> {
+    let cut = || io::Error::new(io::ErrorKind::ConnectionAborted, "watch cut");
+    let mut last_bookmark = Instant::now();
+    loop {
+        if shared.watch_epoch.load(Ordering::SeqCst) != epoch || shared.stopping.load(Ordering::SeqCst) {
+            return Err(cut());
+        }
+        let now = Instant::now();
+        if now >= spec.deadline {
+            return Ok(());
+        }
+        let wait = (spec.deadline - now).min(Duration::from_millis(200));
+        let (events, current) = {
+            let mut st = lock(&shared.store);
+            if st.rv <= cursor {
+                st = shared.changed.wait_timeout(st, wait).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+            }
+            (st.events_after(cursor), st.rv)
+        };
+        let Some(events) = events else {
+            w.send(&expired_line(&format!("too old resource version: {cursor}")))?;
+            return Ok(());
+        };
+        for ev in &events {
+            if let Some(line) = spec.translate(ev) {
+                w.send(&line)?;
+            }
+        }
+        cursor = current;
+        if spec.bookmarks && last_bookmark.elapsed() >= shared.bookmark_interval {
+            last_bookmark = Instant::now();
+            let mark = json!({"type": "BOOKMARK", "object": {"kind": spec.def.kind, "apiVersion": spec.def.api_version(&spec.version), "metadata": {"resourceVersion": cursor.to_string()}}});
+            let mut l = mark.to_string().into_bytes();
+            l.push(b'\n');
+            w.send(&l)?;
+        }
+    }
+}

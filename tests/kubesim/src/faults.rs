@@ -1,0 +1,89 @@
+//! Fault injection and request accounting.
+
+use regex::Regex;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct FailRule {
+    pub method: Option<String>,
+    pub path: Regex,
+    pub code: u16,
+    pub retry_after: Option<u64>,
+    pub remaining: u32,
+}
+
+#[derive(Debug, Default)]
+pub struct Faults {
+    pub rules: Vec<FailRule>,
+    pub latency: Duration,
+    /// Answer this many upcoming watches with "too old resource version".
+    pub expire_watches: u32,
+    /// ... as an in-stream ERROR event rather than an HTTP 410.
+    pub expire_in_stream: bool,
+}
+
+impl Faults {
+    /// The failure the next request must get, if a rule matches it.
+    pub fn take_failure(&mut self, method: &str, path: &str) -> Option<(u16, Option<u64>)> {
+        let rule = self.rules.iter_mut().find(|r| {
+            r.remaining > 0 && r.method.as_deref().map(|m| m.eq_ignore_ascii_case(method)).unwrap_or(true) && r.path.is_match(path)
+        })?;
+        rule.remaining -= 1;
+        let out = (rule.code, rule.retry_after);
+        self.rules.retain(|r| r.remaining > 0);
+        Some(out)
+    }
+}
+
+/// One request as the simulator saw it (no bodies, no headers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRecord {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    pub content_type: String,
+    pub status: u16,
+    pub verb: String,
+    pub resource: String,
+}
+
+impl RequestRecord {
+    pub fn to_json(&self) -> Value {
+        json!({"method": self.method, "path": self.path, "query": self.query, "contentType": self.content_type,
+               "status": self.status, "verb": self.verb, "resource": self.resource})
+    }
+}
+
+const LOG_CAP: usize = 200_000;
+
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub log: Vec<RequestRecord>,
+    /// (verb, resource, code) → count
+    pub counts: BTreeMap<(String, String, u16), u64>,
+}
+
+impl Stats {
+    pub fn record(&mut self, r: RequestRecord) {
+        *self.counts.entry((r.verb.clone(), r.resource.clone(), r.status)).or_default() += 1;
+        if self.log.len() >= LOG_CAP {
+            self.log.drain(..LOG_CAP / 2);
+        }
+        self.log.push(r);
+    }
+
+    pub fn to_json(&self) -> Value {
+        let rows: Vec<Value> = self
+            .counts
+            .iter()
+            .map(|((v, r, c), n)| json!({"verb": v, "resource": r, "code": c, "count": n}))
+            .collect();
+        let mut by_verb: BTreeMap<&str, u64> = BTreeMap::new();
+        for ((v, _, _), n) in &self.counts {
+            *by_verb.entry(v).or_default() += n;
+        }
+        json!({"byVerb": by_verb, "counts": rows, "total": self.log.len()})
+    }
+}

@@ -1,0 +1,466 @@
+//! Per-kind defaulting and validation, as the real registry strategies do
+//! it for the fields that matter to us: object metadata, Deployments,
+//! ConfigMaps, Events, CRDs, and custom resources through their schema.
+
+use crate::errors::{ApiErr, Cause};
+use crate::resources::ResourceDef;
+use crate::schema;
+use serde_json::{json, Value};
+
+/// The `fieldValidation` query parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+impl FieldValidation {
+    pub fn parse(s: Option<&str>) -> FieldValidation {
+        match s {
+            Some("Strict") => FieldValidation::Strict,
+            Some("Warn") => FieldValidation::Warn,
+            _ => FieldValidation::Ignore,
+        }
+    }
+}
+
+pub fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty() && b.len() <= 63 && ok(&b[0]) && ok(&b[b.len() - 1]) && b.iter().all(|c| ok(c) || *c == b'-')
+}
+
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(|p| {
+        let b = p.as_bytes();
+        let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+        !b.is_empty() && ok(&b[0]) && ok(&b[b.len() - 1]) && b.iter().all(|c| ok(c) || *c == b'-')
+    })
+}
+
+/// `[prefix/]name` with name like a label value and prefix a DNS subdomain.
+fn is_qualified_name(s: &str) -> bool {
+    let (prefix, name) = match s.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    prefix.map(is_dns_subdomain).unwrap_or(true) && !name.is_empty() && is_label_value(name)
+}
+
+fn is_label_value(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.is_empty() {
+        return true;
+    }
+    let alnum = |c: &u8| c.is_ascii_alphanumeric();
+    b.len() <= 63 && alnum(&b[0]) && alnum(&b[b.len() - 1]) && b.iter().all(|c| alnum(c) || b"-_.".contains(c))
+}
+
+fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
+    let meta = &obj["metadata"];
+    let name = meta["name"].as_str().unwrap_or("");
+    let name_ok = if def.plural == "namespaces" { is_dns_label(name) } else { is_dns_subdomain(name) };
+    if name.is_empty() {
+        causes.push(Cause::required("metadata.name"));
+    } else if !name_ok {
+        causes.push(Cause::invalid(
+            "metadata.name",
+            &meta["name"],
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+        ));
+    }
+    for (field, values_are_labels) in [("labels", true), ("annotations", false)] {
+        match &meta[field] {
+            Value::Null => {}
+            Value::Object(m) => {
+                for (k, v) in m {
+                    let path = format!("metadata.{field}");
+                    if !is_qualified_name(k) {
+                        causes.push(Cause::invalid(&path, &json!(k), "name part must consist of alphanumeric characters, '-', '_' or '.'"));
+                    }
+                    match v.as_str() {
+                        None => causes.push(Cause::invalid(&path, v, "values must be strings")),
+                        Some(s) if values_are_labels && !is_label_value(s) => {
+                            causes.push(Cause::invalid(&path, v, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'"))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            other => causes.push(Cause::invalid(&format!("metadata.{field}"), other, "must be a map of strings")),
+        }
+    }
+    if let Some(fs) = meta["finalizers"].as_array() {
+        for (i, f) in fs.iter().enumerate() {
+            if !f.as_str().map(is_qualified_name).unwrap_or(false) {
+                causes.push(Cause::invalid(&format!("metadata.finalizers[{i}]"), f, "must be a qualified name"));
+            }
+        }
+    }
+    if let Some(refs) = meta["ownerReferences"].as_array() {
+        let mut controllers = 0;
+        for (i, r) in refs.iter().enumerate() {
+            for k in ["apiVersion", "kind", "name", "uid"] {
+                if r[k].as_str().map(str::is_empty).unwrap_or(true) {
+                    causes.push(Cause::required(&format!("metadata.ownerReferences[{i}].{k}")));
+                }
+            }
+            if r["controller"].as_bool() == Some(true) {
+                controllers += 1;
+            }
+        }
+        if controllers > 1 {
+            causes.push(Cause::invalid("metadata.ownerReferences", &json!(controllers), "Only one reference can have Controller set to true"));
+        }
+    }
+}
+
+/// Default and validate an object about to be stored. Returns warnings.
+pub fn prepare(def: &ResourceDef, obj: &mut Value, old: Option<&Value>, fv: FieldValidation) -> Result<Vec<String>, ApiErr> {
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let mut causes = Vec::new();
+    let mut warnings = Vec::new();
+    if def.custom {
+        let version = def.versions[0].clone();
+        if let Some(s) = def.schemas.get(&version) {
+            let mut unknown = Vec::new();
+            schema::prune(obj, s, "", true, &mut unknown);
+            if !unknown.is_empty() {
+                let listed: Vec<String> = unknown.iter().map(|u| format!("unknown field {u:?}")).collect();
+                match fv {
+                    FieldValidation::Strict => {
+                        return Err(ApiErr::bad_request(format!(
+                            "{} in version {version:?} cannot be handled as a {}: strict decoding error: {}",
+                            def.kind,
+                            def.kind,
+                            listed.join(", ")
+                        )))
+                    }
+                    FieldValidation::Warn => warnings.extend(listed),
+                    FieldValidation::Ignore => {}
+                }
+            }
+            schema::apply_defaults(obj, s);
+            schema::validate(obj, s, "", true, &mut causes);
+        }
+    }
+    validate_metadata(def, obj, &mut causes);
+    match def.key().as_str() {
+        "apps/deployments" => {
+            default_deployment(obj);
+            validate_deployment(obj, old, &mut causes);
+        }
+        "/configmaps" => validate_configmap(obj, &mut causes),
+        "/events" => validate_event(obj, &mut causes),
+        "apiextensions.k8s.io/customresourcedefinitions" => validate_crd(obj, &mut causes),
+        "/namespaces" => {
+            if obj["status"]["phase"].is_null() {
+                obj["status"] = json!({"phase": "Active"});
+            }
+        }
+        _ => {}
+    }
+    if causes.is_empty() {
+        Ok(warnings)
+    } else {
+        Err(ApiErr::invalid(def, &name, causes))
+    }
+}
+
+fn set_default(obj: &mut Value, key: &str, v: Value) {
+    if let Some(m) = obj.as_object_mut() {
+        if m.get(key).map(Value::is_null).unwrap_or(true) {
+            m.insert(key.to_string(), v);
+        }
+    }
+}
+
+fn default_deployment(obj: &mut Value) {
+    if !obj["spec"].is_object() {
+        return;
+    }
+    let spec = &mut obj["spec"];
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(spec, "progressDeadlineSeconds", json!(600));
+    set_default(spec, "strategy", json!({"type": "RollingUpdate"}));
+    let strategy = &mut spec["strategy"];
+    set_default(strategy, "type", json!("RollingUpdate"));
+    if strategy["type"] == "RollingUpdate" {
+        set_default(strategy, "rollingUpdate", json!({}));
+        let ru = &mut strategy["rollingUpdate"];
+        set_default(ru, "maxUnavailable", json!("25%"));
+        set_default(ru, "maxSurge", json!("25%"));
+    }
+    let pod = &mut spec["template"]["spec"];
+    if pod.is_object() {
+        set_default(pod, "restartPolicy", json!("Always"));
+        set_default(pod, "terminationGracePeriodSeconds", json!(30));
+        set_default(pod, "dnsPolicy", json!("ClusterFirst"));
+        set_default(pod, "schedulerName", json!("default-scheduler"));
+        set_default(pod, "securityContext", json!({}));
+        if let Some(cs) = pod["containers"].as_array_mut() {
+            for c in cs.iter_mut().filter(|c| c.is_object()) {
+                let latest = c["image"].as_str().map(|i| i.ends_with(":latest") || !i.contains(':')).unwrap_or(false);
+                set_default(c, "imagePullPolicy", json!(if latest { "Always" } else { "IfNotPresent" }));
+                set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+                set_default(c, "terminationMessagePolicy", json!("File"));
+                set_default(c, "resources", json!({}));
+            }
+        }
+    }
+}
+
+/// `0`, `3`, `25%`: a non-negative int or a percentage up to 100%.
+fn int_or_percent(v: &Value) -> Option<(bool, u64)> {
+    match v {
+        Value::Number(n) => n.as_u64().map(|x| (false, x)),
+        Value::String(s) => {
+            let n: u64 = s.strip_suffix('%')?.parse().ok()?;
+            (n <= 100).then_some((true, n))
+        }
+        _ => None,
+    }
+}
+
+fn validate_deployment(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let spec = &obj["spec"];
+    if !spec.is_object() {
+        causes.push(Cause::required("spec"));
+        return;
+    }
+    if let Some(r) = spec.get("replicas") {
+        if r.as_i64().map(|x| x < 0).unwrap_or(true) {
+            causes.push(Cause::invalid("spec.replicas", r, "must be greater than or equal to 0"));
+        }
+    }
+    let labels = &spec["template"]["metadata"]["labels"];
+    match spec["selector"]["matchLabels"].as_object() {
+        None if spec["selector"]["matchExpressions"].is_null() => causes.push(Cause::required("spec.selector")),
+        Some(ml) => {
+            if ml.iter().any(|(k, v)| labels.get(k) != Some(v)) {
+                causes.push(Cause::invalid(
+                    "spec.template.metadata.labels",
+                    labels,
+                    "`selector` does not match template `labels`",
+                ));
+            }
+        }
+        None => {}
+    }
+    if let Some(old) = old {
+        if old["spec"]["selector"] != spec["selector"] {
+            causes.push(Cause::invalid("spec.selector", &spec["selector"], "field is immutable"));
+        }
+    }
+    match spec["template"]["spec"]["containers"].as_array() {
+        Some(cs) if !cs.is_empty() => {
+            let mut seen = Vec::new();
+            for (i, c) in cs.iter().enumerate() {
+                let p = format!("spec.template.spec.containers[{i}]");
+                let name = c["name"].as_str().unwrap_or("");
+                if name.is_empty() {
+                    causes.push(Cause::required(&format!("{p}.name")));
+                } else if !is_dns_label(name) {
+                    causes.push(Cause::invalid(&format!("{p}.name"), &c["name"], "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"));
+                } else if seen.contains(&name) {
+                    causes.push(Cause::new(format!("{p}.name"), "FieldValueDuplicate", format!("Duplicate value: {name:?}")));
+                }
+                seen.push(name);
+                if c["image"].as_str().map(str::is_empty).unwrap_or(true) {
+                    causes.push(Cause::required(&format!("{p}.image")));
+                }
+                validate_env(c, &p, causes);
+            }
+        }
+        _ => causes.push(Cause::required("spec.template.spec.containers")),
+    }
+    let strategy = &spec["strategy"];
+    match strategy["type"].as_str() {
+        Some("Recreate") => {
+            if !strategy["rollingUpdate"].is_null() {
+                causes.push(Cause::forbidden("spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"));
+            }
+        }
+        Some("RollingUpdate") => {
+            let ru = &strategy["rollingUpdate"];
+            let mu = int_or_percent(&ru["maxUnavailable"]);
+            let ms = int_or_percent(&ru["maxSurge"]);
+            if mu.is_none() {
+                causes.push(Cause::invalid("spec.strategy.rollingUpdate.maxUnavailable", &ru["maxUnavailable"], "must be a non-negative integer or a percentage up to 100%"));
+            }
+            if ms.is_none() {
+                causes.push(Cause::invalid("spec.strategy.rollingUpdate.maxSurge", &ru["maxSurge"], "must be a non-negative integer or a percentage up to 100%"));
+            }
+            if let (Some((_, 0)), Some((_, 0))) = (mu, ms) {
+                causes.push(Cause::invalid("spec.strategy.rollingUpdate.maxUnavailable", &ru["maxUnavailable"], "may not be 0 when `maxSurge` is 0"));
+            }
+        }
+        _ => causes.push(Cause::new(
+            "spec.strategy.type",
+            "FieldValueNotSupported",
+            format!("Unsupported value: {}: supported values: \"Recreate\", \"RollingUpdate\"", strategy["type"]),
+        )),
+    }
+    let min_ready = spec["minReadySeconds"].as_i64().unwrap_or(0);
+    if let Some(pd) = spec.get("progressDeadlineSeconds") {
+        if pd.as_i64().map(|p| p <= min_ready).unwrap_or(true) {
+            causes.push(Cause::invalid("spec.progressDeadlineSeconds", pd, "must be greater than minReadySeconds"));
+        }
+    }
+}
+
+fn validate_env(c: &Value, p: &str, causes: &mut Vec<Cause>) {
+    let Some(env) = c["env"].as_array() else { return };
+    for (j, e) in env.iter().enumerate() {
+        let ep = format!("{p}.env[{j}]");
+        if e["name"].as_str().map(str::is_empty).unwrap_or(true) {
+            causes.push(Cause::required(&format!("{ep}.name")));
+        }
+        let has_value = e["value"].as_str().map(|v| !v.is_empty()).unwrap_or(false);
+        if let Some(vf) = e["valueFrom"].as_object() {
+            if has_value {
+                causes.push(Cause::invalid(&format!("{ep}.valueFrom"), &json!(""), "may not be specified when `value` is not empty"));
+            }
+            let sources = ["configMapKeyRef", "secretKeyRef", "fieldRef", "resourceFieldRef"];
+            if sources.iter().filter(|s| vf.contains_key(**s)).count() != 1 {
+                causes.push(Cause::invalid(&format!("{ep}.valueFrom"), &json!(""), "must specify exactly one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"));
+            }
+            if let Some(r) = vf.get("configMapKeyRef") {
+                for k in ["name", "key"] {
+                    if r[k].as_str().map(str::is_empty).unwrap_or(true) {
+                        causes.push(Cause::required(&format!("{ep}.valueFrom.configMapKeyRef.{k}")));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn validate_configmap(obj: &Value, causes: &mut Vec<Cause>) {
+    if let Some(data) = obj["data"].as_object() {
+        for (k, v) in data {
+            let key_ok = !k.is_empty() && k.len() <= 253 && k.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+            if !key_ok {
+                causes.push(Cause::invalid(&format!("data[{k}]"), &json!(k), "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"));
+            }
+            if !v.is_string() {
+                causes.push(Cause::invalid(&format!("data[{k}]"), v, "must be a string"));
+            }
+        }
+    } else if !obj["data"].is_null() {
+        causes.push(Cause::invalid("data", &obj["data"], "must be a map of strings"));
+    }
+}
+
+fn validate_event(obj: &Value, causes: &mut Vec<Cause>) {
+    let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
+    let io = &obj["involvedObject"];
+    if !io.is_object() {
+        causes.push(Cause::required("involvedObject"));
+        return;
+    }
+    if let Some(ions) = io["namespace"].as_str() {
+        if ions != ns {
+            causes.push(Cause::invalid("involvedObject.namespace", &io["namespace"], "does not match event.namespace"));
+        }
+    }
+}
+
+fn validate_crd(obj: &mut Value, causes: &mut Vec<Cause>) {
+    let spec = &obj["spec"];
+    let group = spec["group"].as_str().unwrap_or("");
+    let plural = spec["names"]["plural"].as_str().unwrap_or("");
+    if group.is_empty() {
+        causes.push(Cause::required("spec.group"));
+    }
+    if plural.is_empty() {
+        causes.push(Cause::required("spec.names.plural"));
+    }
+    if spec["names"]["kind"].as_str().unwrap_or("").is_empty() {
+        causes.push(Cause::required("spec.names.kind"));
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or("");
+    if name != format!("{plural}.{group}") {
+        causes.push(Cause::invalid("metadata.name", &json!(name), "must be spec.names.plural+\".\"+spec.group"));
+    }
+    match spec["scope"].as_str() {
+        Some("Namespaced") | Some("Cluster") => {}
+        _ => causes.push(Cause::new("spec.scope", "FieldValueNotSupported", "Unsupported value: supported values: \"Cluster\", \"Namespaced\"")),
+    }
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    if versions.is_empty() {
+        causes.push(Cause::required("spec.versions"));
+    }
+    if versions.iter().filter(|v| v["storage"].as_bool() == Some(true)).count() != 1 {
+        causes.push(Cause::invalid("spec.versions", &json!(versions.len()), "must have exactly one version marked as storage version"));
+    }
+    for (i, v) in versions.iter().enumerate() {
+        match v.pointer("/schema/openAPIV3Schema") {
+            Some(s) => schema::check_crd_schema(s, &format!("spec.versions[{i}].schema.openAPIV3Schema"), causes),
+            None => causes.push(Cause::required(&format!("spec.versions[{i}].schema.openAPIV3Schema"))),
+        }
+    }
+}
+
+/// The status the apiextensions controller gives an accepted CRD.
+pub fn established_crd_status(crd: &Value, now: &str) -> Value {
+    let storage: Vec<Value> = crd["spec"]["versions"]
+        .as_array()
+        .map(|a| a.iter().filter(|v| v["storage"].as_bool() == Some(true)).map(|v| v["name"].clone()).collect())
+        .unwrap_or_default();
+    json!({
+        "acceptedNames": crd["spec"]["names"],
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now}
+        ],
+        "storedVersions": storage,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Registry;
+
+    fn deploy_def() -> ResourceDef {
+        Registry::builtin().find("apps", "v1", "deployments").cloned().unwrap()
+    }
+
+    fn deploy() -> Value {
+        json!({"metadata": {"name": "d"}, "spec": {
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}
+        }})
+    }
+
+    #[test]
+    fn deployment_defaults() {
+        let mut d = deploy();
+        prepare(&deploy_def(), &mut d, None, FieldValidation::Ignore).unwrap();
+        assert_eq!(d["spec"]["replicas"], 1);
+        assert_eq!(d["spec"]["strategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
+        assert_eq!(d["spec"]["progressDeadlineSeconds"], 600);
+    }
+
+    #[test]
+    fn deployment_rules_the_operator_must_respect() {
+        let mut d = deploy();
+        d["spec"]["strategy"] = json!({"type": "Recreate", "rollingUpdate": {"maxSurge": 1}});
+        let e = prepare(&deploy_def(), &mut d, None, FieldValidation::Ignore).unwrap_err();
+        assert!(e.message.contains("spec.strategy.rollingUpdate: Forbidden"), "{}", e.message);
+
+        let mut d = deploy();
+        d["spec"]["template"]["spec"]["containers"][0]["env"] = json!([{"name": "P", "value": "x", "valueFrom": {"configMapKeyRef": {"name": "a", "key": "b"}}}]);
+        let e = prepare(&deploy_def(), &mut d, None, FieldValidation::Ignore).unwrap_err();
+        assert!(e.message.contains("env[0].valueFrom"), "{}", e.message);
+
+        let mut d = deploy();
+        d["spec"]["strategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "0%", "maxUnavailable": 0}});
+        let e = prepare(&deploy_def(), &mut d, None, FieldValidation::Ignore).unwrap_err();
+        assert!(e.message.contains("may not be 0 when `maxSurge` is 0"), "{}", e.message);
+        assert_eq!(e.code, 422);
+    }
+}

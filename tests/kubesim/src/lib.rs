@@ -1,0 +1,322 @@
+//! kubesim: a simulated Kubernetes API server for openmed-operator's tests,
+//! demos and benchmarks. Start it in-process with [`Sim::start`] or as the
+//! `kubesim` binary; see README.md (section "The simulated cluster").
+
+pub mod api;
+pub mod controller;
+pub mod errors;
+pub mod faults;
+pub mod http;
+pub mod kinds;
+pub mod patch;
+pub mod resources;
+pub mod schema;
+pub mod selector;
+pub mod store;
+pub mod table;
+pub mod time;
+pub mod tls;
+
+use api::{lock, Shared};
+use faults::{FailRule, RequestRecord};
+use http::{HttpServer, Request, Response};
+use regex::Regex;
+use serde_json::{json, Value};
+use std::io;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The path prefix of the control endpoint; the real API never uses it.
+pub const CONTROL_PREFIX: &str = "/__sim/";
+
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// 0 picks a free port.
+    pub port: u16,
+    pub tls: bool,
+    /// Accepted bearer tokens; None disables authentication.
+    pub tokens: Option<Vec<String>>,
+    /// How long a pod takes to become ready.
+    pub warmup: Duration,
+    /// A preload value matching this regex never becomes ready.
+    pub unloadable: Option<String>,
+    /// Watch events retained; older resourceVersions get 410 Expired.
+    pub history: usize,
+    pub bookmark_interval: Duration,
+    /// How often the Deployment controller and garbage collector run.
+    pub tick: Duration,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            port: 0,
+            tls: false,
+            tokens: None,
+            warmup: Duration::from_millis(300),
+            unloadable: Some("unloadable".into()),
+            history: 10_000,
+            bookmark_interval: Duration::from_secs(2),
+            tick: Duration::from_millis(50),
+        }
+    }
+}
+
+pub struct Sim {
+    shared: Arc<Shared>,
+    server: Arc<HttpServer>,
+    ca_pem: Option<String>,
+}
+
+impl Sim {
+    pub fn start(cfg: SimConfig) -> io::Result<Sim> {
+        let unloadable = match &cfg.unloadable {
+            Some(p) => Some(Regex::new(p).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?),
+            None => None,
+        };
+        let shared = Arc::new(Shared::new(cfg.history, cfg.tokens.clone(), cfg.bookmark_interval));
+        let (tls_cfg, ca_pem) = if cfg.tls {
+            let m = tls::generate().map_err(io::Error::other)?;
+            (Some(m.server_config), Some(m.ca_pem))
+        } else {
+            (None, None)
+        };
+        let h = shared.clone();
+        let handler: http::Handler = Arc::new(move |req: Request| {
+            if req.path.starts_with(CONTROL_PREFIX) {
+                control(&h, req)
+            } else {
+                api::handle(&h, req)
+            }
+        });
+        let addr: SocketAddr = ([127, 0, 0, 1], cfg.port).into();
+        let server = HttpServer::start(addr, tls_cfg, handler)?;
+        let _ = shared.http.set(server.clone());
+        let s = shared.clone();
+        let mut ctl = controller::Controller::new(cfg.warmup, unloadable);
+        let tick = cfg.tick;
+        std::thread::Builder::new().name("kubesim-controller".into()).spawn(move || {
+            while !s.stopping.load(Ordering::SeqCst) {
+                let wall = SystemTime::now();
+                s.write(|st| {
+                    ctl.tick(st, Instant::now(), wall);
+                    st.gc(wall);
+                });
+                std::thread::sleep(tick);
+            }
+        })?;
+        Ok(Sim { shared, server, ca_pem })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    pub fn url(&self) -> String {
+        let scheme = if self.ca_pem.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr())
+    }
+
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// A kubeconfig for kubectl: the server, the CA file (TLS) and a token.
+    pub fn write_kubeconfig(&self, path: &Path, ca_file: Option<&Path>, token: Option<&str>) -> io::Result<()> {
+        let mut cluster = format!("    server: {}\n", self.url());
+        if let Some(ca) = ca_file {
+            cluster.push_str(&format!("    certificate-authority: {}\n", ca.display()));
+        }
+        let user = match token {
+            Some(t) => format!("    token: {t}\n"),
+            None => "    {}\n".to_string(),
+        };
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n{cluster}users:\n- name: kubesim\n  user:\n{user}contexts:\n- name: kubesim\n  context:\n    cluster: kubesim\n    user: kubesim\n    namespace: default\ncurrent-context: kubesim\n"
+        );
+        std::fs::write(path, text)
+    }
+
+    // ---- faults ----
+
+    /// Fail the next `count` requests whose method (any if None) and path
+    /// (a regex) match, with `code` (and `Retry-After` seconds for 429).
+    pub fn fail_next(&self, method: Option<&str>, path: &str, code: u16, count: u32, retry_after: Option<u64>) {
+        if let Ok(re) = Regex::new(path) {
+            lock(&self.shared.faults).rules.push(FailRule {
+                method: method.map(str::to_string),
+                path: re,
+                code,
+                retry_after,
+                remaining: count,
+            });
+        }
+    }
+
+    pub fn set_latency(&self, d: Duration) {
+        lock(&self.shared.faults).latency = d;
+    }
+
+    pub fn clear_faults(&self) {
+        *lock(&self.shared.faults) = faults::Faults::default();
+    }
+
+    /// Drop every open watch without its final chunk, as a network cut does.
+    pub fn cut_watches(&self) {
+        self.shared.watch_epoch.fetch_add(1, Ordering::SeqCst);
+        self.shared.changed.notify_all();
+    }
+
+    /// Answer the next `n` watches with "too old resource version": as an
+    /// HTTP 410, or (`in_stream`) as an ERROR event in a 200 stream.
+    pub fn expire_next_watches(&self, n: u32, in_stream: bool) {
+        let mut f = lock(&self.shared.faults);
+        f.expire_watches = n;
+        f.expire_in_stream = in_stream;
+    }
+
+    /// Forget the watch history: every older resourceVersion is now expired.
+    pub fn compact(&self) {
+        self.shared.write(|st| st.compact());
+    }
+
+    /// Refuse connections for `d` and drop open ones, keeping all state.
+    pub fn pause(&self, d: Duration) {
+        self.server.pause(d);
+    }
+
+    pub fn set_tokens(&self, tokens: Option<Vec<String>>) {
+        *lock(&self.shared.tokens) = tokens;
+    }
+
+    // ---- figures ----
+
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        lock(&self.shared.stats).log.clone()
+    }
+
+    /// Requests so far whose verb (get, list, watch, create, update, patch,
+    /// delete, discovery) and resource match, None matching any.
+    pub fn count(&self, verb: Option<&str>, resource: Option<&str>) -> u64 {
+        lock(&self.shared.stats)
+            .counts
+            .iter()
+            .filter(|((v, r, _), _)| verb.map(|x| x == v).unwrap_or(true) && resource.map(|x| x == r).unwrap_or(true))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    pub fn reset_stats(&self) {
+        *lock(&self.shared.stats) = faults::Stats::default();
+    }
+
+    pub fn stats_json(&self) -> Value {
+        lock(&self.shared.stats).to_json()
+    }
+
+    // ---- direct state access, bypassing HTTP ----
+
+    /// The stored object, if any (`group` "" for core).
+    pub fn object(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value> {
+        let st = lock(&self.shared.store);
+        let def = st.registry.by_key(&format!("{group}/{plural}"))?.clone();
+        st.get(&def, namespace, name).map(|o| (*o).clone())
+    }
+
+    /// All stored objects of a kind in a namespace (None: all namespaces).
+    pub fn objects(&self, group: &str, plural: &str, namespace: Option<&str>) -> Vec<Value> {
+        let st = lock(&self.shared.store);
+        let Some(def) = st.registry.by_key(&format!("{group}/{plural}")).cloned() else {
+            return Vec::new();
+        };
+        st.list(&def, namespace).into_iter().map(|o| (*o).clone()).collect()
+    }
+
+    pub fn resource_version(&self) -> u64 {
+        lock(&self.shared.store).rv
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.shared.changed.notify_all();
+        self.server.stop();
+    }
+}
+
+fn control(shared: &Arc<Shared>, req: Request) -> Response {
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or(json!({}));
+    let op = req.path.trim_start_matches(CONTROL_PREFIX).trim_end_matches('/');
+    let done = || Response::json(200, &json!({"ok": true}));
+    match (req.method.as_str(), op) {
+        ("GET", "healthz") => done(),
+        ("GET", "counters") => Response::json(200, &lock(&shared.stats).to_json()),
+        ("GET", "requests") => {
+            let log: Vec<Value> = lock(&shared.stats).log.iter().map(RequestRecord::to_json).collect();
+            Response::json(200, &json!(log))
+        }
+        ("POST", "reset-counters") => {
+            *lock(&shared.stats) = faults::Stats::default();
+            done()
+        }
+        ("POST", "fail") => {
+            let Ok(re) = Regex::new(body["path"].as_str().unwrap_or(".*")) else {
+                return Response::json(400, &json!({"error": "path is not a valid regex"}));
+            };
+            lock(&shared.faults).rules.push(FailRule {
+                method: body["method"].as_str().map(str::to_string),
+                path: re,
+                code: body["code"].as_u64().unwrap_or(500) as u16,
+                retry_after: body["retryAfter"].as_u64(),
+                remaining: body["count"].as_u64().unwrap_or(1) as u32,
+            });
+            done()
+        }
+        ("POST", "latency") => {
+            lock(&shared.faults).latency = Duration::from_millis(body["ms"].as_u64().unwrap_or(0));
+            done()
+        }
+        ("POST", "clear-faults") => {
+            *lock(&shared.faults) = faults::Faults::default();
+            done()
+        }
+        ("POST", "cut-watches") => {
+            shared.watch_epoch.fetch_add(1, Ordering::SeqCst);
+            shared.changed.notify_all();
+            done()
+        }
+        ("POST", "expire-watches") => {
+            let mut f = lock(&shared.faults);
+            f.expire_watches = body["count"].as_u64().unwrap_or(1) as u32;
+            f.expire_in_stream = body["inStream"].as_bool().unwrap_or(false);
+            done()
+        }
+        ("POST", "compact") => {
+            shared.write(|st| st.compact());
+            done()
+        }
+        ("POST", "pause") => {
+            let d = Duration::from_secs_f64(body["seconds"].as_f64().unwrap_or(5.0));
+            if let Some(server) = shared.http.get().cloned() {
+                // Answer first, then go down.
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(50));
+                    server.pause(d);
+                });
+            }
+            done()
+        }
+        ("POST", "tokens") => {
+            let tokens = body["tokens"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect());
+            *lock(&shared.tokens) = tokens;
+            done()
+        }
+        _ => Response::json(404, &json!({"error": format!("unknown control operation {op:?}")})),
+    }
+}

@@ -1,0 +1,575 @@
+//! The object store: what etcd plus the registry strategies do for us.
+//! One global resourceVersion counter, a bounded event history for watches,
+//! object metadata kept as the real server keeps it, finalizers, and
+//! background garbage collection.
+
+use crate::errors::{ApiErr, Cause};
+use crate::kinds::{self, FieldValidation};
+use crate::resources::{def_from_crd, Registry, ResourceDef};
+use crate::time::rfc3339;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// (resource key, namespace or "", name)
+pub type Key = (String, String, String);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+#[derive(Debug, Clone)]
+pub struct HistEvent {
+    pub rv: u64,
+    pub res: String,
+    pub ns: String,
+    pub kind: EvKind,
+    pub obj: Arc<Value>,
+    pub old: Option<Arc<Value>>,
+}
+
+#[derive(Debug)]
+pub struct WriteResult {
+    pub obj: Arc<Value>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+pub struct Store {
+    pub rv: u64,
+    pub objects: BTreeMap<Key, Arc<Value>>,
+    pub history: VecDeque<HistEvent>,
+    /// Events at or below this resourceVersion are gone from history.
+    pub compacted: u64,
+    pub history_cap: usize,
+    pub registry: Registry,
+    pub gc_dirty: bool,
+}
+
+pub fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.finish()
+}
+
+fn new_uid() -> String {
+    let a = random_u64();
+    let b = random_u64();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        0x8000 | (b >> 48) & 0x3fff,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+fn meta_str<'a>(obj: &'a Value, k: &str) -> Option<&'a str> {
+    obj["metadata"][k].as_str()
+}
+
+fn finalizers(obj: &Value) -> Vec<String> {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Equal apart from bookkeeping the server itself maintains.
+fn same_content(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v["metadata"].as_object_mut() {
+            m.remove("resourceVersion");
+            m.remove("managedFields");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// Whether a write changes what `generation` tracks.
+fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
+    if def.custom {
+        let strip = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("metadata");
+                m.remove("status");
+            }
+            v
+        };
+        strip(old) != strip(new)
+    } else {
+        old["spec"] != new["spec"]
+    }
+}
+
+impl Store {
+    pub fn new(history_cap: usize) -> Store {
+        let mut s = Store {
+            rv: 0,
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            compacted: 0,
+            history_cap: history_cap.max(1),
+            registry: Registry::builtin(),
+            gc_dirty: false,
+        };
+        let now = SystemTime::now();
+        if let Some(def) = s.registry.find("", "v1", "namespaces").cloned() {
+            for ns in ["default", "kube-system", "kube-public"] {
+                let _ = s.create(&def, "", json!({"metadata": {"name": ns}}), FieldValidation::Ignore, now);
+            }
+        }
+        s
+    }
+
+    fn record(&mut self, key: Key, kind: EvKind, mut obj: Value, old: Option<Arc<Value>>) -> Arc<Value> {
+        self.rv += 1;
+        obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        let obj = Arc::new(obj);
+        match kind {
+            EvKind::Deleted => {
+                self.objects.remove(&key);
+            }
+            _ => {
+                self.objects.insert(key.clone(), obj.clone());
+            }
+        }
+        self.history.push_back(HistEvent {
+            rv: self.rv,
+            res: key.0,
+            ns: key.1,
+            kind,
+            obj: obj.clone(),
+            old,
+        });
+        while self.history.len() > self.history_cap {
+            if let Some(e) = self.history.pop_front() {
+                self.compacted = e.rv;
+            }
+        }
+        obj
+    }
+
+    /// Forget all history: any watch or continue token older than now is expired.
+    pub fn compact(&mut self) {
+        self.history.clear();
+        self.compacted = self.rv;
+    }
+
+    pub fn key(def: &ResourceDef, ns: &str, name: &str) -> Key {
+        (def.key(), if def.namespaced { ns.to_string() } else { String::new() }, name.to_string())
+    }
+
+    pub fn get(&self, def: &ResourceDef, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.objects.get(&Store::key(def, ns, name)).cloned()
+    }
+
+    /// Objects of a kind, in one namespace or all, in key order.
+    pub fn list(&self, def: &ResourceDef, ns: Option<&str>) -> Vec<Arc<Value>> {
+        let res = def.key();
+        let lo = (res.clone(), ns.unwrap_or("").to_string(), String::new());
+        self.objects
+            .range(lo..)
+            .take_while(|((r, n, _), _)| *r == res && ns.map(|x| x == n).unwrap_or(true))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    fn namespace_exists(&self, ns: &str) -> bool {
+        self.objects.contains_key(&("/namespaces".to_string(), String::new(), ns.to_string()))
+    }
+
+    pub fn create(&mut self, def: &ResourceDef, ns: &str, mut obj: Value, fv: FieldValidation, now: SystemTime) -> Result<WriteResult, ApiErr> {
+        if !obj.is_object() {
+            return Err(ApiErr::bad_request("the body of the request was not a JSON object"));
+        }
+        if !obj["metadata"].is_object() {
+            obj["metadata"] = json!({});
+        }
+        let mut name = meta_str(&obj, "name").unwrap_or("").to_string();
+        if name.is_empty() {
+            if let Some(g) = meta_str(&obj, "generateName").filter(|g| !g.is_empty()) {
+                const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+                let mut r = random_u64();
+                let suffix: String = (0..5)
+                    .map(|_| {
+                        let c = ALPHA[(r % ALPHA.len() as u64) as usize] as char;
+                        r /= ALPHA.len() as u64;
+                        c
+                    })
+                    .collect();
+                name = format!("{g}{suffix}");
+                obj["metadata"]["name"] = json!(name);
+            }
+        }
+        if def.namespaced {
+            if let Some(body_ns) = meta_str(&obj, "namespace").filter(|n| !n.is_empty()) {
+                if body_ns != ns {
+                    return Err(ApiErr::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+            }
+            obj["metadata"]["namespace"] = json!(ns);
+            if !self.namespace_exists(ns) {
+                let nsdef = self.registry.find("", "v1", "namespaces").cloned();
+                if let Some(nsdef) = nsdef {
+                    return Err(ApiErr::not_found(&nsdef, ns));
+                }
+            }
+        } else if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("namespace");
+        }
+        if self.get(def, ns, &name).is_some() {
+            return Err(ApiErr::already_exists(def, &name));
+        }
+        obj["apiVersion"] = json!(def.storage_api_version());
+        obj["kind"] = json!(def.kind);
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "generation", "managedFields", "selfLink"] {
+                m.remove(k);
+            }
+            m.insert("uid".into(), json!(new_uid()));
+            m.insert("creationTimestamp".into(), json!(rfc3339(now)));
+            if def.generation {
+                m.insert("generation".into(), json!(1));
+            }
+        }
+        if def.status_subresource && def.plural != "namespaces" {
+            if let Some(m) = obj.as_object_mut() {
+                m.remove("status");
+            }
+        }
+        let warnings = kinds::prepare(def, &mut obj, None, fv)?;
+        if def.plural == "customresourcedefinitions" {
+            self.register_crd(&mut obj, &name, now)?;
+        }
+        let key = Store::key(def, ns, &name);
+        let stored = self.record(key, EvKind::Added, obj, None);
+        Ok(WriteResult { obj: stored, warnings })
+    }
+
+    fn register_crd(&mut self, crd: &mut Value, name: &str, now: SystemTime) -> Result<(), ApiErr> {
+        let new_def = def_from_crd(crd);
+        if let Some(existing) = self.registry.by_key(&new_def.key()) {
+            if !existing.custom {
+                let crd_def = self.registry.find("apiextensions.k8s.io", "v1", "customresourcedefinitions").cloned();
+                if let Some(crd_def) = crd_def {
+                    return Err(ApiErr::invalid(&crd_def, name, vec![Cause::invalid("spec.group", &json!(new_def.group), "conflicts with a built-in group")]));
+                }
+            }
+        }
+        crd["status"] = kinds::established_crd_status(crd, &rfc3339(now));
+        self.registry.add(new_def);
+        Ok(())
+    }
+
+    /// Replace an object (PUT, or the result of a patch). With `status_only`
+    /// only `.status` is taken from `new`; otherwise `.status` is kept when
+    /// the kind has a status subresource.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update(
+        &mut self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        mut new: Value,
+        status_only: bool,
+        fv: FieldValidation,
+        require_rv: bool,
+        now: SystemTime,
+    ) -> Result<WriteResult, ApiErr> {
+        let old = self.get(def, ns, name).ok_or_else(|| ApiErr::not_found(def, name))?;
+        if !new.is_object() {
+            return Err(ApiErr::bad_request("the body of the request was not a JSON object"));
+        }
+        if !new["metadata"].is_object() {
+            new["metadata"] = json!({});
+        }
+        match meta_str(&new, "resourceVersion").filter(|rv| !rv.is_empty()) {
+            Some(rv) if Some(rv) != meta_str(&old, "resourceVersion") => return Err(ApiErr::modified(def, name)),
+            None if require_rv => {
+                return Err(ApiErr::invalid(def, name, vec![Cause::invalid("metadata.resourceVersion", &json!("0x0"), "must be specified for an update")]));
+            }
+            _ => {}
+        }
+        let mut result = if status_only {
+            let mut r = (*old).clone();
+            match new.get("status") {
+                Some(s) if !s.is_null() => r["status"] = s.clone(),
+                _ => {
+                    if let Some(m) = r.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            r
+        } else {
+            let mut r = new;
+            if def.status_subresource {
+                match old.get("status") {
+                    Some(s) => r["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = r.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            r
+        };
+        result["apiVersion"] = old["apiVersion"].clone();
+        result["kind"] = old["kind"].clone();
+        for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace"] {
+            match old["metadata"].get(k) {
+                Some(v) => result["metadata"][k] = v.clone(),
+                None => {
+                    if let Some(m) = result["metadata"].as_object_mut() {
+                        m.remove(k);
+                    }
+                }
+            }
+        }
+        if let Some(m) = result["metadata"].as_object_mut() {
+            m.remove("managedFields");
+            m.remove("selfLink");
+        }
+        if meta_str(&old, "deletionTimestamp").is_some() {
+            let before = finalizers(&old);
+            let added: Vec<String> = finalizers(&result).into_iter().filter(|f| !before.contains(f)).collect();
+            if !added.is_empty() {
+                return Err(ApiErr::invalid(
+                    def,
+                    name,
+                    vec![Cause::forbidden("metadata.finalizers", &format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"))],
+                ));
+            }
+        }
+        let warnings = kinds::prepare(def, &mut result, Some(&old), fv)?;
+        if def.generation && !status_only && spec_changed(def, &old, &result) {
+            let g = old["metadata"]["generation"].as_i64().unwrap_or(0);
+            result["metadata"]["generation"] = json!(g + 1);
+        }
+        if def.plural == "customresourcedefinitions" && !status_only {
+            self.register_crd(&mut result, name, now)?;
+        }
+        if same_content(&old, &result) {
+            return Ok(WriteResult { obj: old, warnings });
+        }
+        let key = Store::key(def, ns, name);
+        if meta_str(&result, "deletionTimestamp").is_some() && finalizers(&result).is_empty() {
+            let gone = self.purge(key, result);
+            return Ok(WriteResult { obj: gone, warnings });
+        }
+        let stored = self.record(key, EvKind::Modified, result, Some(old));
+        Ok(WriteResult { obj: stored, warnings })
+    }
+
+    pub fn delete(&mut self, def: &ResourceDef, ns: &str, name: &str, pre: &Preconditions, now: SystemTime) -> Result<Arc<Value>, ApiErr> {
+        let old = self.get(def, ns, name).ok_or_else(|| ApiErr::not_found(def, name))?;
+        if let Some(uid) = &pre.uid {
+            let actual = meta_str(&old, "uid").unwrap_or("");
+            if uid != actual {
+                let mut e = ApiErr::conflict(def, name, "");
+                e.message = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}");
+                return Err(e);
+            }
+        }
+        if let Some(rv) = &pre.resource_version {
+            let actual = meta_str(&old, "resourceVersion").unwrap_or("");
+            if rv != actual {
+                let mut e = ApiErr::conflict(def, name, "");
+                e.message = format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}");
+                return Err(e);
+            }
+        }
+        let key = Store::key(def, ns, name);
+        if !finalizers(&old).is_empty() {
+            if meta_str(&old, "deletionTimestamp").is_some() {
+                return Ok(old);
+            }
+            let mut next = (*old).clone();
+            next["metadata"]["deletionTimestamp"] = json!(rfc3339(now));
+            next["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            if def.generation {
+                let g = old["metadata"]["generation"].as_i64().unwrap_or(0);
+                next["metadata"]["generation"] = json!(g + 1);
+            }
+            return Ok(self.record(key, EvKind::Modified, next, Some(old)));
+        }
+        let last = (*old).clone();
+        Ok(self.purge(key, last))
+    }
+
+    /// Remove for good (DELETED event), cascading for CRDs and namespaces.
+    fn purge(&mut self, key: Key, last: Value) -> Arc<Value> {
+        let old = self.objects.get(&key).cloned();
+        let gone = self.record(key.clone(), EvKind::Deleted, last, old);
+        self.gc_dirty = true;
+        if key.0 == "apiextensions.k8s.io/customresourcedefinitions" {
+            let res = format!(
+                "{}/{}",
+                gone["spec"]["group"].as_str().unwrap_or(""),
+                gone["spec"]["names"]["plural"].as_str().unwrap_or("")
+            );
+            let doomed: Vec<Key> = self.objects.keys().filter(|k| k.0 == res).cloned().collect();
+            for k in doomed {
+                if let Some(o) = self.objects.get(&k).map(|o| (**o).clone()) {
+                    self.purge(k, o);
+                }
+            }
+            self.registry.remove(&res);
+        }
+        if key.0 == "/namespaces" {
+            let doomed: Vec<Key> = self.objects.keys().filter(|k| k.1 == key.2).cloned().collect();
+            for k in doomed {
+                if let Some(o) = self.objects.get(&k).map(|o| (**o).clone()) {
+                    self.purge(k, o);
+                }
+            }
+        }
+        gone
+    }
+
+    /// Background garbage collection: drop owner references to objects that
+    /// no longer exist, and delete dependents left with no owner at all.
+    pub fn gc(&mut self, now: SystemTime) {
+        if !self.gc_dirty {
+            return;
+        }
+        self.gc_dirty = false;
+        let uids: HashSet<String> = self
+            .objects
+            .values()
+            .filter_map(|o| meta_str(o, "uid").map(str::to_string))
+            .collect();
+        let dependents: Vec<(Key, Arc<Value>)> = self
+            .objects
+            .iter()
+            .filter(|(_, o)| o["metadata"]["ownerReferences"].as_array().map(|a| !a.is_empty()).unwrap_or(false))
+            .map(|(k, o)| (k.clone(), o.clone()))
+            .collect();
+        for (key, obj) in dependents {
+            let refs = obj["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+            let alive: Vec<Value> = refs
+                .iter()
+                .filter(|r| r["uid"].as_str().map(|u| uids.contains(u)).unwrap_or(false))
+                .cloned()
+                .collect();
+            if alive.len() == refs.len() {
+                continue;
+            }
+            let Some(def) = self.registry.by_key(&key.0).cloned() else { continue };
+            if alive.is_empty() {
+                let _ = self.delete(&def, &key.1, &key.2, &Preconditions::default(), now);
+            } else {
+                let mut next = (*obj).clone();
+                next["metadata"]["ownerReferences"] = json!(alive);
+                self.record(key, EvKind::Modified, next, Some(obj));
+            }
+        }
+    }
+
+    /// History after `cursor`, or None if some of it has been compacted away.
+    pub fn events_after(&self, cursor: u64) -> Option<Vec<HistEvent>> {
+        if cursor < self.compacted {
+            return None;
+        }
+        let start = self.history.partition_point(|e| e.rv <= cursor);
+        Some(self.history.range(start..).cloned().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm_def(s: &Store) -> ResourceDef {
+        s.registry.find("", "v1", "configmaps").cloned().unwrap()
+    }
+
+    #[test]
+    fn metadata_lifecycle() {
+        let mut s = Store::new(100);
+        let def = cm_def(&s);
+        let now = SystemTime::now();
+        let a = s.create(&def, "default", json!({"metadata": {"name": "a"}, "data": {"k": "v"}}), FieldValidation::Ignore, now).unwrap().obj;
+        assert!(a["metadata"]["uid"].as_str().unwrap().len() == 36);
+        assert!(a["metadata"]["generation"].is_null());
+        let rv = a["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        // A write that changes nothing keeps the resourceVersion.
+        let same = s.update(&def, "default", "a", (*a).clone(), false, FieldValidation::Ignore, false, now).unwrap().obj;
+        assert_eq!(same["metadata"]["resourceVersion"], rv.as_str());
+        // A stale resourceVersion is a conflict.
+        let mut stale = (*a).clone();
+        stale["data"]["k"] = json!("w");
+        stale["metadata"]["resourceVersion"] = json!("1");
+        assert_eq!(s.update(&def, "default", "a", stale, false, FieldValidation::Ignore, false, now).unwrap_err().code, 409);
+        assert_eq!(s.create(&def, "default", json!({"metadata": {"name": "a"}}), FieldValidation::Ignore, now).unwrap_err().code, 409);
+        assert_eq!(s.create(&def, "nope", json!({"metadata": {"name": "a"}}), FieldValidation::Ignore, now).unwrap_err().code, 404);
+        let g = s.create(&def, "default", json!({"metadata": {"generateName": "x-"}}), FieldValidation::Ignore, now).unwrap().obj;
+        assert!(g["metadata"]["name"].as_str().unwrap().starts_with("x-"));
+    }
+
+    #[test]
+    fn finalizers_hold_deletion() {
+        let mut s = Store::new(100);
+        let def = cm_def(&s);
+        let now = SystemTime::now();
+        s.create(&def, "default", json!({"metadata": {"name": "a", "finalizers": ["x/y"]}}), FieldValidation::Ignore, now).unwrap();
+        let d = s.delete(&def, "default", "a", &Preconditions::default(), now).unwrap();
+        assert!(d["metadata"]["deletionTimestamp"].is_string());
+        let mut add = (*d).clone();
+        add["metadata"]["finalizers"] = json!(["x/y", "x/z"]);
+        assert_eq!(s.update(&def, "default", "a", add, false, FieldValidation::Ignore, false, now).unwrap_err().code, 422);
+        let mut rm = (*d).clone();
+        rm["metadata"]["finalizers"] = json!([]);
+        s.update(&def, "default", "a", rm, false, FieldValidation::Ignore, false, now).unwrap();
+        assert!(s.get(&def, "default", "a").is_none());
+        assert_eq!(s.history.back().unwrap().kind, EvKind::Deleted);
+    }
+
+    #[test]
+    fn gc_deletes_orphans() {
+        let mut s = Store::new(100);
+        let def = cm_def(&s);
+        let now = SystemTime::now();
+        let owner = s.create(&def, "default", json!({"metadata": {"name": "owner"}}), FieldValidation::Ignore, now).unwrap().obj;
+        let uid = owner["metadata"]["uid"].as_str().unwrap().to_string();
+        s.create(&def, "default", json!({"metadata": {"name": "dep", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid, "controller": true}]}}), FieldValidation::Ignore, now).unwrap();
+        s.gc(now);
+        assert!(s.get(&def, "default", "dep").is_some());
+        s.delete(&def, "default", "owner", &Preconditions::default(), now).unwrap();
+        s.gc(now);
+        assert!(s.get(&def, "default", "dep").is_none());
+    }
+
+    #[test]
+    fn history_is_bounded_and_compaction_expires() {
+        let mut s = Store::new(3);
+        let def = cm_def(&s);
+        let now = SystemTime::now();
+        for i in 0..5 {
+            s.create(&def, "default", json!({"metadata": {"name": format!("c{i}")}}), FieldValidation::Ignore, now).unwrap();
+        }
+        assert!(s.events_after(1).is_none());
+        assert_eq!(s.events_after(s.rv - 2).unwrap().len(), 2);
+        s.compact();
+        assert!(s.events_after(s.rv - 1).is_none());
+        assert_eq!(s.events_after(s.rv).unwrap().len(), 0);
+    }
+}

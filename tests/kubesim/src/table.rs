@@ -1,0 +1,173 @@
+//! `as=Table` responses (what `kubectl get` prints) and the small JSONPath
+//! subset CRD printer columns use.
+
+use crate::resources::{PrinterColumn, ResourceDef};
+use crate::time::{age, parse_rfc3339};
+use serde_json::{json, Value};
+use std::time::SystemTime;
+
+/// Evaluate `.a.b`, `.a[0]` and `.a[?(@.k=="v")].b`.
+pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = v;
+    let mut rest = path.trim().trim_start_matches('{').trim_end_matches('}');
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            cur = cur.get(&r[..end])?;
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix("[?(@.") {
+            let close = r.find(")]")?;
+            let cond = &r[..close];
+            let (k, want) = cond.split_once("==")?;
+            let want = want.trim().trim_matches(['"', '\'']);
+            cur = cur
+                .as_array()?
+                .iter()
+                .find(|e| e.get(k.trim()).and_then(Value::as_str) == Some(want))?;
+            rest = &r[close + 2..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let close = r.find(']')?;
+            let i: usize = r[..close].parse().ok()?;
+            cur = cur.get(i)?;
+            rest = &r[close + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+fn cell_string(v: Option<&Value>) -> Value {
+    match v {
+        None | Some(Value::Null) => json!("<none>"),
+        Some(Value::String(s)) => json!(s),
+        Some(other) => json!(other.to_string()),
+    }
+}
+
+fn age_of(obj: &Value, now: SystemTime) -> String {
+    obj["metadata"]["creationTimestamp"]
+        .as_str()
+        .and_then(parse_rfc3339)
+        .map(|t| age(t, now))
+        .unwrap_or_else(|| "<unknown>".into())
+}
+
+fn builtin_columns(def: &ResourceDef) -> Vec<(&'static str, &'static str)> {
+    match def.plural.as_str() {
+        "deployments" => vec![("Name", "string"), ("Ready", "string"), ("Up-to-date", "integer"), ("Available", "integer"), ("Age", "string")],
+        "configmaps" => vec![("Name", "string"), ("Data", "integer"), ("Age", "string")],
+        "namespaces" => vec![("Name", "string"), ("Status", "string"), ("Age", "string")],
+        "events" => vec![("Last Seen", "string"), ("Type", "string"), ("Reason", "string"), ("Object", "string"), ("Message", "string")],
+        "leases" => vec![("Name", "string"), ("Holder", "string"), ("Age", "string")],
+        _ => vec![("Name", "string"), ("Created At", "date")],
+    }
+}
+
+fn builtin_cells(def: &ResourceDef, o: &Value, now: SystemTime) -> Vec<Value> {
+    let name = json!(o["metadata"]["name"].as_str().unwrap_or(""));
+    let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    match def.plural.as_str() {
+        "deployments" => vec![
+            name,
+            json!(format!("{}/{}", n("/status/readyReplicas"), n("/spec/replicas"))),
+            json!(n("/status/updatedReplicas")),
+            json!(n("/status/availableReplicas")),
+            json!(age_of(o, now)),
+        ],
+        "configmaps" => vec![name, json!(o["data"].as_object().map(|d| d.len()).unwrap_or(0)), json!(age_of(o, now))],
+        "namespaces" => vec![name, cell_string(o.pointer("/status/phase")), json!(age_of(o, now))],
+        "events" => {
+            let last = o["lastTimestamp"]
+                .as_str()
+                .or(o["eventTime"].as_str())
+                .and_then(parse_rfc3339)
+                .map(|t| age(t, now))
+                .unwrap_or_else(|| "<unknown>".into());
+            let obj = format!(
+                "{}/{}",
+                o["involvedObject"]["kind"].as_str().unwrap_or("").to_lowercase(),
+                o["involvedObject"]["name"].as_str().unwrap_or("")
+            );
+            vec![json!(last), cell_string(o.get("type")), cell_string(o.get("reason")), json!(obj), cell_string(o.get("message"))]
+        }
+        "leases" => vec![name, cell_string(o.pointer("/spec/holderIdentity")), json!(age_of(o, now))],
+        _ => vec![name, cell_string(o.pointer("/metadata/creationTimestamp"))],
+    }
+}
+
+fn custom_columns(def: &ResourceDef, version: &str) -> Vec<PrinterColumn> {
+    let cols = def.columns.get(version).cloned().unwrap_or_default();
+    if cols.is_empty() {
+        return vec![PrinterColumn {
+            name: "Age".into(),
+            type_: "date".into(),
+            json_path: ".metadata.creationTimestamp".into(),
+            priority: 0,
+            description: String::new(),
+        }];
+    }
+    cols
+}
+
+fn partial(o: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]})
+}
+
+fn row(def: &ResourceDef, version: &str, o: &Value, now: SystemTime) -> Value {
+    let cells = if def.custom {
+        let mut cells = vec![json!(o["metadata"]["name"].as_str().unwrap_or(""))];
+        for c in custom_columns(def, version) {
+            let v = json_path(o, &c.json_path);
+            cells.push(match (c.type_.as_str(), v) {
+                ("date", Some(Value::String(s))) => json!(parse_rfc3339(s).map(|t| age(t, now)).unwrap_or_else(|| s.clone())),
+                (_, v) => cell_string(v),
+            });
+        }
+        cells
+    } else {
+        builtin_cells(def, o, now)
+    };
+    json!({"cells": cells, "object": partial(o)})
+}
+
+/// A Table of `objs`; `with_columns` false for watch events after the first.
+pub fn table(def: &ResourceDef, version: &str, objs: &[&Value], rv: &str, now: SystemTime) -> Value {
+    let columns: Vec<Value> = if def.custom {
+        let mut cols = vec![json!({"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0})];
+        for c in custom_columns(def, version) {
+            let ty = if c.type_ == "date" { "string" } else { c.type_.as_str() };
+            cols.push(json!({"name": c.name, "type": ty, "format": "", "description": c.description, "priority": c.priority}));
+        }
+        cols
+    } else {
+        builtin_columns(def)
+            .into_iter()
+            .map(|(n, t)| {
+                let fmt = if n == "Name" { "name" } else { "" };
+                json!({"name": n, "type": t, "format": fmt, "description": "", "priority": 0})
+            })
+            .collect()
+    };
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": rv},
+        "columnDefinitions": columns,
+        "rows": objs.iter().map(|o| row(def, version, o, now)).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_path_subset() {
+        let o = json!({"spec": {"family": "PII"}, "status": {"conditions": [{"type": "Progressing", "status": "True"}, {"type": "Ready", "status": "False"}]}, "l": [1, 2]});
+        assert_eq!(json_path(&o, ".spec.family"), Some(&json!("PII")));
+        assert_eq!(json_path(&o, r#".status.conditions[?(@.type=="Ready")].status"#), Some(&json!("False")));
+        assert_eq!(json_path(&o, ".l[1]"), Some(&json!(2)));
+        assert_eq!(json_path(&o, ".status.activeVersion"), None);
+    }
+}
