@@ -215,6 +215,8 @@ pub fn handle(shared: &Arc<Shared>, req: Request) -> Response {
         status: resp.status,
         verb: verb.to_string(),
         resource,
+        user_agent: req.header("user-agent").unwrap_or("").to_string(),
+        accept: req.header("accept").unwrap_or("").to_string(),
     });
     resp
 }
@@ -236,7 +238,7 @@ fn serve(shared: &Arc<Shared>, req: &Request, r: Route) -> Response {
             _ => Response::with_type(200, "text/plain", b"ok".to_vec()),
         };
     }
-    let failure = lock(&shared.faults).take_failure(&req.method, &req.path);
+    let failure = lock(&shared.faults).take_failure(&req.method, &req.path, &req.raw_query);
     if let Some((code, retry_after)) = failure {
         let reason = match code {
             429 => "TooManyRequests",

@@ -9,6 +9,8 @@ use std::time::Duration;
 pub struct FailRule {
     pub method: Option<String>,
     pub path: Regex,
+    /// Also required to match the raw query string, if set.
+    pub query: Option<Regex>,
     pub code: u16,
     pub retry_after: Option<u64>,
     pub remaining: u32,
@@ -26,9 +28,12 @@ pub struct Faults {
 
 impl Faults {
     /// The failure the next request must get, if a rule matches it.
-    pub fn take_failure(&mut self, method: &str, path: &str) -> Option<(u16, Option<u64>)> {
+    pub fn take_failure(&mut self, method: &str, path: &str, query: &str) -> Option<(u16, Option<u64>)> {
         let rule = self.rules.iter_mut().find(|r| {
-            r.remaining > 0 && r.method.as_deref().map(|m| m.eq_ignore_ascii_case(method)).unwrap_or(true) && r.path.is_match(path)
+            r.remaining > 0
+                && r.method.as_deref().map(|m| m.eq_ignore_ascii_case(method)).unwrap_or(true)
+                && r.path.is_match(path)
+                && r.query.as_ref().map(|q| q.is_match(query)).unwrap_or(true)
         })?;
         rule.remaining -= 1;
         let out = (rule.code, rule.retry_after);
@@ -47,12 +52,14 @@ pub struct RequestRecord {
     pub status: u16,
     pub verb: String,
     pub resource: String,
+    pub user_agent: String,
+    pub accept: String,
 }
 
 impl RequestRecord {
     pub fn to_json(&self) -> Value {
         json!({"method": self.method, "path": self.path, "query": self.query, "contentType": self.content_type,
-               "status": self.status, "verb": self.verb, "resource": self.resource})
+               "status": self.status, "verb": self.verb, "resource": self.resource, "userAgent": self.user_agent, "accept": self.accept})
     }
 }
 

@@ -145,15 +145,26 @@ impl Sim {
     /// Fail the next `count` requests whose method (any if None) and path
     /// (a regex) match, with `code` (and `Retry-After` seconds for 429).
     pub fn fail_next(&self, method: Option<&str>, path: &str, code: u16, count: u32, retry_after: Option<u64>) {
-        if let Ok(re) = Regex::new(path) {
-            lock(&self.shared.faults).rules.push(FailRule {
-                method: method.map(str::to_string),
-                path: re,
-                code,
-                retry_after,
-                remaining: count,
-            });
-        }
+        self.add_rule(method, path, None, code, count, retry_after);
+    }
+
+    /// Like [`Sim::fail_next`], only for requests whose query also matches.
+    pub fn fail_next_query(&self, method: Option<&str>, path: &str, query: &str, code: u16, count: u32) {
+        self.add_rule(method, path, Some(query), code, count, None);
+    }
+
+    fn add_rule(&self, method: Option<&str>, path: &str, query: Option<&str>, code: u16, count: u32, retry_after: Option<u64>) {
+        let (Ok(path), Ok(query)) = (Regex::new(path), query.map(Regex::new).transpose()) else {
+            return;
+        };
+        lock(&self.shared.faults).rules.push(FailRule {
+            method: method.map(str::to_string),
+            path,
+            query,
+            code,
+            retry_after,
+            remaining: count,
+        });
     }
 
     pub fn set_latency(&self, d: Duration) {
@@ -267,9 +278,13 @@ fn control(shared: &Arc<Shared>, req: Request) -> Response {
             let Ok(re) = Regex::new(body["path"].as_str().unwrap_or(".*")) else {
                 return Response::json(400, &json!({"error": "path is not a valid regex"}));
             };
+            let Ok(query) = body["query"].as_str().map(Regex::new).transpose() else {
+                return Response::json(400, &json!({"error": "query is not a valid regex"}));
+            };
             lock(&shared.faults).rules.push(FailRule {
                 method: body["method"].as_str().map(str::to_string),
                 path: re,
+                query,
                 code: body["code"].as_u64().unwrap_or(500) as u16,
                 retry_after: body["retryAfter"].as_u64(),
                 remaining: body["count"].as_u64().unwrap_or(1) as u32,
