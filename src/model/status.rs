@@ -1,0 +1,288 @@
+//! Status vocabulary (phases, conditions, reasons, event reasons), rendered
+//! in one place, and the status document the reconcile plan edits.
+
+use serde_json::{json, Map, Value};
+
+macro_rules! vocabulary {
+    ($(#[$m:meta])* $name:ident { $($variant:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($variant),* }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => stringify!($variant)),* }
+            }
+            pub fn parse(s: &str) -> Option<$name> {
+                $name::ALL.iter().copied().find(|v| v.as_str() == s)
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+vocabulary!(
+    /// `status.phase`.
+    Phase { Pending, RollingOut, Ready, Failed, RolledBack }
+);
+
+vocabulary!(
+    /// The four conditions, in the order they are written.
+    ConditionType { Ready, Progressing, Degraded, RolledBack }
+);
+
+vocabulary!(
+    /// Every condition reason the operator writes.
+    Reason {
+        InvalidSpec, Blocked, NotRequested, TargetNotFound, ContainerNotFound, TargetConflict,
+        ConfigMapConflict, RollbackTargetUnavailable, RollbackRejected, ManualRollback,
+        RollbackInProgress, RolledBack, RolloutFailed, ProgressDeadlineExceeded, RollbackDisabled,
+        RolloutSucceeded, RolloutComplete, Healthy, RolloutInProgress, DeploymentProgressing,
+        RollbackFailed, RollbackComplete, DesiredVersionFailed, RollbackSucceeded, RolloutStarted,
+        SpecChanged, InitialRollout, DriftCorrected,
+    }
+);
+
+vocabulary!(
+    /// Every Event reason the operator posts.
+    EventReason {
+        TargetNotFound, ContainerNotFound, TargetConflict, ConfigMapConflict, RollbackRejected,
+        RollbackStarted, RolloutStarted, RolloutFailed, RolloutSucceeded, RollbackFailed,
+        RollbackSucceeded, ModelRemoved, ModelRemovalSkipped,
+    }
+);
+
+impl EventReason {
+    /// Warning or Normal, fixed per reason.
+    pub fn is_warning(self) -> bool {
+        matches!(
+            self,
+            EventReason::TargetNotFound
+                | EventReason::ContainerNotFound
+                | EventReason::TargetConflict
+                | EventReason::ConfigMapConflict
+                | EventReason::RollbackRejected
+                | EventReason::RolloutFailed
+                | EventReason::RollbackFailed
+                | EventReason::ModelRemovalSkipped
+        )
+    }
+}
+
+/// Status fields, by their JSON names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    ObservedGeneration,
+    Phase,
+    DesiredVersion,
+    ActiveVersion,
+    DesiredSpecHash,
+    ManifestHash,
+    AppliedSpecHash,
+    TargetDeploymentGeneration,
+    FailedSpecHash,
+    LastSuccessfulSpec,
+    PreviousSuccessfulSpec,
+    RollbackSpec,
+    RollbackRequest,
+    RollbackCount,
+    Conditions,
+}
+
+impl Field {
+    pub fn key(self) -> &'static str {
+        match self {
+            Field::ObservedGeneration => "observedGeneration",
+            Field::Phase => "phase",
+            Field::DesiredVersion => "desiredVersion",
+            Field::ActiveVersion => "activeVersion",
+            Field::DesiredSpecHash => "desiredSpecHash",
+            Field::ManifestHash => "manifestHash",
+            Field::AppliedSpecHash => "appliedSpecHash",
+            Field::TargetDeploymentGeneration => "targetDeploymentGeneration",
+            Field::FailedSpecHash => "failedSpecHash",
+            Field::LastSuccessfulSpec => "lastSuccessfulSpec",
+            Field::PreviousSuccessfulSpec => "previousSuccessfulSpec",
+            Field::RollbackSpec => "rollbackSpec",
+            Field::RollbackRequest => "rollbackRequest",
+            Field::RollbackCount => "rollbackCount",
+            Field::Conditions => "conditions",
+        }
+    }
+}
+
+/// One condition as the plan wants it; lastTransitionTime is decided on merge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cond {
+    pub status: bool,
+    pub reason: Reason,
+    pub message: String,
+}
+
+pub fn cond(status: bool, reason: Reason, message: impl Into<String>) -> Cond {
+    Cond {
+        status,
+        reason,
+        message: message.into(),
+    }
+}
+
+/// The status document: the observed status, edited field by field, so
+/// fields a state does not mention keep their previous value untouched.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StatusDoc(pub Map<String, Value>);
+
+impl StatusDoc {
+    pub fn from_value(v: Option<&Value>) -> StatusDoc {
+        StatusDoc(v.and_then(Value::as_object).cloned().unwrap_or_default())
+    }
+
+    pub fn get(&self, f: Field) -> Option<&Value> {
+        self.0.get(f.key()).filter(|v| !v.is_null())
+    }
+
+    pub fn str(&self, f: Field) -> Option<&str> {
+        self.get(f).and_then(Value::as_str)
+    }
+
+    pub fn int(&self, f: Field) -> Option<i64> {
+        self.get(f).and_then(Value::as_i64)
+    }
+
+    pub fn phase(&self) -> Option<Phase> {
+        self.str(Field::Phase).and_then(Phase::parse)
+    }
+
+    /// The reason of the Ready condition, if it is one we know.
+    pub fn ready_reason(&self) -> Option<Reason> {
+        self.get(Field::Conditions)?
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .and_then(|c| c["reason"].as_str())
+            .and_then(Reason::parse)
+    }
+
+    pub fn set(&mut self, f: Field, v: Value) {
+        self.0.insert(f.key().to_string(), v);
+    }
+
+    /// Clear a field (rendered as `null` in the merge patch).
+    pub fn clear(&mut self, f: Field) {
+        self.0.insert(f.key().to_string(), Value::Null);
+    }
+
+    pub fn set_phase(&mut self, p: Phase) {
+        self.set(Field::Phase, json!(p.as_str()));
+    }
+
+    /// Write the four conditions, keeping lastTransitionTime where status,
+    /// reason and message are unchanged.
+    pub fn set_conditions(&mut self, conds: [Cond; 4], generation: i64, now: &str) {
+        let old: Vec<Value> = self
+            .get(Field::Conditions)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(4);
+        for (ty, c) in ConditionType::ALL.iter().zip(conds) {
+            let status = if c.status { "True" } else { "False" };
+            let prev = old.iter().find(|o| o["type"] == ty.as_str());
+            let unchanged = prev
+                .map(|p| p["status"] == status && p["reason"] == c.reason.as_str() && p["message"] == c.message.as_str())
+                .unwrap_or(false);
+            let since = prev
+                .filter(|_| unchanged)
+                .and_then(|p| p.get("lastTransitionTime").cloned())
+                .unwrap_or_else(|| json!(now));
+            out.push(json!({
+                "type": ty.as_str(),
+                "status": status,
+                "reason": c.reason.as_str(),
+                "message": c.message,
+                "observedGeneration": generation,
+                "lastTransitionTime": since,
+            }));
+        }
+        self.set(Field::Conditions, Value::Array(out));
+    }
+
+    /// The merge-patch body turning `old` into `self`: changed keys, and
+    /// `null` for keys that went away. None when nothing changed.
+    pub fn diff(&self, old: &StatusDoc) -> Option<Map<String, Value>> {
+        let mut patch = Map::new();
+        for (k, v) in &self.0 {
+            let before = old.0.get(k).unwrap_or(&Value::Null);
+            if before != v {
+                patch.insert(k.clone(), v.clone());
+            }
+        }
+        for k in old.0.keys() {
+            if !self.0.contains_key(k) {
+                patch.insert(k.clone(), Value::Null);
+            }
+        }
+        (!patch.is_empty()).then_some(patch)
+    }
+
+    /// The status as it will read after the patch (nulls dropped).
+    pub fn normalized(&self) -> Value {
+        Value::Object(self.0.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vocabulary_round_trips() {
+        for r in Reason::ALL {
+            assert_eq!(Reason::parse(r.as_str()), Some(*r));
+        }
+        assert_eq!(Phase::parse("RolledBack"), Some(Phase::RolledBack));
+        assert_eq!(Phase::parse("Nope"), None);
+        assert!(EventReason::RollbackFailed.is_warning());
+        assert!(!EventReason::RollbackStarted.is_warning());
+    }
+
+    fn four(msg: &str) -> [Cond; 4] {
+        [
+            cond(true, Reason::RolloutSucceeded, msg),
+            cond(false, Reason::RolloutComplete, "x"),
+            cond(false, Reason::Healthy, "x"),
+            cond(false, Reason::NotRequested, "x"),
+        ]
+    }
+
+    #[test]
+    fn transition_time_moves_only_on_change() {
+        let mut s = StatusDoc::default();
+        s.set_conditions(four("a"), 1, "2026-01-01T00:00:00Z");
+        s.set_conditions(four("a"), 2, "2026-01-02T00:00:00Z");
+        let c = s.get(Field::Conditions).unwrap();
+        assert_eq!(c[0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+        assert_eq!(c[0]["observedGeneration"], 2);
+        s.set_conditions(four("b"), 2, "2026-01-03T00:00:00Z");
+        let c = s.get(Field::Conditions).unwrap();
+        assert_eq!(c[0]["lastTransitionTime"], "2026-01-03T00:00:00Z");
+        assert_eq!(c[1]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+        let types: Vec<&str> = c.as_array().unwrap().iter().map(|x| x["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["Ready", "Progressing", "Degraded", "RolledBack"]);
+    }
+
+    #[test]
+    fn diff_reports_changes_and_removals() {
+        let old = StatusDoc::from_value(Some(&json!({"phase": "Ready", "rollbackSpec": {"a": 1}, "x": 1})));
+        let mut new = old.clone();
+        assert!(new.diff(&old).is_none());
+        new.clear(Field::RollbackSpec);
+        new.set_phase(Phase::RollingOut);
+        let d = new.diff(&old).unwrap();
+        assert_eq!(Value::Object(d), json!({"phase": "RollingOut", "rollbackSpec": null}));
+    }
+}
