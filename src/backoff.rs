@@ -71,7 +71,10 @@ mod tests {
                 .min(Duration::from_secs(5));
             for _ in 0..20 {
                 let d = b.delay(attempt);
-                assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?} vs {full:?}");
+                assert!(
+                    d >= full / 2 && d <= full,
+                    "attempt {attempt}: {d:?} vs {full:?}"
+                );
             }
         }
     }

@@ -4,3 +4,4 @@
 pub mod backoff;
 pub mod kube;
 pub mod model;
+pub mod reconcile;

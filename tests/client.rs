@@ -6,8 +6,8 @@ use kubesim::{Sim, SimConfig};
 use openmed_operator::backoff::Backoff;
 use openmed_operator::kube::path::{CONFIG_MAPS, NAMESPACES};
 use openmed_operator::kube::{
-    Client, ClientConfig, Endpoint, EndpointOptions, Error, ListParams, PatchType, Preconditions, ResourcePath, Retry,
-    WatchEvent, WatchParams,
+    Client, ClientConfig, Endpoint, EndpointOptions, Error, ListParams, PatchType, Preconditions,
+    ResourcePath, Retry, WatchEvent, WatchParams,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -52,28 +52,43 @@ fn crud_and_typed_errors() {
     let created = c
         .create(&cms("default"), &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}}))
         .unwrap();
-    let rv = created["metadata"]["resourceVersion"].as_str().unwrap().to_string();
-    let e = c.create(&cms("default"), &json!({"metadata": {"name": "a"}})).unwrap_err();
+    let rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let e = c
+        .create(&cms("default"), &json!({"metadata": {"name": "a"}}))
+        .unwrap_err();
     assert!(e.is_already_exists(), "{e}");
     assert!(c.get(&cm("default", "missing")).unwrap_err().is_not_found());
 
     for (kind, body) in [
         (PatchType::Merge, json!({"data": {"m": "1"}})),
         (PatchType::Strategic, json!({"data": {"s": "1"}})),
-        (PatchType::Json, json!([{"op": "add", "path": "/data/j", "value": "1"}])),
+        (
+            PatchType::Json,
+            json!([{"op": "add", "path": "/data/j", "value": "1"}]),
+        ),
     ] {
-        c.patch(&cm("default", "a"), kind, &body, Retry::Write).unwrap();
+        c.patch(&cm("default", "a"), kind, &body, Retry::Write)
+            .unwrap();
     }
     let got = c.get(&cm("default", "a")).unwrap();
     assert_eq!(got["data"], json!({"k": "v", "m": "1", "s": "1", "j": "1"}));
     let stale = json!({"metadata": {"resourceVersion": rv}, "data": {"k": "w"}});
-    assert!(c.patch(&cm("default", "a"), PatchType::Merge, &stale, Retry::Write).unwrap_err().is_conflict());
+    assert!(c
+        .patch(&cm("default", "a"), PatchType::Merge, &stale, Retry::Write)
+        .unwrap_err()
+        .is_conflict());
 
     let pre = Preconditions {
         uid: Some("not-the-uid".into()),
         resource_version: None,
     };
-    assert!(c.delete(&cm("default", "a"), Some(&pre)).unwrap_err().is_conflict());
+    assert!(c
+        .delete(&cm("default", "a"), Some(&pre))
+        .unwrap_err()
+        .is_conflict());
     let pre = Preconditions {
         uid: got["metadata"]["uid"].as_str().map(str::to_string),
         resource_version: None,
@@ -83,8 +98,14 @@ fn crud_and_typed_errors() {
 
     // What went over the wire: our User-Agent, the three patch content types.
     let log = sim.requests();
-    assert!(log.iter().all(|r| r.user_agent == format!("openmed-operator/{}", env!("CARGO_PKG_VERSION"))));
-    let types: Vec<&str> = log.iter().filter(|r| r.verb == "patch").map(|r| r.content_type.as_str()).collect();
+    assert!(log
+        .iter()
+        .all(|r| r.user_agent == format!("openmed-operator/{}", env!("CARGO_PKG_VERSION"))));
+    let types: Vec<&str> = log
+        .iter()
+        .filter(|r| r.verb == "patch")
+        .map(|r| r.content_type.as_str())
+        .collect();
     assert!(types.contains(&"application/merge-patch+json"));
     assert!(types.contains(&"application/strategic-merge-patch+json"));
     assert!(types.contains(&"application/json-patch+json"));
@@ -102,16 +123,32 @@ fn paged_list_follows_continue() {
     }
     sim.reset_stats();
     let all = c.list_all(&cms("default"), &ListParams::default()).unwrap();
-    let names: Vec<&str> = all.items.iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = all
+        .items
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["c0", "c1", "c2", "c3", "c4", "c5", "c6"]);
     assert_eq!(sim.count(Some("list"), Some("configmaps")), 3);
 
     let evens = c
-        .list_all(&cms("default"), &ListParams { label_selector: Some("even=true".into()), ..Default::default() })
+        .list_all(
+            &cms("default"),
+            &ListParams {
+                label_selector: Some("even=true".into()),
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert_eq!(evens.items.len(), 4);
     let meta = c
-        .list_all(&cms("default"), &ListParams { metadata_only: true, ..Default::default() })
+        .list_all(
+            &cms("default"),
+            &ListParams {
+                metadata_only: true,
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert_eq!(meta.items[0]["kind"], "PartialObjectMetadata");
     assert!(meta.items[0].get("data").is_none());
@@ -124,15 +161,29 @@ fn paged_list_restarts_when_continue_expires() {
     cfg.page_size = 2;
     let c = client(&sim.url(), None, None, cfg);
     for i in 0..5 {
-        c.create(&cms("default"), &json!({"metadata": {"name": format!("c{i}")}})).unwrap();
+        c.create(
+            &cms("default"),
+            &json!({"metadata": {"name": format!("c{i}")}}),
+        )
+        .unwrap();
     }
     // A continue token older than the retained history is 410 Expired ...
-    let p = ListParams { limit: Some(2), ..Default::default() };
+    let p = ListParams {
+        limit: Some(2),
+        ..Default::default()
+    };
     let first = c.list(&cms("default"), &p).unwrap();
-    c.create(&cms("default"), &json!({"metadata": {"name": "c5"}})).unwrap();
+    c.create(&cms("default"), &json!({"metadata": {"name": "c5"}}))
+        .unwrap();
     sim.compact();
     let e = c
-        .list(&cms("default"), &ListParams { continue_token: first.continue_token.clone(), ..p.clone() })
+        .list(
+            &cms("default"),
+            &ListParams {
+                continue_token: first.continue_token.clone(),
+                ..p.clone()
+            },
+        )
         .unwrap_err();
     assert!(e.is_gone(), "{e}");
     // ... and the pager then starts over rather than returning half a list.
@@ -151,21 +202,32 @@ fn watch_streams_events_and_bookmarks() {
     })
     .unwrap();
     let c = client(&sim.url(), None, None, fast());
-    let start = c.list(&cms("default"), &ListParams::default()).unwrap().resource_version;
+    let start = c
+        .list(&cms("default"), &ListParams::default())
+        .unwrap()
+        .resource_version;
     let params = WatchParams {
         resource_version: start,
         timeout: Duration::from_secs(5),
         ..Default::default()
     };
     let mut stream = c.watch(&cms("default"), &params).unwrap();
-    c.create(&cms("default"), &json!({"metadata": {"name": "w"}})).unwrap();
-    c.patch(&cm("default", "w"), PatchType::Merge, &json!({"data": {"a": "b"}}), Retry::Write).unwrap();
+    c.create(&cms("default"), &json!({"metadata": {"name": "w"}}))
+        .unwrap();
+    c.patch(
+        &cm("default", "w"),
+        PatchType::Merge,
+        &json!({"data": {"a": "b"}}),
+        Retry::Write,
+    )
+    .unwrap();
     c.delete(&cm("default", "w"), None).unwrap();
     let mut kinds = Vec::new();
     let mut bookmarks = 0;
     for ev in stream.by_ref() {
         match ev.unwrap() {
-            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) if o["metadata"]["name"] != "w" => {}
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)
+                if o["metadata"]["name"] != "w" => {}
             WatchEvent::Added(_) => kinds.push("ADDED"),
             WatchEvent::Modified(_) => kinds.push("MODIFIED"),
             WatchEvent::Deleted(_) => kinds.push("DELETED"),
@@ -176,8 +238,18 @@ fn watch_streams_events_and_bookmarks() {
         }
     }
     assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
-    let q = &sim.requests().into_iter().find(|r| r.verb == "watch").unwrap().query;
-    assert!(q.contains("allowWatchBookmarks=true") && q.contains("timeoutSeconds=5") && q.contains("watch=1"), "{q}");
+    let q = &sim
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "watch")
+        .unwrap()
+        .query;
+    assert!(
+        q.contains("allowWatchBookmarks=true")
+            && q.contains("timeoutSeconds=5")
+            && q.contains("watch=1"),
+        "{q}"
+    );
 }
 
 #[test]
@@ -227,13 +299,17 @@ fn cut_watch_ends_the_stream() {
 fn reads_retry_throttling_and_server_errors_honouring_retry_after() {
     let sim = Sim::start(SimConfig::default()).unwrap();
     let c = client(&sim.url(), None, None, fast());
-    c.create(&cms("default"), &json!({"metadata": {"name": "r"}})).unwrap();
+    c.create(&cms("default"), &json!({"metadata": {"name": "r"}}))
+        .unwrap();
     sim.reset_stats();
     sim.fail_next(Some("GET"), "/configmaps/r$", 429, 1, Some(1));
     sim.fail_next(Some("GET"), "/configmaps/r$", 503, 1, None);
     let t = Instant::now();
     c.get(&cm("default", "r")).unwrap();
-    assert!(t.elapsed() >= Duration::from_secs(1), "Retry-After: 1 was not honoured");
+    assert!(
+        t.elapsed() >= Duration::from_secs(1),
+        "Retry-After: 1 was not honoured"
+    );
     assert_eq!(sim.count(Some("get"), Some("configmaps")), 3);
 
     // Reads give up after max_attempts.
@@ -248,13 +324,21 @@ fn writes_retry_only_when_safe() {
     let sim = Sim::start(SimConfig::default()).unwrap();
     let c = client(&sim.url(), None, None, fast());
     sim.fail_next(Some("POST"), "/configmaps$", 500, 1, None);
-    let e = c.create(&cms("default"), &json!({"metadata": {"name": "w"}})).unwrap_err();
+    let e = c
+        .create(&cms("default"), &json!({"metadata": {"name": "w"}}))
+        .unwrap_err();
     assert_eq!(e.code(), Some(500));
     sim.fail_next(Some("POST"), "/configmaps$", 429, 1, Some(0));
-    c.create(&cms("default"), &json!({"metadata": {"name": "w"}})).unwrap();
-    sim.fail_next(Some("PATCH"), "/configmaps/w$", 503, 1, None);
-    c.patch(&cm("default", "w"), PatchType::Merge, &json!({"data": {"a": "1"}}), Retry::Idempotent)
+    c.create(&cms("default"), &json!({"metadata": {"name": "w"}}))
         .unwrap();
+    sim.fail_next(Some("PATCH"), "/configmaps/w$", 503, 1, None);
+    c.patch(
+        &cm("default", "w"),
+        PatchType::Merge,
+        &json!({"data": {"a": "1"}}),
+        Retry::Idempotent,
+    )
+    .unwrap();
 }
 
 #[test]
@@ -268,19 +352,26 @@ fn token_rotation_is_survived() {
     let tok = dir.join("token");
     std::fs::write(&tok, "first\n").unwrap();
     let c = client(&sim.url(), Some(tok.clone()), None, fast());
-    c.get(&ResourcePath::object(NAMESPACES, None, "default").unwrap()).unwrap();
+    c.get(&ResourcePath::object(NAMESPACES, None, "default").unwrap())
+        .unwrap();
     // The kubelet writes a new projected token; the server stops taking the old one.
     std::fs::write(&tok, "second\n").unwrap();
     sim.set_tokens(Some(vec!["second".into()]));
     sim.reset_stats();
-    c.get(&ResourcePath::object(NAMESPACES, None, "default").unwrap()).unwrap();
+    c.get(&ResourcePath::object(NAMESPACES, None, "default").unwrap())
+        .unwrap();
     let codes: Vec<u16> = sim.requests().iter().map(|r| r.status).collect();
     assert_eq!(codes, [401, 200]);
     // With no valid token at all, the error says so and does not loop.
     sim.set_tokens(Some(vec!["third".into()]));
-    let e = c.get(&ResourcePath::object(NAMESPACES, None, "default").unwrap()).unwrap_err();
+    let e = c
+        .get(&ResourcePath::object(NAMESPACES, None, "default").unwrap())
+        .unwrap_err();
     assert_eq!(e.code(), Some(401));
-    assert!(!format!("{e} {e:?} {c:?}").contains("second"), "token leaked into an error");
+    assert!(
+        !format!("{e} {e:?} {c:?}").contains("second"),
+        "token leaked into an error"
+    );
 }
 
 #[test]
@@ -294,7 +385,8 @@ fn https_with_a_test_ca_and_ip_san() {
     let good = dir.join("ca.crt");
     std::fs::write(&good, sim.ca_pem().unwrap()).unwrap();
     let c = client(&sim.url(), None, Some(good.clone()), fast());
-    c.get(&ResourcePath::object(NAMESPACES, None, "default").unwrap()).unwrap();
+    c.get(&ResourcePath::object(NAMESPACES, None, "default").unwrap())
+        .unwrap();
 
     // Under a CA that did not sign the server's certificate, nothing is sent.
     let wrong = dir.join("wrong.crt");
@@ -303,13 +395,20 @@ fn https_with_a_test_ca_and_ip_san() {
     cfg.max_attempts = 1;
     cfg.ca_check_interval = Duration::ZERO;
     let bad = client(&sim.url(), None, Some(wrong.clone()), cfg);
-    let e = bad.get(&ResourcePath::object(NAMESPACES, None, "default").unwrap()).unwrap_err();
+    let e = bad
+        .get(&ResourcePath::object(NAMESPACES, None, "default").unwrap())
+        .unwrap_err();
     assert!(matches!(e, Error::Transport(_)), "{e}");
-    assert!(e.to_string().to_lowercase().contains("certificate") || e.to_string().contains("UnknownIssuer"), "{e}");
+    assert!(
+        e.to_string().to_lowercase().contains("certificate")
+            || e.to_string().contains("UnknownIssuer"),
+        "{e}"
+    );
 
     // CA rotation: the file now holds the right CA; no restart needed.
     std::fs::write(&wrong, sim.ca_pem().unwrap()).unwrap();
-    bad.get(&ResourcePath::object(NAMESPACES, None, "default").unwrap()).unwrap();
+    bad.get(&ResourcePath::object(NAMESPACES, None, "default").unwrap())
+        .unwrap();
 
     // Plain http to a TLS port is refused for non-loopback before connecting;
     // https without a CA file is refused at start.
@@ -325,7 +424,11 @@ fn oversized_bodies_are_refused() {
     let sim = Sim::start(SimConfig::default()).unwrap();
     let big = "x".repeat(64 * 1024);
     let c = client(&sim.url(), None, None, fast());
-    c.create(&cms("default"), &json!({"metadata": {"name": "big"}, "data": {"k": big}})).unwrap();
+    c.create(
+        &cms("default"),
+        &json!({"metadata": {"name": "big"}, "data": {"k": big}}),
+    )
+    .unwrap();
     let mut cfg = fast();
     cfg.body_limit = 16 * 1024;
     let small = client(&sim.url(), None, None, cfg);
@@ -349,8 +452,11 @@ fn redirects_are_never_followed() {
         let mut seen = Vec::new();
         while let Ok(Some(req)) = server.recv_timeout(Duration::from_secs(3)) {
             seen.push(req.url().to_string());
-            let resp = tiny_http::Response::empty(302)
-                .with_header("Location: http://127.0.0.1:1/elsewhere".parse::<tiny_http::Header>().unwrap());
+            let resp = tiny_http::Response::empty(302).with_header(
+                "Location: http://127.0.0.1:1/elsewhere"
+                    .parse::<tiny_http::Header>()
+                    .unwrap(),
+            );
             let _ = req.respond(resp);
         }
         seen
@@ -367,7 +473,12 @@ fn garbage_bodies_are_errors_not_panics() {
     let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
     let port = server.server_addr().to_ip().unwrap().port();
     std::thread::spawn(move || {
-        let bodies = ["not json", "[1,2]", r#"{"items": 5, "metadata": {}}"#, "{\"type\":\"ADDED\"}\n"];
+        let bodies = [
+            "not json",
+            "[1,2]",
+            r#"{"items": 5, "metadata": {}}"#,
+            "{\"type\":\"ADDED\"}\n",
+        ];
         let mut i = 0;
         while let Ok(Some(req)) = server.recv_timeout(Duration::from_secs(3)) {
             let _ = req.respond(tiny_http::Response::from_string(bodies[i % bodies.len()]));
@@ -377,9 +488,18 @@ fn garbage_bodies_are_errors_not_panics() {
     let c = client(&format!("http://127.0.0.1:{port}"), None, None, fast());
     assert!(matches!(c.get(&cm("default", "x")), Err(Error::Decode(_))));
     assert!(matches!(c.get(&cm("default", "x")), Err(Error::Decode(_))));
-    assert!(matches!(c.list(&cms("default"), &ListParams::default()), Err(Error::Decode(_))));
+    assert!(matches!(
+        c.list(&cms("default"), &ListParams::default()),
+        Err(Error::Decode(_))
+    ));
     let mut w = c
-        .watch(&cms("default"), &WatchParams { timeout: Duration::from_secs(1), ..Default::default() })
+        .watch(
+            &cms("default"),
+            &WatchParams {
+                timeout: Duration::from_secs(1),
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert!(matches!(w.next(), Some(Err(Error::Decode(_)))));
 }

@@ -21,20 +21,43 @@ fn every_valid_case_reproduces_its_figures() {
         let res = &case["resource"];
         let name = res["metadata"]["name"].as_str().unwrap();
         let spec = validate(name, res.get("spec")).unwrap_or_else(|e| panic!("{label}: {e}"));
-        assert_eq!(canonical_json(&spec.to_json()), case["desired_status_json"].as_str().unwrap(), "{label}");
+        assert_eq!(
+            canonical_json(&spec.to_json()),
+            case["desired_status_json"].as_str().unwrap(),
+            "{label}"
+        );
         assert_eq!(spec.hash(), case["spec_hash"].as_str().unwrap(), "{label}");
-        assert_eq!(spec.manifest_json(), case["manifest_json"].as_str().unwrap(), "{label}");
-        assert_eq!(spec.manifest_hash(), case["manifest_hash"].as_str().unwrap(), "{label}");
-        assert_eq!(spec.manifest_config_map_name, case["manifest_config_map_name"].as_str().unwrap(), "{label}");
+        assert_eq!(
+            spec.manifest_json(),
+            case["manifest_json"].as_str().unwrap(),
+            "{label}"
+        );
+        assert_eq!(
+            spec.manifest_hash(),
+            case["manifest_hash"].as_str().unwrap(),
+            "{label}"
+        );
+        assert_eq!(
+            spec.manifest_config_map_name,
+            case["manifest_config_map_name"].as_str().unwrap(),
+            "{label}"
+        );
         if res["spec"].get("manifestConfigMapName").is_none() {
-            assert_eq!(default_config_map_name(name), spec.manifest_config_map_name, "{label}");
+            assert_eq!(
+                default_config_map_name(name),
+                spec.manifest_config_map_name,
+                "{label}"
+            );
         }
     }
 }
 
 #[test]
 fn empty_manifest_digest() {
-    assert_eq!(empty_manifest_hash(), vectors()["empty_manifest_hash"].as_str().unwrap());
+    assert_eq!(
+        empty_manifest_hash(),
+        vectors()["empty_manifest_hash"].as_str().unwrap()
+    );
 }
 
 #[test]
@@ -59,8 +82,13 @@ fn every_invalid_case_is_rejected_naming_its_field() {
         assert_eq!(case["rejected"], true, "{label}");
         let res = &case["resource"];
         let name = res["metadata"]["name"].as_str().unwrap();
-        let err = validate(name, res.get("spec")).err().unwrap_or_else(|| panic!("{label} was accepted"));
+        let err = validate(name, res.get("spec"))
+            .err()
+            .unwrap_or_else(|| panic!("{label} was accepted"));
         let hint = case["field_hint"].as_str().unwrap();
-        assert!(err.to_string().contains(hint), "{label}: {err:?} does not name {hint}");
+        assert!(
+            err.to_string().contains(hint),
+            "{label}: {err:?} does not name {hint}"
+        );
     }
 }

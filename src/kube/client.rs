@@ -175,13 +175,17 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("base", &self.base).finish_non_exhaustive()
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
     }
 }
 
 const JSON: &str = "application/json";
-const META_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-const META_ONE: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+const META_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const META_ONE: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 
 impl Client {
     pub fn new(endpoint: Endpoint, cfg: ClientConfig) -> Result<Client> {
@@ -223,7 +227,11 @@ impl Client {
     /// One page. Use [`Client::list_all`] to follow `continue`.
     pub fn list(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
         let mut req = self.req(Verb::List, Method::Get, path.render(), Retry::Read);
-        push_selectors(&mut req.query, &params.label_selector, &params.field_selector);
+        push_selectors(
+            &mut req.query,
+            &params.label_selector,
+            &params.field_selector,
+        );
         if let Some(l) = params.limit {
             req.query.push(("limit", l.to_string()));
         }
@@ -275,7 +283,13 @@ impl Client {
         self.json(req)
     }
 
-    pub fn patch(&self, path: &ResourcePath, kind: PatchType, body: &Value, retry: Retry) -> Result<Value> {
+    pub fn patch(
+        &self,
+        path: &ResourcePath,
+        kind: PatchType,
+        body: &Value,
+        retry: Retry,
+    ) -> Result<Value> {
         let mut req = self.req(Verb::Patch, Method::Patch, path.render(), retry);
         req.body = Some((kind.content_type(), body.to_string().into_bytes()));
         self.json(req)
@@ -306,22 +320,26 @@ impl Client {
         req.query.push(("watch", "1".into()));
         req.query.push(("allowWatchBookmarks", "true".into()));
         if !params.resource_version.is_empty() {
-            req.query.push(("resourceVersion", params.resource_version.clone()));
+            req.query
+                .push(("resourceVersion", params.resource_version.clone()));
         }
         let secs = params.timeout.as_secs().max(1);
         req.query.push(("timeoutSeconds", secs.to_string()));
-        push_selectors(&mut req.query, &params.label_selector, &params.field_selector);
+        push_selectors(
+            &mut req.query,
+            &params.label_selector,
+            &params.field_selector,
+        );
         if params.metadata_only {
             req.accept = META_ONE;
         }
         req.timeout = Duration::from_secs(secs + 30);
         let resp = self.send(&req)?;
-        let reader = resp
-            .into_body()
-            .into_with_config()
-            .limit(u64::MAX)
-            .reader();
-        Ok(WatchStream::new(Box::new(reader), self.cfg.body_limit as usize))
+        let reader = resp.into_body().into_with_config().limit(u64::MAX).reader();
+        Ok(WatchStream::new(
+            Box::new(reader),
+            self.cfg.body_limit as usize,
+        ))
     }
 
     fn req(&self, verb: Verb, method: Method, path: String, retry: Retry) -> Req<'static> {
@@ -345,10 +363,19 @@ impl Client {
             .limit(self.cfg.body_limit)
             .read_to_vec()
             .map_err(|e| map_ureq(e, self.cfg.body_limit))?;
-        let v: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Decode(format!("{} {}: body is not JSON ({e})", req.verb.as_str(), req.path)))?;
+        let v: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::Decode(format!(
+                "{} {}: body is not JSON ({e})",
+                req.verb.as_str(),
+                req.path
+            ))
+        })?;
         if !v.is_object() {
-            return Err(Error::Decode(format!("{} {}: body is not a JSON object", req.verb.as_str(), req.path)));
+            return Err(Error::Decode(format!(
+                "{} {}: body is not a JSON object",
+                req.verb.as_str(),
+                req.path
+            )));
         }
         Ok(v)
     }
@@ -457,7 +484,10 @@ impl Client {
                 if let Some(pem) = ca.changed()? {
                     match build_agent(&self.cfg, true, Some(&pem)) {
                         Ok(a) => {
-                            log::info!("CA file {} changed; TLS trust reloaded", ca.path().display());
+                            log::info!(
+                                "CA file {} changed; TLS trust reloaded",
+                                ca.path().display()
+                            );
                             st.agent = a;
                         }
                         Err(e) => log::warn!("keeping the previous CA: {e}"),
@@ -469,7 +499,11 @@ impl Client {
     }
 }
 
-fn push_selectors(q: &mut Vec<(&'static str, String)>, label: &Option<String>, field: &Option<String>) {
+fn push_selectors(
+    q: &mut Vec<(&'static str, String)>,
+    label: &Option<String>,
+    field: &Option<String>,
+) {
     if let Some(l) = label.as_ref().filter(|l| !l.is_empty()) {
         q.push(("labelSelector", l.clone()));
     }
@@ -568,7 +602,9 @@ fn map_ureq(e: ureq::Error, limit: u64) -> Error {
     match e {
         ureq::Error::Timeout(t) => Error::Timeout(t.to_string()),
         ureq::Error::BodyExceedsLimit(_) => Error::BodyTooLarge { limit },
-        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => Error::Timeout(io.to_string()),
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            Error::Timeout(io.to_string())
+        }
         other => Error::Transport(sanitize(&other.to_string(), 300)),
     }
 }
@@ -586,10 +622,16 @@ mod tests {
 
     #[test]
     fn list_shape_is_checked() {
-        let ok = parse_list(json!({"items": [{"a": 1}], "metadata": {"resourceVersion": "7", "continue": "c"}})).unwrap();
+        let ok = parse_list(
+            json!({"items": [{"a": 1}], "metadata": {"resourceVersion": "7", "continue": "c"}}),
+        )
+        .unwrap();
         assert_eq!(ok.resource_version, "7");
         assert_eq!(ok.continue_token.as_deref(), Some("c"));
-        let empty = parse_list(json!({"items": null, "metadata": {"resourceVersion": "7", "continue": ""}})).unwrap();
+        let empty = parse_list(
+            json!({"items": null, "metadata": {"resourceVersion": "7", "continue": ""}}),
+        )
+        .unwrap();
         assert!(empty.items.is_empty() && empty.continue_token.is_none());
         assert!(parse_list(json!({"items": {}, "metadata": {"resourceVersion": "1"}})).is_err());
         assert!(parse_list(json!({"items": [1], "metadata": {"resourceVersion": "1"}})).is_err());

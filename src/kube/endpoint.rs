@@ -61,10 +61,19 @@ impl Endpoint {
     ///
     /// Flags win over `OPENMED_OPERATOR_TOKEN_PATH` / `OPENMED_OPERATOR_CA_PATH`,
     /// which win over the service-account defaults (in cluster only).
-    pub fn resolve(opts: &EndpointOptions, env: &dyn Fn(&str) -> Option<String>) -> Result<Endpoint> {
+    pub fn resolve(
+        opts: &EndpointOptions,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Endpoint> {
         let env_path = |k: &str| env(k).filter(|v| !v.trim().is_empty()).map(PathBuf::from);
-        let token_path = opts.token_file.clone().or_else(|| env_path("OPENMED_OPERATOR_TOKEN_PATH"));
-        let ca_path = opts.ca_file.clone().or_else(|| env_path("OPENMED_OPERATOR_CA_PATH"));
+        let token_path = opts
+            .token_file
+            .clone()
+            .or_else(|| env_path("OPENMED_OPERATOR_TOKEN_PATH"));
+        let ca_path = opts
+            .ca_file
+            .clone()
+            .or_else(|| env_path("OPENMED_OPERATOR_CA_PATH"));
         let (origin, token_path, ca_path) = match &opts.server {
             Some(server) => (Origin::parse(server)?, token_path, ca_path),
             None => {
@@ -116,7 +125,9 @@ struct TokenState {
 
 impl fmt::Debug for TokenFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokenFile").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("TokenFile")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -166,7 +177,10 @@ fn read_token(path: &Path) -> Result<Secret> {
         .map_err(|e| Error::Config(format!("cannot read token file {}: {e}", path.display())))?;
     let t = raw.trim();
     if t.is_empty() {
-        return Err(Error::Config(format!("token file {} is empty", path.display())));
+        return Err(Error::Config(format!(
+            "token file {} is empty",
+            path.display()
+        )));
     }
     if t.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
         return Err(Error::Config(format!(
@@ -201,7 +215,10 @@ impl CaFile {
     pub fn changed(&self) -> Result<Option<Vec<u8>>> {
         let mut seen = lock(&self.seen);
         let meta = std::fs::metadata(&self.path);
-        let stamp = meta.as_ref().ok().map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
+        let stamp = meta
+            .as_ref()
+            .ok()
+            .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
         if let (Some((t, l)), Some((st, sl, _))) = (stamp, seen.as_ref()) {
             if t == *st && l == *sl {
                 return Ok(None);
@@ -219,7 +236,10 @@ impl CaFile {
                 self.path.display()
             ))),
             Err(e) => {
-                log::warn!("keeping the previous CA: cannot read {}: {e}", self.path.display());
+                log::warn!(
+                    "keeping the previous CA: cannot read {}: {e}",
+                    self.path.display()
+                );
                 Ok(None)
             }
         }
@@ -243,7 +263,10 @@ mod tests {
     }
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |k| m.get(k).cloned()
     }
 
@@ -284,7 +307,9 @@ mod tests {
     #[test]
     fn unusable_endpoints_say_why() {
         let none = env_of(&[]);
-        let e = Endpoint::resolve(&EndpointOptions::default(), &none).unwrap_err().to_string();
+        let e = Endpoint::resolve(&EndpointOptions::default(), &none)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("KUBERNETES_SERVICE_HOST"), "{e}");
         let opts = EndpointOptions {
             server: Some("https://10.0.0.1".into()),

@@ -182,7 +182,10 @@ impl fmt::Display for Error {
             Error::BodyTooLarge { limit } => {
                 write!(f, "response body larger than the {limit}-byte cap; refused")
             }
-            Error::Redirect { code } => write!(f, "server answered with redirect {code}; redirects are never followed"),
+            Error::Redirect { code } => write!(
+                f,
+                "server answered with redirect {code}; redirects are never followed"
+            ),
             Error::Config(m) => write!(f, "{m}"),
         }
     }
@@ -267,8 +270,16 @@ mod tests {
 
     #[test]
     fn conflict_is_not_already_exists() {
-        let ae = Error::Api(api_error_from_body(409, br#"{"kind":"Status","reason":"AlreadyExists","code":409}"#, None));
-        let c = Error::Api(api_error_from_body(409, br#"{"kind":"Status","reason":"Conflict","code":409}"#, None));
+        let ae = Error::Api(api_error_from_body(
+            409,
+            br#"{"kind":"Status","reason":"AlreadyExists","code":409}"#,
+            None,
+        ));
+        let c = Error::Api(api_error_from_body(
+            409,
+            br#"{"kind":"Status","reason":"Conflict","code":409}"#,
+            None,
+        ));
         assert!(ae.is_already_exists() && !ae.is_conflict());
         assert!(c.is_conflict() && !c.is_already_exists());
     }

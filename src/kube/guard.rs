@@ -52,9 +52,7 @@ impl Origin {
             url::Host::Ipv4(ip) => ip.to_string(),
             url::Host::Ipv6(ip) => format!("[{ip}]"),
         };
-        let port = url
-            .port_or_known_default()
-            .ok_or_else(|| bad("no port"))?;
+        let port = url.port_or_known_default().ok_or_else(|| bad("no port"))?;
         Ok(Origin { https, host, port })
     }
 
@@ -83,7 +81,9 @@ impl Origin {
 /// Paths are built by [`super::path`]; this is the last line of defence.
 pub fn check_path(path: &str) -> Result<()> {
     let bad = |why: &str| Error::Config(format!("refusing request path {path:?}: {why}"));
-    let rest = path.strip_prefix('/').ok_or_else(|| bad("must start with /"))?;
+    let rest = path
+        .strip_prefix('/')
+        .ok_or_else(|| bad("must start with /"))?;
     if rest.is_empty() {
         return Err(bad("empty"));
     }
@@ -107,12 +107,32 @@ mod tests {
 
     #[test]
     fn accepts_origins() {
-        assert_eq!(Origin::parse("https://10.0.0.1").unwrap().base_url(), "https://10.0.0.1:443");
-        assert_eq!(Origin::parse("https://api.example:6443/").unwrap().base_url(), "https://api.example:6443");
-        assert_eq!(Origin::parse("http://127.0.0.1:8001").unwrap().base_url(), "http://127.0.0.1:8001");
-        assert_eq!(Origin::parse("http://127.9.9.9:8001").unwrap().base_url(), "http://127.9.9.9:8001");
-        assert_eq!(Origin::parse("http://localhost:8001").unwrap().base_url(), "http://localhost:8001");
-        assert_eq!(Origin::parse("http://[::1]:8001").unwrap().base_url(), "http://[::1]:8001");
+        assert_eq!(
+            Origin::parse("https://10.0.0.1").unwrap().base_url(),
+            "https://10.0.0.1:443"
+        );
+        assert_eq!(
+            Origin::parse("https://api.example:6443/")
+                .unwrap()
+                .base_url(),
+            "https://api.example:6443"
+        );
+        assert_eq!(
+            Origin::parse("http://127.0.0.1:8001").unwrap().base_url(),
+            "http://127.0.0.1:8001"
+        );
+        assert_eq!(
+            Origin::parse("http://127.9.9.9:8001").unwrap().base_url(),
+            "http://127.9.9.9:8001"
+        );
+        assert_eq!(
+            Origin::parse("http://localhost:8001").unwrap().base_url(),
+            "http://localhost:8001"
+        );
+        assert_eq!(
+            Origin::parse("http://[::1]:8001").unwrap().base_url(),
+            "http://[::1]:8001"
+        );
     }
 
     #[test]
@@ -136,15 +156,30 @@ mod tests {
 
     #[test]
     fn in_cluster_brackets_ipv6() {
-        assert_eq!(Origin::in_cluster("fd00::1", "443").unwrap().base_url(), "https://[fd00::1]:443");
-        assert_eq!(Origin::in_cluster("10.96.0.1", "6443").unwrap().base_url(), "https://10.96.0.1:6443");
+        assert_eq!(
+            Origin::in_cluster("fd00::1", "443").unwrap().base_url(),
+            "https://[fd00::1]:443"
+        );
+        assert_eq!(
+            Origin::in_cluster("10.96.0.1", "6443").unwrap().base_url(),
+            "https://10.96.0.1:6443"
+        );
         assert!(Origin::in_cluster("10.96.0.1", "x").is_err());
     }
 
     #[test]
     fn paths() {
         assert!(check_path("/api/v1/namespaces/a/configmaps").is_ok());
-        for bad in ["api/v1", "/", "//api", "/api//v1", "/api/../v1", "/api/./v1", "/a?b", "/a/%2e%2e/b"] {
+        for bad in [
+            "api/v1",
+            "/",
+            "//api",
+            "/api//v1",
+            "/api/../v1",
+            "/api/./v1",
+            "/a?b",
+            "/a/%2e%2e/b",
+        ] {
             assert!(check_path(bad).is_err(), "{bad}");
         }
     }

@@ -8,7 +8,10 @@ pub mod names;
 pub mod path;
 pub mod watch;
 
-pub use client::{Client, ClientConfig, ListParams, ObjectList, PatchType, Preconditions, Retry, Verb, WatchParams};
+pub use client::{
+    Client, ClientConfig, ListParams, ObjectList, PatchType, Preconditions, Retry, Verb,
+    WatchParams,
+};
 pub use endpoint::{Endpoint, EndpointOptions, Secret};
 pub use error::{ApiError, Error, Reason, Result};
 pub use path::{ResourcePath, ResourceType};

@@ -49,7 +49,17 @@ mod tests {
         assert!(is_dns_subdomain("svc.a"));
         assert!(is_dns_subdomain("my.model-model-manifest"));
         assert!(is_dns_subdomain(&"m".repeat(253)));
-        for bad in ["", "-svc", "svc.", ".svc", "a..b", "Svc", "a/b", "..", &"m".repeat(254)] {
+        for bad in [
+            "",
+            "-svc",
+            "svc.",
+            ".svc",
+            "a..b",
+            "Svc",
+            "a/b",
+            "..",
+            &"m".repeat(254),
+        ] {
             assert!(!is_dns_subdomain(bad), "{bad:?}");
         }
     }

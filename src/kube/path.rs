@@ -90,7 +90,9 @@ impl ResourcePath {
         }
         let mut p = ResourcePath::collection(rt, namespace)?;
         if !is_dns_subdomain(name) {
-            return Err(Error::Config(format!("invalid object name {name:?}: must be a DNS-1123 subdomain")));
+            return Err(Error::Config(format!(
+                "invalid object name {name:?}: must be a DNS-1123 subdomain"
+            )));
         }
         p.name = Some(name.to_string());
         Ok(p)
@@ -138,7 +140,9 @@ fn checked_namespace(ns: &str) -> Result<String> {
     if is_dns_label(ns) {
         Ok(ns.to_string())
     } else {
-        Err(Error::Config(format!("invalid namespace {ns:?}: must be a DNS-1123 label")))
+        Err(Error::Config(format!(
+            "invalid namespace {ns:?}: must be a DNS-1123 label"
+        )))
     }
 }
 
@@ -164,9 +168,17 @@ mod tests {
     #[test]
     fn renders_core_and_group_paths() {
         let p = ResourcePath::object(CONFIG_MAPS, Some("openmed"), "svc-model-manifest").unwrap();
-        assert_eq!(p.render(), "/api/v1/namespaces/openmed/configmaps/svc-model-manifest");
-        let p = ResourcePath::object(DEPLOYMENTS, Some("a"), "b.c").unwrap().status();
-        assert_eq!(p.render(), "/apis/apps/v1/namespaces/a/deployments/b.c/status");
+        assert_eq!(
+            p.render(),
+            "/api/v1/namespaces/openmed/configmaps/svc-model-manifest"
+        );
+        let p = ResourcePath::object(DEPLOYMENTS, Some("a"), "b.c")
+            .unwrap()
+            .status();
+        assert_eq!(
+            p.render(),
+            "/apis/apps/v1/namespaces/a/deployments/b.c/status"
+        );
         let p = ResourcePath::collection(DEPLOYMENTS, None).unwrap();
         assert_eq!(p.render(), "/apis/apps/v1/deployments");
         let p = ResourcePath::object(NAMESPACES, None, "openmed").unwrap();
@@ -176,10 +188,16 @@ mod tests {
     #[test]
     fn refuses_bad_names() {
         for bad in ["../secrets", "a/b", "", "A", "x y", "..", "a%2fb"] {
-            assert!(ResourcePath::object(CONFIG_MAPS, Some("ns"), bad).is_err(), "{bad}");
+            assert!(
+                ResourcePath::object(CONFIG_MAPS, Some("ns"), bad).is_err(),
+                "{bad}"
+            );
         }
         for bad in ["..", "a.b", "kube/system", "-x"] {
-            assert!(ResourcePath::collection(CONFIG_MAPS, Some(bad)).is_err(), "{bad}");
+            assert!(
+                ResourcePath::collection(CONFIG_MAPS, Some(bad)).is_err(),
+                "{bad}"
+            );
         }
         assert!(ResourcePath::object(CONFIG_MAPS, None, "x").is_err());
         assert!(ResourcePath::collection(NAMESPACES, Some("x")).is_err());

@@ -11,7 +11,9 @@ pub enum WatchEvent {
     Modified(Value),
     Deleted(Value),
     /// The server has sent everything up to this resourceVersion.
-    Bookmark { resource_version: String },
+    Bookmark {
+        resource_version: String,
+    },
 }
 
 /// Decode one watch line. An `ERROR` event becomes an `Err` carrying the
@@ -28,7 +30,12 @@ pub fn decode_event(line: &[u8]) -> Result<WatchEvent> {
             return Err(Error::Api(api_error_from_body(code, &bytes, None)));
         }
         (_, Some(o)) => o.clone(),
-        _ => return Err(Error::Decode(format!("watch event without an object: {}", preview(line)))),
+        _ => {
+            return Err(Error::Decode(format!(
+                "watch event without an object: {}",
+                preview(line)
+            )))
+        }
     };
     match ty {
         "ADDED" => Ok(WatchEvent::Added(object)),
@@ -43,7 +50,10 @@ pub fn decode_event(line: &[u8]) -> Result<WatchEvent> {
                 resource_version: rv.to_string(),
             })
         }
-        other => Err(Error::Decode(format!("unknown watch event type {:?}", sanitize(other, 32)))),
+        other => Err(Error::Decode(format!(
+            "unknown watch event type {:?}",
+            sanitize(other, 32)
+        ))),
     }
 }
 
@@ -97,7 +107,9 @@ impl Iterator for WatchStream {
         loop {
             if let Some(pos) = self.buf[self.start..].iter().position(|&b| b == b'\n') {
                 let end = self.start + pos;
-                let blank = self.buf[self.start..end].iter().all(u8::is_ascii_whitespace);
+                let blank = self.buf[self.start..end]
+                    .iter()
+                    .all(u8::is_ascii_whitespace);
                 let out = if blank { None } else { self.decode(end) };
                 self.start = end + 1;
                 match out {
@@ -204,7 +216,13 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        for bad in ["{not json", "[]", r#"{"type":"ADDED"}"#, r#"{"type":"WHAT","object":{}}"#, r#"{"type":"BOOKMARK","object":{}}"#] {
+        for bad in [
+            "{not json",
+            "[]",
+            r#"{"type":"ADDED"}"#,
+            r#"{"type":"WHAT","object":{}}"#,
+            r#"{"type":"BOOKMARK","object":{}}"#,
+        ] {
             assert!(decode_event(bad.as_bytes()).is_err(), "{bad}");
         }
     }
@@ -240,7 +258,10 @@ mod tests {
 
     #[test]
     fn oversized_line_is_refused() {
-        let big = format!(r#"{{"type":"ADDED","object":{{"x":"{}"}}}}"#, "y".repeat(5000));
+        let big = format!(
+            r#"{{"type":"ADDED","object":{{"x":"{}"}}}}"#,
+            "y".repeat(5000)
+        );
         let mut s = WatchStream::new(
             Box::new(Trickle {
                 data: big.into_bytes(),

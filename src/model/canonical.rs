@@ -93,7 +93,8 @@ mod tests {
 
     #[test]
     fn sorted_compact_ascii() {
-        let v = json!({"b": 1, "a": [true, null, "é\u{1F600}\"\\\n\u{7f}"], "A": {"z": -2, "y": "x"}});
+        let v =
+            json!({"b": 1, "a": [true, null, "é\u{1F600}\"\\\n\u{7f}"], "A": {"z": -2, "y": "x"}});
         assert_eq!(
             canonical_json(&v),
             r#"{"A":{"y":"x","z":-2},"a":[true,null,"\u00e9\ud83d\ude00\"\\\n\u007f"],"b":1}"#

@@ -15,9 +15,16 @@ pub fn default_config_map_name(name: &str) -> String {
         return plain;
     }
     let keep = 63 - CM_SUFFIX.len() - 10 - 2;
-    let prefix: String = name.chars().take(keep).map(|c| if c == '.' { '-' } else { c }).collect();
+    let prefix: String = name
+        .chars()
+        .take(keep)
+        .map(|c| if c == '.' { '-' } else { c })
+        .collect();
     let prefix = prefix.trim_end_matches('-');
-    format!("{prefix}-{CM_SUFFIX}-{}", &sha256_hex(plain.as_bytes())[..10])
+    format!(
+        "{prefix}-{CM_SUFFIX}-{}",
+        &sha256_hex(plain.as_bytes())[..10]
+    )
 }
 
 /// The Event name for (resource name, reason, generation).

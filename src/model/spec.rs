@@ -35,7 +35,11 @@ const TIERS: [(Tier, &str); 7] = [
 
 impl Tier {
     pub fn as_str(self) -> &'static str {
-        TIERS.iter().find(|(t, _)| *t == self).map(|(_, s)| *s).unwrap_or("")
+        TIERS
+            .iter()
+            .find(|(t, _)| *t == self)
+            .map(|(_, s)| *s)
+            .unwrap_or("")
     }
     pub fn parse(s: &str) -> Option<Tier> {
         TIERS.iter().find(|(_, n)| *n == s).map(|(t, _)| *t)
@@ -193,7 +197,8 @@ fn is_version(s: &str) -> bool {
     let b = s.as_bytes();
     (1..=253).contains(&b.len())
         && b[0].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"._:@/+~-".contains(c))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"._:@/+~-".contains(c))
 }
 
 fn known_fields(map: &Map<String, Value>, path: &str, known: &[&str]) -> Result<(), SpecError> {
@@ -204,7 +209,11 @@ fn known_fields(map: &Map<String, Value>, path: &str, known: &[&str]) -> Result<
 }
 
 /// A string field, trimmed; None when absent or null.
-fn opt_string(map: &Map<String, Value>, key: &str, path: &str) -> Result<Option<String>, SpecError> {
+fn opt_string(
+    map: &Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<Option<String>, SpecError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
@@ -224,7 +233,12 @@ fn int_in(v: &Value, path: &str, min: i64, max: i64, rule: &str) -> Result<i64, 
     }
 }
 
-fn int_or_percent(map: &Map<String, Value>, key: &str, path: &str, default: i64) -> Result<IntOrPercent, SpecError> {
+fn int_or_percent(
+    map: &Map<String, Value>,
+    key: &str,
+    path: &str,
+    default: i64,
+) -> Result<IntOrPercent, SpecError> {
     const RULE: &str = "must be an integer >= 0 or a percentage string from 0% to 100%";
     match map.get(key) {
         None | Some(Value::Null) => Ok(IntOrPercent::Int(default)),
@@ -253,7 +267,15 @@ pub fn validate(name: &str, spec: Option<&Value>) -> Result<DesiredSpec, SpecErr
     known_fields(
         spec,
         "spec",
-        &["family", "version", "tier", "replicas", "rolloutStrategy", "targetRef", "manifestConfigMapName"],
+        &[
+            "family",
+            "version",
+            "tier",
+            "replicas",
+            "rolloutStrategy",
+            "targetRef",
+            "manifestConfigMapName",
+        ],
     )?;
 
     let family = req_string(spec, "family", "spec.family")?;
@@ -279,7 +301,13 @@ pub fn validate(name: &str, spec: Option<&Value>) -> Result<DesiredSpec, SpecErr
     })?;
     let replicas = match spec.get("replicas") {
         None | Some(Value::Null) => return Err(err("spec.replicas", "required")),
-        Some(v) => int_in(v, "spec.replicas", 1, 1000, "must be an integer from 1 to 1000")?,
+        Some(v) => int_in(
+            v,
+            "spec.replicas",
+            1,
+            1000,
+            "must be an integer from 1 to 1000",
+        )?,
     };
 
     let rs = match spec.get("rolloutStrategy") {
@@ -290,19 +318,40 @@ pub fn validate(name: &str, spec: Option<&Value>) -> Result<DesiredSpec, SpecErr
     known_fields(
         rs,
         "spec.rolloutStrategy",
-        &["type", "maxUnavailable", "maxSurge", "rollbackOnFailure", "progressDeadlineSeconds"],
+        &[
+            "type",
+            "maxUnavailable",
+            "maxSurge",
+            "rollbackOnFailure",
+            "progressDeadlineSeconds",
+        ],
     )?;
     let kind = match req_string(rs, "type", "spec.rolloutStrategy.type")?.as_str() {
         "RollingUpdate" => StrategyType::RollingUpdate,
         "Recreate" => StrategyType::Recreate,
-        _ => return Err(err("spec.rolloutStrategy.type", "must be RollingUpdate or Recreate")),
+        _ => {
+            return Err(err(
+                "spec.rolloutStrategy.type",
+                "must be RollingUpdate or Recreate",
+            ))
+        }
     };
-    let max_unavailable = int_or_percent(rs, "maxUnavailable", "spec.rolloutStrategy.maxUnavailable", 0)?;
+    let max_unavailable = int_or_percent(
+        rs,
+        "maxUnavailable",
+        "spec.rolloutStrategy.maxUnavailable",
+        0,
+    )?;
     let max_surge = int_or_percent(rs, "maxSurge", "spec.rolloutStrategy.maxSurge", 1)?;
     let rollback_on_failure = match rs.get("rollbackOnFailure") {
         None | Some(Value::Null) => true,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(err("spec.rolloutStrategy.rollbackOnFailure", "must be a boolean")),
+        Some(_) => {
+            return Err(err(
+                "spec.rolloutStrategy.rollbackOnFailure",
+                "must be a boolean",
+            ))
+        }
     };
     let progress_deadline_seconds = match rs.get("progressDeadlineSeconds") {
         None | Some(Value::Null) => 600,
@@ -346,10 +395,11 @@ pub fn validate(name: &str, spec: Option<&Value>) -> Result<DesiredSpec, SpecErr
             "must be a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters)",
         ));
     }
-    let manifest_config_map_name = match opt_string(spec, "manifestConfigMapName", "spec.manifestConfigMapName")? {
-        Some(n) => n,
-        None => default_config_map_name(name),
-    };
+    let manifest_config_map_name =
+        match opt_string(spec, "manifestConfigMapName", "spec.manifestConfigMapName")? {
+            Some(n) => n,
+            None => default_config_map_name(name),
+        };
     if !is_dns_subdomain(&manifest_config_map_name) {
         return Err(err(
             "spec.manifestConfigMapName",
@@ -397,11 +447,19 @@ mod tests {
 
     #[test]
     fn strings_are_trimmed_before_use() {
-        let s = validate("m", Some(&with(&["version"], json!("  OpenMed/x@sha256:ab \n")))).unwrap();
+        let s = validate(
+            "m",
+            Some(&with(&["version"], json!("  OpenMed/x@sha256:ab \n"))),
+        )
+        .unwrap();
         assert_eq!(s.version, "OpenMed/x@sha256:ab");
         let s = validate("m", Some(&with(&["tier"], json!(" Large ")))).unwrap();
         assert_eq!(s.tier, Tier::Large);
-        let s = validate("m", Some(&with(&["rolloutStrategy", "maxSurge"], json!(" 25% ")))).unwrap();
+        let s = validate(
+            "m",
+            Some(&with(&["rolloutStrategy", "maxSurge"], json!(" 25% "))),
+        )
+        .unwrap();
         assert_eq!(s.rollout.max_surge, IntOrPercent::Percent(25));
     }
 
@@ -415,15 +473,39 @@ mod tests {
             (with(&["tier"], json!("small")), "spec.tier"),
             (with(&["replicas"], json!(2.5)), "spec.replicas"),
             (with(&["replicas"], json!("2")), "spec.replicas"),
-            (with(&["rolloutStrategy", "maxUnavailable"], json!("5")), "spec.rolloutStrategy.maxUnavailable"),
-            (with(&["rolloutStrategy", "maxUnavailable"], json!("050%")), "spec.rolloutStrategy.maxUnavailable"),
-            (with(&["rolloutStrategy", "maxSurge"], json!(true)), "spec.rolloutStrategy.maxSurge"),
-            (with(&["rolloutStrategy", "bogus"], json!(1)), "spec.rolloutStrategy.bogus"),
+            (
+                with(&["rolloutStrategy", "maxUnavailable"], json!("5")),
+                "spec.rolloutStrategy.maxUnavailable",
+            ),
+            (
+                with(&["rolloutStrategy", "maxUnavailable"], json!("050%")),
+                "spec.rolloutStrategy.maxUnavailable",
+            ),
+            (
+                with(&["rolloutStrategy", "maxSurge"], json!(true)),
+                "spec.rolloutStrategy.maxSurge",
+            ),
+            (
+                with(&["rolloutStrategy", "bogus"], json!(1)),
+                "spec.rolloutStrategy.bogus",
+            ),
             (with(&["bogus"], json!(1)), "spec.bogus"),
-            (with(&["targetRef"], json!({"nam": "x"})), "spec.targetRef.nam"),
+            (
+                with(&["targetRef"], json!({"nam": "x"})),
+                "spec.targetRef.nam",
+            ),
             (with(&["targetRef"], json!("x")), "spec.targetRef"),
-            (with(&["manifestConfigMapName"], json!("Bad")), "spec.manifestConfigMapName"),
-            (with(&["rolloutStrategy", "progressDeadlineSeconds"], json!(2_147_483_648i64)), "spec.rolloutStrategy.progressDeadlineSeconds"),
+            (
+                with(&["manifestConfigMapName"], json!("Bad")),
+                "spec.manifestConfigMapName",
+            ),
+            (
+                with(
+                    &["rolloutStrategy", "progressDeadlineSeconds"],
+                    json!(2_147_483_648i64),
+                ),
+                "spec.rolloutStrategy.progressDeadlineSeconds",
+            ),
         ];
         for (spec, field) in cases {
             let e = validate("m", Some(&spec)).unwrap_err();
@@ -434,9 +516,15 @@ mod tests {
 
     #[test]
     fn recreate_ignores_zero_zero_and_percent_bounds() {
-        let s = with(&["rolloutStrategy"], json!({"type": "Recreate", "maxSurge": 0, "maxUnavailable": "0%"}));
+        let s = with(
+            &["rolloutStrategy"],
+            json!({"type": "Recreate", "maxSurge": 0, "maxUnavailable": "0%"}),
+        );
         assert!(validate("m", Some(&s)).is_ok());
-        let s = with(&["rolloutStrategy"], json!({"type": "RollingUpdate", "maxSurge": "100%", "maxUnavailable": "0%"}));
+        let s = with(
+            &["rolloutStrategy"],
+            json!({"type": "RollingUpdate", "maxSurge": "100%", "maxUnavailable": "0%"}),
+        );
         assert!(validate("m", Some(&s)).is_ok());
     }
 

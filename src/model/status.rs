@@ -193,7 +193,11 @@ impl StatusDoc {
             let status = if c.status { "True" } else { "False" };
             let prev = old.iter().find(|o| o["type"] == ty.as_str());
             let unchanged = prev
-                .map(|p| p["status"] == status && p["reason"] == c.reason.as_str() && p["message"] == c.message.as_str())
+                .map(|p| {
+                    p["status"] == status
+                        && p["reason"] == c.reason.as_str()
+                        && p["message"] == c.message.as_str()
+                })
                 .unwrap_or(false);
             let since = prev
                 .filter(|_| unchanged)
@@ -231,7 +235,13 @@ impl StatusDoc {
 
     /// The status as it will read after the patch (nulls dropped).
     pub fn normalized(&self) -> Value {
-        Value::Object(self.0.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect())
+        Value::Object(
+            self.0
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
     }
 }
 
@@ -271,18 +281,28 @@ mod tests {
         let c = s.get(Field::Conditions).unwrap();
         assert_eq!(c[0]["lastTransitionTime"], "2026-01-03T00:00:00Z");
         assert_eq!(c[1]["lastTransitionTime"], "2026-01-01T00:00:00Z");
-        let types: Vec<&str> = c.as_array().unwrap().iter().map(|x| x["type"].as_str().unwrap()).collect();
+        let types: Vec<&str> = c
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["type"].as_str().unwrap())
+            .collect();
         assert_eq!(types, ["Ready", "Progressing", "Degraded", "RolledBack"]);
     }
 
     #[test]
     fn diff_reports_changes_and_removals() {
-        let old = StatusDoc::from_value(Some(&json!({"phase": "Ready", "rollbackSpec": {"a": 1}, "x": 1})));
+        let old = StatusDoc::from_value(Some(
+            &json!({"phase": "Ready", "rollbackSpec": {"a": 1}, "x": 1}),
+        ));
         let mut new = old.clone();
         assert!(new.diff(&old).is_none());
         new.clear(Field::RollbackSpec);
         new.set_phase(Phase::RollingOut);
         let d = new.diff(&old).unwrap();
-        assert_eq!(Value::Object(d), json!({"phase": "RollingOut", "rollbackSpec": null}));
+        assert_eq!(
+            Value::Object(d),
+            json!({"phase": "RollingOut", "rollbackSpec": null})
+        );
     }
 }

@@ -78,7 +78,7 @@ enum Route {
     GroupVersion(String, String),
     OpenApiV3,
     OpenApiV3Doc(String, String),
-    Res(Res),
+    Res(Box<Res>),
     NotFound,
 }
 
@@ -100,7 +100,9 @@ fn route(reg: &Registry, path: &str) -> Route {
         ["apis", g] => return Route::Group(g.to_string()),
         ["openapi", "v3"] => return Route::OpenApiV3,
         ["openapi", "v3", "api", v] => return Route::OpenApiV3Doc(String::new(), v.to_string()),
-        ["openapi", "v3", "apis", g, v] => return Route::OpenApiV3Doc(g.to_string(), v.to_string()),
+        ["openapi", "v3", "apis", g, v] => {
+            return Route::OpenApiV3Doc(g.to_string(), v.to_string())
+        }
         ["api", v] => return Route::GroupVersion(String::new(), v.to_string()),
         ["apis", g, v] => return Route::GroupVersion(g.to_string(), v.to_string()),
         ["api", v, rest @ ..] => (String::new(), v.to_string(), rest),
@@ -108,19 +110,24 @@ fn route(reg: &Registry, path: &str) -> Route {
         _ => return Route::NotFound,
     };
     let find = |plural: &str| reg.find(&group, &version, plural).cloned();
-    let res = |def: Option<ResourceDef>, ns: Option<&str>, name: Option<&str>, sub: Option<&str>| match def {
-        Some(def) => Route::Res(Res {
+    let res = |def: Option<ResourceDef>,
+               ns: Option<&str>,
+               name: Option<&str>,
+               sub: Option<&str>| match def {
+        Some(def) => Route::Res(Box::new(Res {
             def,
             version: version.clone(),
             ns: ns.map(str::to_string),
             name: name.map(str::to_string),
             sub: sub.map(str::to_string),
-        }),
+        })),
         None => Route::NotFound,
     };
     match rest {
         [plural] => res(find(plural), None, None, None),
-        ["namespaces", ns, sub] if *sub == "status" || *sub == "finalize" => res(find("namespaces"), None, Some(ns), Some(sub)),
+        ["namespaces", ns, sub] if *sub == "status" || *sub == "finalize" => {
+            res(find("namespaces"), None, Some(ns), Some(sub))
+        }
         ["namespaces", ns, plural] => match find(plural) {
             Some(d) if d.namespaced => res(Some(d), Some(ns), None, None),
             _ => Route::NotFound,
@@ -223,18 +230,25 @@ pub fn handle(shared: &Arc<Shared>, req: Request) -> Response {
 
 fn authorized(shared: &Shared, req: &Request) -> bool {
     let tokens = lock(&shared.tokens);
-    let Some(tokens) = tokens.as_ref() else { return true };
+    let Some(tokens) = tokens.as_ref() else {
+        return true;
+    };
     let presented = req
         .header("authorization")
         .and_then(|h| h.strip_prefix("Bearer "))
         .map(str::trim);
-    presented.map(|p| tokens.iter().any(|t| t == p)).unwrap_or(false)
+    presented
+        .map(|p| tokens.iter().any(|t| t == p))
+        .unwrap_or(false)
 }
 
 fn serve(shared: &Arc<Shared>, req: &Request, r: Route) -> Response {
     if matches!(r, Route::Version | Route::Health) {
         return match r {
-            Route::Version => ok(200, &json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubesim", "gitCommit": "kubesim", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23", "compiler": "gc", "platform": "linux/amd64"})),
+            Route::Version => ok(
+                200,
+                &json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-kubesim", "gitCommit": "kubesim", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23", "compiler": "gc", "platform": "linux/amd64"}),
+            ),
             _ => Response::with_type(200, "text/plain", b"ok".to_vec()),
         };
     }
@@ -270,16 +284,24 @@ fn serve(shared: &Arc<Shared>, req: &Request, r: Route) -> Response {
         return ok(200, &v);
     }
     match r {
-        Route::Res(res) => match serve_resource(shared, req, res) {
+        Route::Res(res) => match serve_resource(shared, req, *res) {
             Ok(resp) => resp,
             Err(e) => err(e),
         },
-        _ => err(ApiErr::new(404, "NotFound", "the server could not find the requested resource")),
+        _ => err(ApiErr::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )),
     }
 }
 
 fn parse_body(req: &Request) -> Result<Value, ApiErr> {
-    serde_json::from_slice(&req.body).map_err(|e| ApiErr::bad_request(format!("the body of the request was in an unknown format: {e}")))
+    serde_json::from_slice(&req.body).map_err(|e| {
+        ApiErr::bad_request(format!(
+            "the body of the request was in an unknown format: {e}"
+        ))
+    })
 }
 
 /// Present a stored object at the version the client asked for.
@@ -294,8 +316,10 @@ fn partial(o: &Value) -> Value {
 }
 
 fn selectors(req: &Request, def: &ResourceDef) -> Result<(LabelSelector, FieldSelector), ApiErr> {
-    let l = LabelSelector::parse(req.q("labelSelector").unwrap_or("")).map_err(ApiErr::bad_request)?;
-    let f = FieldSelector::parse(req.q("fieldSelector").unwrap_or(""), &def.kind).map_err(ApiErr::bad_request)?;
+    let l =
+        LabelSelector::parse(req.q("labelSelector").unwrap_or("")).map_err(ApiErr::bad_request)?;
+    let f = FieldSelector::parse(req.q("fieldSelector").unwrap_or(""), &def.kind)
+        .map_err(ApiErr::bad_request)?;
     Ok((l, f))
 }
 
@@ -316,7 +340,9 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
         ("GET", None) => list(shared, req, &res),
         ("GET", Some(name)) => {
             let st = lock(&shared.store);
-            let obj = st.get(&def, &ns, name).ok_or_else(|| ApiErr::not_found(&def, name))?;
+            let obj = st
+                .get(&def, &ns, name)
+                .ok_or_else(|| ApiErr::not_found(&def, name))?;
             let rv = st.rv.to_string();
             drop(st);
             Ok(ok(200, &render_one(req, &res, &obj, &rv, now)))
@@ -325,7 +351,10 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
             let body = parse_body(req)?;
             if let Some(k) = body["kind"].as_str() {
                 if k != def.kind {
-                    return Err(ApiErr::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", def.kind)));
+                    return Err(ApiErr::bad_request(format!(
+                        "the kind in the data ({k}) does not match the expected kind ({})",
+                        def.kind
+                    )));
                 }
             }
             let w = shared.write(|st| st.create(&def, &ns, body, fv, now))?;
@@ -334,13 +363,21 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
         ("PUT", Some(name)) => {
             let body = parse_body(req)?;
             let status_only = sub_is_status(&res)?;
-            let w = shared.write(|st| st.update(&def, &ns, name, body, status_only, fv, def.custom, now))?;
+            let w = shared
+                .write(|st| st.update(&def, &ns, name, body, status_only, fv, def.custom, now))?;
             Ok(with_warnings(ok(200, &present(&w.obj, &res)), &w.warnings))
         }
         ("PATCH", Some(name)) => {
             let status_only = sub_is_status(&res)?;
             let body = parse_body(req)?;
-            let ct = req.header("content-type").unwrap_or("").split(';').next().unwrap_or("").trim().to_string();
+            let ct = req
+                .header("content-type")
+                .unwrap_or("")
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string();
             let w = shared.write(|st| {
                 let current = st.get(&def, &ns, name).ok_or_else(|| ApiErr::not_found(&def, name))?;
                 let patched = match ct.as_str() {
@@ -350,7 +387,7 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
                     _ => Err(ApiErr::new(
                         415,
                         "UnsupportedMediaType",
-                        format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"),
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                     )),
                 }?;
                 st.update(&def, &ns, name, patched, status_only, fv, false, now)
@@ -358,10 +395,16 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
             Ok(with_warnings(ok(200, &present(&w.obj, &res)), &w.warnings))
         }
         ("DELETE", Some(name)) => {
-            let opts: Value = if req.body.is_empty() { json!({}) } else { parse_body(req)? };
+            let opts: Value = if req.body.is_empty() {
+                json!({})
+            } else {
+                parse_body(req)?
+            };
             let pre = Preconditions {
                 uid: opts["preconditions"]["uid"].as_str().map(str::to_string),
-                resource_version: opts["preconditions"]["resourceVersion"].as_str().map(str::to_string),
+                resource_version: opts["preconditions"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_string),
             };
             let obj = shared.write(|st| st.delete(&def, &ns, name, &pre, now))?;
             Ok(ok(200, &present(&obj, &res)))
@@ -383,9 +426,19 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
                 }
                 out
             });
-            Ok(ok(200, &json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(&res.version), "metadata": {}, "items": deleted})))
+            Ok(ok(
+                200,
+                &json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(&res.version), "metadata": {}, "items": deleted}),
+            ))
         }
-        _ => Err(ApiErr::new(405, "MethodNotAllowed", format!("the server does not allow this method on the requested resource ({})", req.method))),
+        _ => Err(ApiErr::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "the server does not allow this method on the requested resource ({})",
+                req.method
+            ),
+        )),
     }
 }
 
@@ -393,7 +446,11 @@ fn sub_is_status(res: &Res) -> Result<bool, ApiErr> {
     match res.sub.as_deref() {
         None => Ok(false),
         Some("status") if res.def.status_subresource => Ok(true),
-        Some(other) => Err(ApiErr::new(404, "NotFound", format!("the server could not find the requested resource ({other})"))),
+        Some(other) => Err(ApiErr::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({other})"),
+        )),
     }
 }
 
@@ -408,11 +465,16 @@ fn render_one(req: &Request, res: &Res, obj: &Value, rv: &str, now: SystemTime) 
 fn list(shared: &Arc<Shared>, req: &Request, res: &Res) -> Result<Response, ApiErr> {
     let def = &res.def;
     let (l, f) = selectors(req, def)?;
-    let limit: usize = req.q("limit").and_then(|x| x.parse().ok()).filter(|x| *x > 0).unwrap_or(usize::MAX);
+    let limit: usize = req
+        .q("limit")
+        .and_then(|x| x.parse().ok())
+        .filter(|x| *x > 0)
+        .unwrap_or(usize::MAX);
     let st = lock(&shared.store);
     let (list_rv, after) = match req.q("continue").filter(|c| !c.is_empty()) {
         Some(tok) => {
-            let (rv, key) = decode_continue(tok).ok_or_else(|| ApiErr::bad_request("continue key is not valid"))?;
+            let (rv, key) = decode_continue(tok)
+                .ok_or_else(|| ApiErr::bad_request("continue key is not valid"))?;
             if rv < st.compacted {
                 return Err(ApiErr::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."));
             }
@@ -446,7 +508,9 @@ fn list(shared: &Arc<Shared>, req: &Request, res: &Res) -> Result<Response, ApiE
             t["metadata"] = meta;
             t
         }
-        Output::Partial => json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": page.iter().map(|o| partial(o)).collect::<Vec<_>>()}),
+        Output::Partial => {
+            json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": page.iter().map(|o| partial(o)).collect::<Vec<_>>()})
+        }
         Output::Json => json!({
             "kind": format!("{}List", def.kind),
             "apiVersion": def.api_version(&res.version),
@@ -466,14 +530,20 @@ fn obj_key(o: &Value) -> String {
 }
 
 fn encode_continue(rv: u64, key: &str) -> String {
-    format!("{rv}:{}", key.bytes().map(|b| format!("{b:02x}")).collect::<String>())
+    format!(
+        "{rv}:{}",
+        key.bytes().map(|b| format!("{b:02x}")).collect::<String>()
+    )
 }
 
 fn decode_continue(tok: &str) -> Option<(u64, String)> {
     let (rv, hex) = tok.split_once(':')?;
     let bytes: Option<Vec<u8>> = (0..hex.len())
         .step_by(2)
-        .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
         .collect();
     Some((rv.parse().ok()?, String::from_utf8(bytes?).ok()?))
 }
@@ -491,7 +561,9 @@ struct WatchSpec {
 
 impl WatchSpec {
     fn matches(&self, ns: &str, o: &Value) -> bool {
-        self.ns.as_deref().map(|n| n == ns).unwrap_or(true) && self.labels.matches(o) && self.fields.matches(&self.def.kind, o)
+        self.ns.as_deref().map(|n| n == ns).unwrap_or(true)
+            && self.labels.matches(o)
+            && self.fields.matches(&self.def.kind, o)
     }
 
     fn line(&self, ty: &str, obj: &Value, rv: &str) -> Vec<u8> {
@@ -504,7 +576,9 @@ impl WatchSpec {
             Output::Partial => partial(obj),
             Output::Table => table::table(&self.def, &self.version, &[obj], rv, SystemTime::now()),
         };
-        let mut line = json!({"type": ty, "object": object}).to_string().into_bytes();
+        let mut line = json!({"type": ty, "object": object})
+            .to_string()
+            .into_bytes();
         line.push(b'\n');
         line
     }
@@ -517,7 +591,11 @@ impl WatchSpec {
         }
         let rv = ev.rv.to_string();
         let now_match = self.matches(&ev.ns, &ev.obj);
-        let was_match = ev.old.as_ref().map(|o| self.matches(&ev.ns, o)).unwrap_or(false);
+        let was_match = ev
+            .old
+            .as_ref()
+            .map(|o| self.matches(&ev.ns, o))
+            .unwrap_or(false);
         let ty = match ev.kind {
             EvKind::Added if now_match => "ADDED",
             EvKind::Deleted if now_match || was_match => "DELETED",
@@ -531,7 +609,9 @@ impl WatchSpec {
 }
 
 fn expired_line(msg: &str) -> Vec<u8> {
-    let mut l = json!({"type": "ERROR", "object": ApiErr::expired(msg).status()}).to_string().into_bytes();
+    let mut l = json!({"type": "ERROR", "object": ApiErr::expired(msg).status()})
+        .to_string()
+        .into_bytes();
     l.push(b'\n');
     l
 }
@@ -574,9 +654,14 @@ fn watch(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Response, ApiE
             .collect();
         (lines, st.rv)
     } else {
-        let n: u64 = requested.parse().map_err(|_| ApiErr::bad_request(format!("invalid resource version {requested:?}")))?;
+        let n: u64 = requested
+            .parse()
+            .map_err(|_| ApiErr::bad_request(format!("invalid resource version {requested:?}")))?;
         if n < st.compacted || expire == Some(false) {
-            return Err(ApiErr::expired(format!("too old resource version: {n} ({})", st.compacted.max(n + 1))));
+            return Err(ApiErr::expired(format!(
+                "too old resource version: {n} ({})",
+                st.compacted.max(n + 1)
+            )));
         }
         (Vec::new(), n.min(st.rv))
     };
@@ -600,11 +685,19 @@ fn watch(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Response, ApiE
     })
 }
 
-fn stream_events(shared: &Arc<Shared>, spec: &WatchSpec, mut cursor: u64, epoch: u64, w: &mut ChunkWriter<'_>) -> io::Result<()> {
+fn stream_events(
+    shared: &Arc<Shared>,
+    spec: &WatchSpec,
+    mut cursor: u64,
+    epoch: u64,
+    w: &mut ChunkWriter<'_>,
+) -> io::Result<()> {
     let cut = || io::Error::new(io::ErrorKind::ConnectionAborted, "watch cut");
     let mut last_bookmark = Instant::now();
     loop {
-        if shared.watch_epoch.load(Ordering::SeqCst) != epoch || shared.stopping.load(Ordering::SeqCst) {
+        if shared.watch_epoch.load(Ordering::SeqCst) != epoch
+            || shared.stopping.load(Ordering::SeqCst)
+        {
             return Err(cut());
         }
         let now = Instant::now();
@@ -615,12 +708,18 @@ fn stream_events(shared: &Arc<Shared>, spec: &WatchSpec, mut cursor: u64, epoch:
         let (events, current) = {
             let mut st = lock(&shared.store);
             if st.rv <= cursor {
-                st = shared.changed.wait_timeout(st, wait).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                st = shared
+                    .changed
+                    .wait_timeout(st, wait)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
             }
             (st.events_after(cursor), st.rv)
         };
         let Some(events) = events else {
-            w.send(&expired_line(&format!("too old resource version: {cursor}")))?;
+            w.send(&expired_line(&format!(
+                "too old resource version: {cursor}"
+            )))?;
             return Ok(());
         };
         for ev in &events {

@@ -69,7 +69,11 @@ fn template_hash(template: &Value) -> String {
 fn remove_pods(rs: &mut ReplicaSet, n: usize) -> usize {
     let mut removed = 0;
     while removed < n && !rs.pods.is_empty() {
-        let idx = rs.pods.iter().position(|p| !p.ready).unwrap_or(rs.pods.len() - 1);
+        let idx = rs
+            .pods
+            .iter()
+            .position(|p| !p.ready)
+            .unwrap_or(rs.pods.len() - 1);
         rs.pods.remove(idx);
         removed += 1;
     }
@@ -91,14 +95,22 @@ impl Controller {
         let cm_def = store.registry.find("", "v1", "configmaps").cloned();
         let mut can_start = true;
         let mut loadable = true;
-        for c in template["spec"]["containers"].as_array().into_iter().flatten() {
+        for c in template["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             for e in c["env"].as_array().into_iter().flatten() {
                 let resolved = if let Some(r) = e.pointer("/valueFrom/configMapKeyRef") {
                     let optional = r["optional"].as_bool().unwrap_or(false);
                     let data = cm_def
                         .as_ref()
                         .and_then(|d| store.get(d, ns, r["name"].as_str().unwrap_or("")))
-                        .and_then(|cm| cm["data"][r["key"].as_str().unwrap_or("")].as_str().map(str::to_string));
+                        .and_then(|cm| {
+                            cm["data"][r["key"].as_str().unwrap_or("")]
+                                .as_str()
+                                .map(str::to_string)
+                        });
                     if data.is_none() && !optional {
                         can_start = false;
                     }
@@ -134,15 +146,29 @@ impl Controller {
         self.sims.retain(|uid, _| live.contains(uid));
         let mut wrote = false;
         for d in deployments {
-            let Some(uid) = d["metadata"]["uid"].as_str().map(str::to_string) else { continue };
-            let ns = d["metadata"]["namespace"].as_str().unwrap_or("").to_string();
+            let Some(uid) = d["metadata"]["uid"].as_str().map(str::to_string) else {
+                continue;
+            };
+            let ns = d["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
             let name = d["metadata"]["name"].as_str().unwrap_or("").to_string();
             let status = self.step(store, &uid, &d, &ns, now, wall);
             if d.get("status") != Some(&status) {
                 let mut next = (*d).clone();
                 next["status"] = status;
                 if store
-                    .update(&def, &ns, &name, next, true, FieldValidation::Ignore, false, wall)
+                    .update(
+                        &def,
+                        &ns,
+                        &name,
+                        next,
+                        true,
+                        FieldValidation::Ignore,
+                        false,
+                        wall,
+                    )
                     .is_ok()
                 {
                     wrote = true;
@@ -152,7 +178,15 @@ impl Controller {
         wrote
     }
 
-    fn step(&mut self, store: &Store, uid: &str, d: &Value, ns: &str, now: Instant, wall: SystemTime) -> Value {
+    fn step(
+        &mut self,
+        store: &Store,
+        uid: &str,
+        d: &Value,
+        ns: &str,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Value {
         let spec = &d["spec"];
         let desired = spec["replicas"].as_i64().unwrap_or(1).max(0);
         let generation = d["metadata"]["generation"].as_i64().unwrap_or(0);
@@ -257,7 +291,11 @@ impl Controller {
                     }
                 }
             }
-            let available: i64 = old_sets.iter().chain(std::iter::once(&*new_rs)).map(|r| r.pods.iter().filter(|p| p.ready).count() as i64).sum();
+            let available: i64 = old_sets
+                .iter()
+                .chain(std::iter::once(&*new_rs))
+                .map(|r| r.pods.iter().filter(|p| p.ready).count() as i64)
+                .sum();
             let mut scale_down = (available - min_available).max(0);
             for rs in old_sets.iter_mut() {
                 let n = (rs.pods.len() as i64).min(scale_down);
@@ -271,7 +309,11 @@ impl Controller {
         sim.sets.retain(|rs| !rs.pods.is_empty() || rs.hash == hash);
         if progressed {
             sim.last_progress = now;
-            sim.reason = if created { "NewReplicaSetCreated" } else { "ReplicaSetUpdated" };
+            sim.reason = if created {
+                "NewReplicaSetCreated"
+            } else {
+                "ReplicaSetUpdated"
+            };
         }
         let status = self.status(&sim, d, desired, unavailable, now, wall, &hash);
         self.sims.insert(uid.to_string(), sim);
@@ -279,20 +321,43 @@ impl Controller {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn status(&self, sim: &Sim, d: &Value, desired: i64, max_unavailable: i64, now: Instant, wall: SystemTime, hash: &str) -> Value {
+    fn status(
+        &self,
+        sim: &Sim,
+        d: &Value,
+        desired: i64,
+        max_unavailable: i64,
+        now: Instant,
+        wall: SystemTime,
+        hash: &str,
+    ) -> Value {
         let new_rs = sim.sets.last();
         let total: i64 = sim.sets.iter().map(|r| r.pods.len() as i64).sum();
         let updated = new_rs.map(|r| r.pods.len() as i64).unwrap_or(0);
-        let ready: i64 = sim.sets.iter().map(|r| r.pods.iter().filter(|p| p.ready).count() as i64).sum();
+        let ready: i64 = sim
+            .sets
+            .iter()
+            .map(|r| r.pods.iter().filter(|p| p.ready).count() as i64)
+            .sum();
         let unavailable = (desired - ready).max(0);
         let complete = updated == desired && total == desired && ready == desired;
         let rs_name = format!("{}-{hash}", d["metadata"]["name"].as_str().unwrap_or(""));
-        let deadline = Duration::from_secs(d["spec"]["progressDeadlineSeconds"].as_u64().unwrap_or(600));
-        let old_conds = d["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let deadline =
+            Duration::from_secs(d["spec"]["progressDeadlineSeconds"].as_u64().unwrap_or(600));
+        let old_conds = d["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let now_s = rfc3339(wall);
         let cond = |ty: &str, status: &str, reason: &str, message: String| {
             let prev = old_conds.iter().find(|c| c["type"] == ty);
-            let same = prev.map(|p| p["status"] == status && p["reason"] == reason && p["message"] == message.as_str()).unwrap_or(false);
+            let same = prev
+                .map(|p| {
+                    p["status"] == status
+                        && p["reason"] == reason
+                        && p["message"] == message.as_str()
+                })
+                .unwrap_or(false);
             if same {
                 return prev.cloned().unwrap_or(Value::Null);
             }
@@ -304,23 +369,59 @@ impl Controller {
         };
         let min_available = (desired - max_unavailable).max(0);
         let available_cond = if ready >= min_available {
-            cond("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.".into())
+            cond(
+                "Available",
+                "True",
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.".into(),
+            )
         } else {
-            cond("Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.".into())
+            cond(
+                "Available",
+                "False",
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.".into(),
+            )
         };
         let progressing = if complete {
-            cond("Progressing", "True", "NewReplicaSetAvailable", format!("ReplicaSet {rs_name:?} has successfully progressed."))
+            cond(
+                "Progressing",
+                "True",
+                "NewReplicaSetAvailable",
+                format!("ReplicaSet {rs_name:?} has successfully progressed."),
+            )
         } else if now.duration_since(sim.last_progress) > deadline {
-            cond("Progressing", "False", "ProgressDeadlineExceeded", format!("ReplicaSet {rs_name:?} has timed out progressing."))
+            cond(
+                "Progressing",
+                "False",
+                "ProgressDeadlineExceeded",
+                format!("ReplicaSet {rs_name:?} has timed out progressing."),
+            )
         } else if sim.reason == "NewReplicaSetCreated" {
-            cond("Progressing", "True", "NewReplicaSetCreated", format!("Created new replica set {rs_name:?}"))
+            cond(
+                "Progressing",
+                "True",
+                "NewReplicaSetCreated",
+                format!("Created new replica set {rs_name:?}"),
+            )
         } else {
-            cond("Progressing", "True", "ReplicaSetUpdated", format!("ReplicaSet {rs_name:?} is progressing."))
+            cond(
+                "Progressing",
+                "True",
+                "ReplicaSetUpdated",
+                format!("ReplicaSet {rs_name:?} is progressing."),
+            )
         };
         let mut s = serde_json::Map::new();
         s.insert("observedGeneration".into(), json!(sim.generation));
         // Zero counts are omitted, as the real API server does.
-        for (k, v) in [("replicas", total), ("updatedReplicas", updated), ("readyReplicas", ready), ("availableReplicas", ready), ("unavailableReplicas", unavailable)] {
+        for (k, v) in [
+            ("replicas", total),
+            ("updatedReplicas", updated),
+            ("readyReplicas", ready),
+            ("availableReplicas", ready),
+            ("unavailableReplicas", unavailable),
+        ] {
             if v != 0 {
                 s.insert(k.into(), json!(v));
             }

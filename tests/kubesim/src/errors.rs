@@ -21,7 +21,11 @@ pub struct Cause {
 }
 
 impl Cause {
-    pub fn new(field: impl Into<String>, reason: &'static str, message: impl Into<String>) -> Cause {
+    pub fn new(
+        field: impl Into<String>,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Cause {
         Cause {
             field: field.into(),
             reason,
@@ -29,7 +33,11 @@ impl Cause {
         }
     }
     pub fn invalid(field: &str, value: &Value, why: &str) -> Cause {
-        Cause::new(field, "FieldValueInvalid", format!("Invalid value: {}: {why}", show(value)))
+        Cause::new(
+            field,
+            "FieldValueInvalid",
+            format!("Invalid value: {}: {why}", show(value)),
+        )
     }
     pub fn required(field: &str) -> Cause {
         Cause::new(field, "FieldValueRequired", "Required value")
@@ -78,20 +86,34 @@ impl ApiErr {
     }
 
     pub fn not_found(def: &ResourceDef, name: &str) -> ApiErr {
-        ApiErr::new(404, "NotFound", format!("{} {name:?} not found", qualified(&def.group, &def.plural)))
-            .with_details(def, name)
+        ApiErr::new(
+            404,
+            "NotFound",
+            format!("{} {name:?} not found", qualified(&def.group, &def.plural)),
+        )
+        .with_details(def, name)
     }
 
     pub fn already_exists(def: &ResourceDef, name: &str) -> ApiErr {
-        ApiErr::new(409, "AlreadyExists", format!("{} {name:?} already exists", qualified(&def.group, &def.plural)))
-            .with_details(def, name)
+        ApiErr::new(
+            409,
+            "AlreadyExists",
+            format!(
+                "{} {name:?} already exists",
+                qualified(&def.group, &def.plural)
+            ),
+        )
+        .with_details(def, name)
     }
 
     pub fn conflict(def: &ResourceDef, name: &str, why: &str) -> ApiErr {
         ApiErr::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} {name:?}: {why}", qualified(&def.group, &def.plural)),
+            format!(
+                "Operation cannot be fulfilled on {} {name:?}: {why}",
+                qualified(&def.group, &def.plural)
+            ),
         )
         .with_details(def, name)
     }

@@ -28,10 +28,18 @@ pub struct Faults {
 
 impl Faults {
     /// The failure the next request must get, if a rule matches it.
-    pub fn take_failure(&mut self, method: &str, path: &str, query: &str) -> Option<(u16, Option<u64>)> {
+    pub fn take_failure(
+        &mut self,
+        method: &str,
+        path: &str,
+        query: &str,
+    ) -> Option<(u16, Option<u64>)> {
         let rule = self.rules.iter_mut().find(|r| {
             r.remaining > 0
-                && r.method.as_deref().map(|m| m.eq_ignore_ascii_case(method)).unwrap_or(true)
+                && r.method
+                    .as_deref()
+                    .map(|m| m.eq_ignore_ascii_case(method))
+                    .unwrap_or(true)
                 && r.path.is_match(path)
                 && r.query.as_ref().map(|q| q.is_match(query)).unwrap_or(true)
         })?;
@@ -74,7 +82,10 @@ pub struct Stats {
 
 impl Stats {
     pub fn record(&mut self, r: RequestRecord) {
-        *self.counts.entry((r.verb.clone(), r.resource.clone(), r.status)).or_default() += 1;
+        *self
+            .counts
+            .entry((r.verb.clone(), r.resource.clone(), r.status))
+            .or_default() += 1;
         if self.log.len() >= LOG_CAP {
             self.log.drain(..LOG_CAP / 2);
         }

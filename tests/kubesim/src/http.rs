@@ -29,7 +29,10 @@ impl Request {
     }
 
     pub fn q(&self, key: &str) -> Option<&str> {
-        self.query.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.query
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -216,7 +219,8 @@ impl HttpServer {
                 Ok(None) => break,
                 Err(e) => {
                     if e.kind() == io::ErrorKind::InvalidData {
-                        let resp = Response::with_type(400, "text/plain", e.to_string().into_bytes());
+                        let resp =
+                            Response::with_type(400, "text/plain", e.to_string().into_bytes());
                         let _ = write_response(reader.get_mut(), resp, false);
                     }
                     break;
@@ -247,9 +251,16 @@ fn read_request(r: &mut impl BufRead) -> io::Result<Option<Request>> {
     let mut head = Vec::new();
     loop {
         let mut line = Vec::new();
-        let n = r.by_ref().take((MAX_HEAD + 1) as u64).read_until(b'\n', &mut line)?;
+        let n = r
+            .by_ref()
+            .take((MAX_HEAD + 1) as u64)
+            .read_until(b'\n', &mut line)?;
         if n == 0 {
-            return if head.is_empty() { Ok(None) } else { Err(bad("truncated request")) };
+            return if head.is_empty() {
+                Ok(None)
+            } else {
+                Err(bad("truncated request"))
+            };
         }
         if line == b"\r\n" || line == b"\n" {
             if head.is_empty() {
@@ -335,7 +346,9 @@ pub fn percent_decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or(""), 16) {
+            if let Ok(v) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or(""), 16)
+            {
                 out.push(v);
                 i += 3;
                 continue;
@@ -373,11 +386,18 @@ fn reason_phrase(code: u16) -> &'static str {
 
 /// Returns Ok(true) if the connection may be reused.
 fn write_response(w: &mut dyn Conn, resp: Response, keep_alive: bool) -> io::Result<bool> {
-    let mut head = format!("HTTP/1.1 {} {}\r\n", resp.status, reason_phrase(resp.status));
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\n",
+        resp.status,
+        reason_phrase(resp.status)
+    );
     for (k, v) in &resp.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
-    head.push_str(&format!("Date: {}\r\n", crate::time::http_date(std::time::SystemTime::now())));
+    head.push_str(&format!(
+        "Date: {}\r\n",
+        crate::time::http_date(std::time::SystemTime::now())
+    ));
     if !keep_alive {
         head.push_str("Connection: close\r\n");
     }

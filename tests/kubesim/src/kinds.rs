@@ -28,15 +28,24 @@ impl FieldValidation {
 pub fn is_dns_label(s: &str) -> bool {
     let b = s.as_bytes();
     let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty() && b.len() <= 63 && ok(&b[0]) && ok(&b[b.len() - 1]) && b.iter().all(|c| ok(c) || *c == b'-')
+    !b.is_empty()
+        && b.len() <= 63
+        && ok(&b[0])
+        && ok(&b[b.len() - 1])
+        && b.iter().all(|c| ok(c) || *c == b'-')
 }
 
 pub fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(|p| {
-        let b = p.as_bytes();
-        let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-        !b.is_empty() && ok(&b[0]) && ok(&b[b.len() - 1]) && b.iter().all(|c| ok(c) || *c == b'-')
-    })
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|p| {
+            let b = p.as_bytes();
+            let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+            !b.is_empty()
+                && ok(&b[0])
+                && ok(&b[b.len() - 1])
+                && b.iter().all(|c| ok(c) || *c == b'-')
+        })
 }
 
 /// `[prefix/]name` with name like a label value and prefix a DNS subdomain.
@@ -54,13 +63,20 @@ fn is_label_value(s: &str) -> bool {
         return true;
     }
     let alnum = |c: &u8| c.is_ascii_alphanumeric();
-    b.len() <= 63 && alnum(&b[0]) && alnum(&b[b.len() - 1]) && b.iter().all(|c| alnum(c) || b"-_.".contains(c))
+    b.len() <= 63
+        && alnum(&b[0])
+        && alnum(&b[b.len() - 1])
+        && b.iter().all(|c| alnum(c) || b"-_.".contains(c))
 }
 
 fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
     let meta = &obj["metadata"];
     let name = meta["name"].as_str().unwrap_or("");
-    let name_ok = if def.plural == "namespaces" { is_dns_label(name) } else { is_dns_subdomain(name) };
+    let name_ok = if def.plural == "namespaces" {
+        is_dns_label(name)
+    } else {
+        is_dns_subdomain(name)
+    };
     if name.is_empty() {
         causes.push(Cause::required("metadata.name"));
     } else if !name_ok {
@@ -77,7 +93,11 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
                 for (k, v) in m {
                     let path = format!("metadata.{field}");
                     if !is_qualified_name(k) {
-                        causes.push(Cause::invalid(&path, &json!(k), "name part must consist of alphanumeric characters, '-', '_' or '.'"));
+                        causes.push(Cause::invalid(
+                            &path,
+                            &json!(k),
+                            "name part must consist of alphanumeric characters, '-', '_' or '.'",
+                        ));
                     }
                     match v.as_str() {
                         None => causes.push(Cause::invalid(&path, v, "values must be strings")),
@@ -88,13 +108,21 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
                     }
                 }
             }
-            other => causes.push(Cause::invalid(&format!("metadata.{field}"), other, "must be a map of strings")),
+            other => causes.push(Cause::invalid(
+                &format!("metadata.{field}"),
+                other,
+                "must be a map of strings",
+            )),
         }
     }
     if let Some(fs) = meta["finalizers"].as_array() {
         for (i, f) in fs.iter().enumerate() {
             if !f.as_str().map(is_qualified_name).unwrap_or(false) {
-                causes.push(Cause::invalid(&format!("metadata.finalizers[{i}]"), f, "must be a qualified name"));
+                causes.push(Cause::invalid(
+                    &format!("metadata.finalizers[{i}]"),
+                    f,
+                    "must be a qualified name",
+                ));
             }
         }
     }
@@ -103,7 +131,9 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
         for (i, r) in refs.iter().enumerate() {
             for k in ["apiVersion", "kind", "name", "uid"] {
                 if r[k].as_str().map(str::is_empty).unwrap_or(true) {
-                    causes.push(Cause::required(&format!("metadata.ownerReferences[{i}].{k}")));
+                    causes.push(Cause::required(&format!(
+                        "metadata.ownerReferences[{i}].{k}"
+                    )));
                 }
             }
             if r["controller"].as_bool() == Some(true) {
@@ -111,13 +141,22 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
             }
         }
         if controllers > 1 {
-            causes.push(Cause::invalid("metadata.ownerReferences", &json!(controllers), "Only one reference can have Controller set to true"));
+            causes.push(Cause::invalid(
+                "metadata.ownerReferences",
+                &json!(controllers),
+                "Only one reference can have Controller set to true",
+            ));
         }
     }
 }
 
 /// Default and validate an object about to be stored. Returns warnings.
-pub fn prepare(def: &ResourceDef, obj: &mut Value, old: Option<&Value>, fv: FieldValidation) -> Result<Vec<String>, ApiErr> {
+pub fn prepare(
+    def: &ResourceDef,
+    obj: &mut Value,
+    old: Option<&Value>,
+    fv: FieldValidation,
+) -> Result<Vec<String>, ApiErr> {
     let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
     let mut causes = Vec::new();
     let mut warnings = Vec::new();
@@ -127,7 +166,10 @@ pub fn prepare(def: &ResourceDef, obj: &mut Value, old: Option<&Value>, fv: Fiel
             let mut unknown = Vec::new();
             schema::prune(obj, s, "", true, &mut unknown);
             if !unknown.is_empty() {
-                let listed: Vec<String> = unknown.iter().map(|u| format!("unknown field {u:?}")).collect();
+                let listed: Vec<String> = unknown
+                    .iter()
+                    .map(|u| format!("unknown field {u:?}"))
+                    .collect();
                 match fv {
                     FieldValidation::Strict => {
                         return Err(ApiErr::bad_request(format!(
@@ -154,10 +196,8 @@ pub fn prepare(def: &ResourceDef, obj: &mut Value, old: Option<&Value>, fv: Fiel
         "/configmaps" => validate_configmap(obj, &mut causes),
         "/events" => validate_event(obj, &mut causes),
         "apiextensions.k8s.io/customresourcedefinitions" => validate_crd(obj, &mut causes),
-        "/namespaces" => {
-            if obj["status"]["phase"].is_null() {
-                obj["status"] = json!({"phase": "Active"});
-            }
+        "/namespaces" if obj["status"]["phase"].is_null() => {
+            obj["status"] = json!({"phase": "Active"})
         }
         _ => {}
     }
@@ -202,8 +242,15 @@ fn default_deployment(obj: &mut Value) {
         set_default(pod, "securityContext", json!({}));
         if let Some(cs) = pod["containers"].as_array_mut() {
             for c in cs.iter_mut().filter(|c| c.is_object()) {
-                let latest = c["image"].as_str().map(|i| i.ends_with(":latest") || !i.contains(':')).unwrap_or(false);
-                set_default(c, "imagePullPolicy", json!(if latest { "Always" } else { "IfNotPresent" }));
+                let latest = c["image"]
+                    .as_str()
+                    .map(|i| i.ends_with(":latest") || !i.contains(':'))
+                    .unwrap_or(false);
+                set_default(
+                    c,
+                    "imagePullPolicy",
+                    json!(if latest { "Always" } else { "IfNotPresent" }),
+                );
                 set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
                 set_default(c, "terminationMessagePolicy", json!("File"));
                 set_default(c, "resources", json!({}));
@@ -232,26 +279,34 @@ fn validate_deployment(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
     }
     if let Some(r) = spec.get("replicas") {
         if r.as_i64().map(|x| x < 0).unwrap_or(true) {
-            causes.push(Cause::invalid("spec.replicas", r, "must be greater than or equal to 0"));
+            causes.push(Cause::invalid(
+                "spec.replicas",
+                r,
+                "must be greater than or equal to 0",
+            ));
         }
     }
     let labels = &spec["template"]["metadata"]["labels"];
     match spec["selector"]["matchLabels"].as_object() {
-        None if spec["selector"]["matchExpressions"].is_null() => causes.push(Cause::required("spec.selector")),
-        Some(ml) => {
-            if ml.iter().any(|(k, v)| labels.get(k) != Some(v)) {
-                causes.push(Cause::invalid(
-                    "spec.template.metadata.labels",
-                    labels,
-                    "`selector` does not match template `labels`",
-                ));
-            }
+        None if spec["selector"]["matchExpressions"].is_null() => {
+            causes.push(Cause::required("spec.selector"))
         }
-        None => {}
+        Some(ml) if ml.iter().any(|(k, v)| labels.get(k) != Some(v)) => {
+            causes.push(Cause::invalid(
+                "spec.template.metadata.labels",
+                labels,
+                "`selector` does not match template `labels`",
+            ))
+        }
+        _ => {}
     }
     if let Some(old) = old {
         if old["spec"]["selector"] != spec["selector"] {
-            causes.push(Cause::invalid("spec.selector", &spec["selector"], "field is immutable"));
+            causes.push(Cause::invalid(
+                "spec.selector",
+                &spec["selector"],
+                "field is immutable",
+            ));
         }
     }
     match spec["template"]["spec"]["containers"].as_array() {
@@ -265,7 +320,11 @@ fn validate_deployment(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
                 } else if !is_dns_label(name) {
                     causes.push(Cause::invalid(&format!("{p}.name"), &c["name"], "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"));
                 } else if seen.contains(&name) {
-                    causes.push(Cause::new(format!("{p}.name"), "FieldValueDuplicate", format!("Duplicate value: {name:?}")));
+                    causes.push(Cause::new(
+                        format!("{p}.name"),
+                        "FieldValueDuplicate",
+                        format!("Duplicate value: {name:?}"),
+                    ));
                 }
                 seen.push(name);
                 if c["image"].as_str().map(str::is_empty).unwrap_or(true) {
@@ -280,7 +339,10 @@ fn validate_deployment(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
     match strategy["type"].as_str() {
         Some("Recreate") => {
             if !strategy["rollingUpdate"].is_null() {
-                causes.push(Cause::forbidden("spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"));
+                causes.push(Cause::forbidden(
+                    "spec.strategy.rollingUpdate",
+                    "may not be specified when strategy `type` is 'Recreate'",
+                ));
             }
         }
         Some("RollingUpdate") => {
@@ -288,31 +350,52 @@ fn validate_deployment(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
             let mu = int_or_percent(&ru["maxUnavailable"]);
             let ms = int_or_percent(&ru["maxSurge"]);
             if mu.is_none() {
-                causes.push(Cause::invalid("spec.strategy.rollingUpdate.maxUnavailable", &ru["maxUnavailable"], "must be a non-negative integer or a percentage up to 100%"));
+                causes.push(Cause::invalid(
+                    "spec.strategy.rollingUpdate.maxUnavailable",
+                    &ru["maxUnavailable"],
+                    "must be a non-negative integer or a percentage up to 100%",
+                ));
             }
             if ms.is_none() {
-                causes.push(Cause::invalid("spec.strategy.rollingUpdate.maxSurge", &ru["maxSurge"], "must be a non-negative integer or a percentage up to 100%"));
+                causes.push(Cause::invalid(
+                    "spec.strategy.rollingUpdate.maxSurge",
+                    &ru["maxSurge"],
+                    "must be a non-negative integer or a percentage up to 100%",
+                ));
             }
             if let (Some((_, 0)), Some((_, 0))) = (mu, ms) {
-                causes.push(Cause::invalid("spec.strategy.rollingUpdate.maxUnavailable", &ru["maxUnavailable"], "may not be 0 when `maxSurge` is 0"));
+                causes.push(Cause::invalid(
+                    "spec.strategy.rollingUpdate.maxUnavailable",
+                    &ru["maxUnavailable"],
+                    "may not be 0 when `maxSurge` is 0",
+                ));
             }
         }
         _ => causes.push(Cause::new(
             "spec.strategy.type",
             "FieldValueNotSupported",
-            format!("Unsupported value: {}: supported values: \"Recreate\", \"RollingUpdate\"", strategy["type"]),
+            format!(
+                "Unsupported value: {}: supported values: \"Recreate\", \"RollingUpdate\"",
+                strategy["type"]
+            ),
         )),
     }
     let min_ready = spec["minReadySeconds"].as_i64().unwrap_or(0);
     if let Some(pd) = spec.get("progressDeadlineSeconds") {
         if pd.as_i64().map(|p| p <= min_ready).unwrap_or(true) {
-            causes.push(Cause::invalid("spec.progressDeadlineSeconds", pd, "must be greater than minReadySeconds"));
+            causes.push(Cause::invalid(
+                "spec.progressDeadlineSeconds",
+                pd,
+                "must be greater than minReadySeconds",
+            ));
         }
     }
 }
 
 fn validate_env(c: &Value, p: &str, causes: &mut Vec<Cause>) {
-    let Some(env) = c["env"].as_array() else { return };
+    let Some(env) = c["env"].as_array() else {
+        return;
+    };
     for (j, e) in env.iter().enumerate() {
         let ep = format!("{p}.env[{j}]");
         if e["name"].as_str().map(str::is_empty).unwrap_or(true) {
@@ -321,16 +404,27 @@ fn validate_env(c: &Value, p: &str, causes: &mut Vec<Cause>) {
         let has_value = e["value"].as_str().map(|v| !v.is_empty()).unwrap_or(false);
         if let Some(vf) = e["valueFrom"].as_object() {
             if has_value {
-                causes.push(Cause::invalid(&format!("{ep}.valueFrom"), &json!(""), "may not be specified when `value` is not empty"));
+                causes.push(Cause::invalid(
+                    &format!("{ep}.valueFrom"),
+                    &json!(""),
+                    "may not be specified when `value` is not empty",
+                ));
             }
-            let sources = ["configMapKeyRef", "secretKeyRef", "fieldRef", "resourceFieldRef"];
+            let sources = [
+                "configMapKeyRef",
+                "secretKeyRef",
+                "fieldRef",
+                "resourceFieldRef",
+            ];
             if sources.iter().filter(|s| vf.contains_key(**s)).count() != 1 {
                 causes.push(Cause::invalid(&format!("{ep}.valueFrom"), &json!(""), "must specify exactly one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"));
             }
             if let Some(r) = vf.get("configMapKeyRef") {
                 for k in ["name", "key"] {
                     if r[k].as_str().map(str::is_empty).unwrap_or(true) {
-                        causes.push(Cause::required(&format!("{ep}.valueFrom.configMapKeyRef.{k}")));
+                        causes.push(Cause::required(&format!(
+                            "{ep}.valueFrom.configMapKeyRef.{k}"
+                        )));
                     }
                 }
             }
@@ -341,16 +435,27 @@ fn validate_env(c: &Value, p: &str, causes: &mut Vec<Cause>) {
 fn validate_configmap(obj: &Value, causes: &mut Vec<Cause>) {
     if let Some(data) = obj["data"].as_object() {
         for (k, v) in data {
-            let key_ok = !k.is_empty() && k.len() <= 253 && k.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+            let key_ok = !k.is_empty()
+                && k.len() <= 253
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
             if !key_ok {
-                causes.push(Cause::invalid(&format!("data[{k}]"), &json!(k), "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"));
+                causes.push(Cause::invalid(
+                    &format!("data[{k}]"),
+                    &json!(k),
+                    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                ));
             }
             if !v.is_string() {
                 causes.push(Cause::invalid(&format!("data[{k}]"), v, "must be a string"));
             }
         }
     } else if !obj["data"].is_null() {
-        causes.push(Cause::invalid("data", &obj["data"], "must be a map of strings"));
+        causes.push(Cause::invalid(
+            "data",
+            &obj["data"],
+            "must be a map of strings",
+        ));
     }
 }
 
@@ -363,7 +468,11 @@ fn validate_event(obj: &Value, causes: &mut Vec<Cause>) {
     }
     if let Some(ions) = io["namespace"].as_str() {
         if ions != ns {
-            causes.push(Cause::invalid("involvedObject.namespace", &io["namespace"], "does not match event.namespace"));
+            causes.push(Cause::invalid(
+                "involvedObject.namespace",
+                &io["namespace"],
+                "does not match event.namespace",
+            ));
         }
     }
 }
@@ -383,23 +492,46 @@ fn validate_crd(obj: &mut Value, causes: &mut Vec<Cause>) {
     }
     let name = obj["metadata"]["name"].as_str().unwrap_or("");
     if name != format!("{plural}.{group}") {
-        causes.push(Cause::invalid("metadata.name", &json!(name), "must be spec.names.plural+\".\"+spec.group"));
+        causes.push(Cause::invalid(
+            "metadata.name",
+            &json!(name),
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
     }
     match spec["scope"].as_str() {
         Some("Namespaced") | Some("Cluster") => {}
-        _ => causes.push(Cause::new("spec.scope", "FieldValueNotSupported", "Unsupported value: supported values: \"Cluster\", \"Namespaced\"")),
+        _ => causes.push(Cause::new(
+            "spec.scope",
+            "FieldValueNotSupported",
+            "Unsupported value: supported values: \"Cluster\", \"Namespaced\"",
+        )),
     }
     let versions = spec["versions"].as_array().cloned().unwrap_or_default();
     if versions.is_empty() {
         causes.push(Cause::required("spec.versions"));
     }
-    if versions.iter().filter(|v| v["storage"].as_bool() == Some(true)).count() != 1 {
-        causes.push(Cause::invalid("spec.versions", &json!(versions.len()), "must have exactly one version marked as storage version"));
+    if versions
+        .iter()
+        .filter(|v| v["storage"].as_bool() == Some(true))
+        .count()
+        != 1
+    {
+        causes.push(Cause::invalid(
+            "spec.versions",
+            &json!(versions.len()),
+            "must have exactly one version marked as storage version",
+        ));
     }
     for (i, v) in versions.iter().enumerate() {
         match v.pointer("/schema/openAPIV3Schema") {
-            Some(s) => schema::check_crd_schema(s, &format!("spec.versions[{i}].schema.openAPIV3Schema"), causes),
-            None => causes.push(Cause::required(&format!("spec.versions[{i}].schema.openAPIV3Schema"))),
+            Some(s) => schema::check_crd_schema(
+                s,
+                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                causes,
+            ),
+            None => causes.push(Cause::required(&format!(
+                "spec.versions[{i}].schema.openAPIV3Schema"
+            ))),
         }
     }
 }
@@ -408,7 +540,12 @@ fn validate_crd(obj: &mut Value, causes: &mut Vec<Cause>) {
 pub fn established_crd_status(crd: &Value, now: &str) -> Value {
     let storage: Vec<Value> = crd["spec"]["versions"]
         .as_array()
-        .map(|a| a.iter().filter(|v| v["storage"].as_bool() == Some(true)).map(|v| v["name"].clone()).collect())
+        .map(|a| {
+            a.iter()
+                .filter(|v| v["storage"].as_bool() == Some(true))
+                .map(|v| v["name"].clone())
+                .collect()
+        })
         .unwrap_or_default();
     json!({
         "acceptedNames": crd["spec"]["names"],
@@ -426,7 +563,10 @@ mod tests {
     use crate::resources::Registry;
 
     fn deploy_def() -> ResourceDef {
-        Registry::builtin().find("apps", "v1", "deployments").cloned().unwrap()
+        Registry::builtin()
+            .find("apps", "v1", "deployments")
+            .cloned()
+            .unwrap()
     }
 
     fn deploy() -> Value {
@@ -441,7 +581,10 @@ mod tests {
         let mut d = deploy();
         prepare(&deploy_def(), &mut d, None, FieldValidation::Ignore).unwrap();
         assert_eq!(d["spec"]["replicas"], 1);
-        assert_eq!(d["spec"]["strategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
+        assert_eq!(
+            d["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
         assert_eq!(d["spec"]["progressDeadlineSeconds"], 600);
     }
 
@@ -450,7 +593,11 @@ mod tests {
         let mut d = deploy();
         d["spec"]["strategy"] = json!({"type": "Recreate", "rollingUpdate": {"maxSurge": 1}});
         let e = prepare(&deploy_def(), &mut d, None, FieldValidation::Ignore).unwrap_err();
-        assert!(e.message.contains("spec.strategy.rollingUpdate: Forbidden"), "{}", e.message);
+        assert!(
+            e.message.contains("spec.strategy.rollingUpdate: Forbidden"),
+            "{}",
+            e.message
+        );
 
         let mut d = deploy();
         d["spec"]["template"]["spec"]["containers"][0]["env"] = json!([{"name": "P", "value": "x", "valueFrom": {"configMapKeyRef": {"name": "a", "key": "b"}}}]);
@@ -460,7 +607,11 @@ mod tests {
         let mut d = deploy();
         d["spec"]["strategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "0%", "maxUnavailable": 0}});
         let e = prepare(&deploy_def(), &mut d, None, FieldValidation::Ignore).unwrap_err();
-        assert!(e.message.contains("may not be 0 when `maxSurge` is 0"), "{}", e.message);
+        assert!(
+            e.message.contains("may not be 0 when `maxSurge` is 0"),
+            "{}",
+            e.message
+        );
         assert_eq!(e.code, 422);
     }
 }

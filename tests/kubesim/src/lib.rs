@@ -74,10 +74,17 @@ pub struct Sim {
 impl Sim {
     pub fn start(cfg: SimConfig) -> io::Result<Sim> {
         let unloadable = match &cfg.unloadable {
-            Some(p) => Some(Regex::new(p).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?),
+            Some(p) => Some(
+                Regex::new(p)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+            ),
             None => None,
         };
-        let shared = Arc::new(Shared::new(cfg.history, cfg.tokens.clone(), cfg.bookmark_interval));
+        let shared = Arc::new(Shared::new(
+            cfg.history,
+            cfg.tokens.clone(),
+            cfg.bookmark_interval,
+        ));
         let (tls_cfg, ca_pem) = if cfg.tls {
             let m = tls::generate().map_err(io::Error::other)?;
             (Some(m.server_config), Some(m.ca_pem))
@@ -98,17 +105,23 @@ impl Sim {
         let s = shared.clone();
         let mut ctl = controller::Controller::new(cfg.warmup, unloadable);
         let tick = cfg.tick;
-        std::thread::Builder::new().name("kubesim-controller".into()).spawn(move || {
-            while !s.stopping.load(Ordering::SeqCst) {
-                let wall = SystemTime::now();
-                s.write(|st| {
-                    ctl.tick(st, Instant::now(), wall);
-                    st.gc(wall);
-                });
-                std::thread::sleep(tick);
-            }
-        })?;
-        Ok(Sim { shared, server, ca_pem })
+        std::thread::Builder::new()
+            .name("kubesim-controller".into())
+            .spawn(move || {
+                while !s.stopping.load(Ordering::SeqCst) {
+                    let wall = SystemTime::now();
+                    s.write(|st| {
+                        ctl.tick(st, Instant::now(), wall);
+                        st.gc(wall);
+                    });
+                    std::thread::sleep(tick);
+                }
+            })?;
+        Ok(Sim {
+            shared,
+            server,
+            ca_pem,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -116,7 +129,11 @@ impl Sim {
     }
 
     pub fn url(&self) -> String {
-        let scheme = if self.ca_pem.is_some() { "https" } else { "http" };
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         format!("{scheme}://{}", self.addr())
     }
 
@@ -125,7 +142,12 @@ impl Sim {
     }
 
     /// A kubeconfig for kubectl: the server, the CA file (TLS) and a token.
-    pub fn write_kubeconfig(&self, path: &Path, ca_file: Option<&Path>, token: Option<&str>) -> io::Result<()> {
+    pub fn write_kubeconfig(
+        &self,
+        path: &Path,
+        ca_file: Option<&Path>,
+        token: Option<&str>,
+    ) -> io::Result<()> {
         let mut cluster = format!("    server: {}\n", self.url());
         if let Some(ca) = ca_file {
             cluster.push_str(&format!("    certificate-authority: {}\n", ca.display()));
@@ -144,16 +166,38 @@ impl Sim {
 
     /// Fail the next `count` requests whose method (any if None) and path
     /// (a regex) match, with `code` (and `Retry-After` seconds for 429).
-    pub fn fail_next(&self, method: Option<&str>, path: &str, code: u16, count: u32, retry_after: Option<u64>) {
+    pub fn fail_next(
+        &self,
+        method: Option<&str>,
+        path: &str,
+        code: u16,
+        count: u32,
+        retry_after: Option<u64>,
+    ) {
         self.add_rule(method, path, None, code, count, retry_after);
     }
 
     /// Like [`Sim::fail_next`], only for requests whose query also matches.
-    pub fn fail_next_query(&self, method: Option<&str>, path: &str, query: &str, code: u16, count: u32) {
+    pub fn fail_next_query(
+        &self,
+        method: Option<&str>,
+        path: &str,
+        query: &str,
+        code: u16,
+        count: u32,
+    ) {
         self.add_rule(method, path, Some(query), code, count, None);
     }
 
-    fn add_rule(&self, method: Option<&str>, path: &str, query: Option<&str>, code: u16, count: u32, retry_after: Option<u64>) {
+    fn add_rule(
+        &self,
+        method: Option<&str>,
+        path: &str,
+        query: Option<&str>,
+        code: u16,
+        count: u32,
+        retry_after: Option<u64>,
+    ) {
         let (Ok(path), Ok(query)) = (Regex::new(path), query.map(Regex::new).transpose()) else {
             return;
         };
@@ -215,7 +259,9 @@ impl Sim {
         lock(&self.shared.stats)
             .counts
             .iter()
-            .filter(|((v, r, _), _)| verb.map(|x| x == v).unwrap_or(true) && resource.map(|x| x == r).unwrap_or(true))
+            .filter(|((v, r, _), _)| {
+                verb.map(|x| x == v).unwrap_or(true) && resource.map(|x| x == r).unwrap_or(true)
+            })
             .map(|(_, n)| n)
             .sum()
     }
@@ -243,7 +289,10 @@ impl Sim {
         let Some(def) = st.registry.by_key(&format!("{group}/{plural}")).cloned() else {
             return Vec::new();
         };
-        st.list(&def, namespace).into_iter().map(|o| (*o).clone()).collect()
+        st.list(&def, namespace)
+            .into_iter()
+            .map(|o| (*o).clone())
+            .collect()
     }
 
     pub fn resource_version(&self) -> u64 {
@@ -261,13 +310,20 @@ impl Drop for Sim {
 
 fn control(shared: &Arc<Shared>, req: Request) -> Response {
     let body: Value = serde_json::from_slice(&req.body).unwrap_or(json!({}));
-    let op = req.path.trim_start_matches(CONTROL_PREFIX).trim_end_matches('/');
+    let op = req
+        .path
+        .trim_start_matches(CONTROL_PREFIX)
+        .trim_end_matches('/');
     let done = || Response::json(200, &json!({"ok": true}));
     match (req.method.as_str(), op) {
         ("GET", "healthz") => done(),
         ("GET", "counters") => Response::json(200, &lock(&shared.stats).to_json()),
         ("GET", "requests") => {
-            let log: Vec<Value> = lock(&shared.stats).log.iter().map(RequestRecord::to_json).collect();
+            let log: Vec<Value> = lock(&shared.stats)
+                .log
+                .iter()
+                .map(RequestRecord::to_json)
+                .collect();
             Response::json(200, &json!(log))
         }
         ("POST", "reset-counters") => {
@@ -326,12 +382,18 @@ fn control(shared: &Arc<Shared>, req: Request) -> Response {
             done()
         }
         ("POST", "tokens") => {
-            let tokens = body["tokens"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect());
+            let tokens = body["tokens"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            });
             *lock(&shared.tokens) = tokens;
             done()
         }
-        _ => Response::json(404, &json!({"error": format!("unknown control operation {op:?}")})),
+        _ => Response::json(
+            404,
+            &json!({"error": format!("unknown control operation {op:?}")}),
+        ),
     }
 }

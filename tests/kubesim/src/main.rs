@@ -32,17 +32,28 @@ fn main() {
         std::process::exit(2)
     };
     while let Some(a) = args.next() {
-        let mut val = |name: &str| args.next().unwrap_or_else(|| fail(format!("{name} needs a value")));
-        let num = |name: &str, v: String| v.parse::<u64>().unwrap_or_else(|_| fail(format!("{name}: not a number: {v}")));
+        let mut val = |name: &str| {
+            args.next()
+                .unwrap_or_else(|| fail(format!("{name} needs a value")))
+        };
+        let num = |name: &str, v: String| {
+            v.parse::<u64>()
+                .unwrap_or_else(|_| fail(format!("{name}: not a number: {v}")))
+        };
         match a.as_str() {
             "--port" => cfg.port = num("--port", val("--port")) as u16,
             "--tls" => cfg.tls = true,
             "--token" => cfg.tokens.get_or_insert_with(Vec::new).push(val("--token")),
             "--dir" => dir = PathBuf::from(val("--dir")),
-            "--warmup-ms" => cfg.warmup = Duration::from_millis(num("--warmup-ms", val("--warmup-ms"))),
+            "--warmup-ms" => {
+                cfg.warmup = Duration::from_millis(num("--warmup-ms", val("--warmup-ms")))
+            }
             "--unloadable" => cfg.unloadable = Some(val("--unloadable")),
             "--history" => cfg.history = num("--history", val("--history")) as usize,
-            "--bookmark-ms" => cfg.bookmark_interval = Duration::from_millis(num("--bookmark-ms", val("--bookmark-ms"))),
+            "--bookmark-ms" => {
+                cfg.bookmark_interval =
+                    Duration::from_millis(num("--bookmark-ms", val("--bookmark-ms")))
+            }
             "--tick-ms" => cfg.tick = Duration::from_millis(num("--tick-ms", val("--tick-ms"))),
             "--help" | "-h" => {
                 println!("{HELP}");
@@ -58,7 +69,8 @@ fn main() {
     let dir = dir.canonicalize().unwrap_or(dir);
     let ca = sim.ca_pem().map(|pem| {
         let p = dir.join("ca.crt");
-        std::fs::write(&p, pem).unwrap_or_else(|e| fail(format!("cannot write {}: {e}", p.display())));
+        std::fs::write(&p, pem)
+            .unwrap_or_else(|e| fail(format!("cannot write {}: {e}", p.display())));
         p
     });
     let token = cfg.tokens.as_ref().and_then(|t| t.first()).cloned();

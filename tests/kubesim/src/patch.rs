@@ -57,7 +57,11 @@ pub fn strategic_merge(target: &Value, patch: &Value) -> Result<Value, String> {
 }
 
 /// Returns None when a `$patch: delete` removes the value.
-fn smp_value(target: Option<&Value>, patch: &Value, field: Option<&str>) -> Result<Option<Value>, String> {
+fn smp_value(
+    target: Option<&Value>,
+    patch: &Value,
+    field: Option<&str>,
+) -> Result<Option<Value>, String> {
     match patch {
         Value::Object(p) => {
             match p.get("$patch").and_then(Value::as_str) {
@@ -90,7 +94,9 @@ fn smp_value(target: Option<&Value>, patch: &Value, field: Option<&str>) -> Resu
                     continue;
                 }
                 if let Some(f) = k.strip_prefix("$deleteFromPrimitiveList/") {
-                    let del = v.as_array().ok_or("$deleteFromPrimitiveList needs a list")?;
+                    let del = v
+                        .as_array()
+                        .ok_or("$deleteFromPrimitiveList needs a list")?;
                     if let Some(Value::Array(list)) = out.get_mut(f) {
                         list.retain(|x| !del.contains(x));
                     }
@@ -195,11 +201,17 @@ fn strip_directives(v: &Value) -> Value {
 
 /// RFC 6902, including `test`. Errors name the failing operation.
 pub fn json_patch(target: &Value, ops: &Value) -> Result<Value, String> {
-    let ops = ops.as_array().ok_or("a JSON patch must be a list of operations")?;
+    let ops = ops
+        .as_array()
+        .ok_or("a JSON patch must be a list of operations")?;
     let mut doc = target.clone();
     for (i, op) in ops.iter().enumerate() {
-        let name = op["op"].as_str().ok_or(format!("operation {i} has no op"))?;
-        let path = op["path"].as_str().ok_or(format!("operation {i} has no path"))?;
+        let name = op["op"]
+            .as_str()
+            .ok_or(format!("operation {i} has no op"))?;
+        let path = op["path"]
+            .as_str()
+            .ok_or(format!("operation {i} has no path"))?;
         match name {
             "add" => add(&mut doc, path, value_of(op, i)?)?,
             "remove" => {
@@ -210,13 +222,20 @@ pub fn json_patch(target: &Value, ops: &Value) -> Result<Value, String> {
                 add(&mut doc, path, value_of(op, i)?)?;
             }
             "move" => {
-                let from = op["from"].as_str().ok_or(format!("operation {i} has no from"))?;
+                let from = op["from"]
+                    .as_str()
+                    .ok_or(format!("operation {i} has no from"))?;
                 let v = remove(&mut doc, from)?;
                 add(&mut doc, path, v)?;
             }
             "copy" => {
-                let from = op["from"].as_str().ok_or(format!("operation {i} has no from"))?;
-                let v = doc.pointer(from).cloned().ok_or(format!("copy from {from}: no such path"))?;
+                let from = op["from"]
+                    .as_str()
+                    .ok_or(format!("operation {i} has no from"))?;
+                let v = doc
+                    .pointer(from)
+                    .cloned()
+                    .ok_or(format!("copy from {from}: no such path"))?;
                 add(&mut doc, path, v)?;
             }
             "test" => {
@@ -232,7 +251,9 @@ pub fn json_patch(target: &Value, ops: &Value) -> Result<Value, String> {
 }
 
 fn value_of(op: &Value, i: usize) -> Result<Value, String> {
-    op.get("value").cloned().ok_or(format!("operation {i} has no value"))
+    op.get("value")
+        .cloned()
+        .ok_or(format!("operation {i} has no value"))
 }
 
 fn split_pointer(path: &str) -> Result<(String, String), String> {
@@ -292,8 +313,14 @@ mod tests {
         let t = json!({"a": "b", "c": {"d": "e", "f": "g"}});
         let p = json!({"a": "z", "c": {"f": null}});
         assert_eq!(merge_patch(&t, &p), json!({"a": "z", "c": {"d": "e"}}));
-        assert_eq!(merge_patch(&json!({"a": [1, 2]}), &json!({"a": [3]})), json!({"a": [3]}));
-        assert_eq!(merge_patch(&json!({"a": 1}), &json!({"b": {"c": null}})), json!({"a": 1, "b": {}}));
+        assert_eq!(
+            merge_patch(&json!({"a": [1, 2]}), &json!({"a": [3]})),
+            json!({"a": [3]})
+        );
+        assert_eq!(
+            merge_patch(&json!({"a": 1}), &json!({"b": {"c": null}})),
+            json!({"a": 1, "b": {}})
+        );
     }
 
     fn deployment() -> Value {
@@ -313,15 +340,25 @@ mod tests {
             {"name": "app", "env": [{"name": "P", "value": null, "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}}]}
         ]}}}});
         let out = strategic_merge(&deployment(), &p).unwrap();
-        let cs = out.pointer("/spec/template/spec/containers").unwrap().as_array().unwrap();
+        let cs = out
+            .pointer("/spec/template/spec/containers")
+            .unwrap()
+            .as_array()
+            .unwrap();
         assert_eq!(cs.len(), 2);
         assert_eq!(cs[0]["env"][0]["value"], "1");
         let env = cs[1]["env"].as_array().unwrap();
         assert_eq!(env.len(), 2);
         assert_eq!(env[0], json!({"name": "X", "value": "x"}));
-        assert_eq!(env[1], json!({"name": "P", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}}));
+        assert_eq!(
+            env[1],
+            json!({"name": "P", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}})
+        );
         assert_eq!(cs[1]["ports"], json!([{"containerPort": 80}]));
-        assert_eq!(out.pointer("/spec/template/spec/volumes/0/name").unwrap(), "d");
+        assert_eq!(
+            out.pointer("/spec/template/spec/volumes/0/name").unwrap(),
+            "d"
+        );
     }
 
     #[test]
@@ -332,29 +369,51 @@ mod tests {
         }}}});
         let out = strategic_merge(&deployment(), &p).unwrap();
         let env = out.pointer("/spec/template/spec/containers/1/env").unwrap();
-        assert_eq!(env, &json!([{"name": "P", "value": "old"}, {"name": "NEW", "value": "n"}]));
-        assert_eq!(out.pointer("/spec/template/spec/volumes").unwrap(), &json!([]));
+        assert_eq!(
+            env,
+            &json!([{"name": "P", "value": "old"}, {"name": "NEW", "value": "n"}])
+        );
+        assert_eq!(
+            out.pointer("/spec/template/spec/volumes").unwrap(),
+            &json!([])
+        );
     }
 
     #[test]
     fn smp_replace_and_null() {
         let t = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}});
         let p = json!({"spec": {"strategy": {"type": "Recreate", "rollingUpdate": null}}});
-        assert_eq!(strategic_merge(&t, &p).unwrap(), json!({"spec": {"strategy": {"type": "Recreate"}}}));
+        assert_eq!(
+            strategic_merge(&t, &p).unwrap(),
+            json!({"spec": {"strategy": {"type": "Recreate"}}})
+        );
         let p = json!({"spec": {"strategy": {"$patch": "replace", "type": "Recreate"}}});
-        assert_eq!(strategic_merge(&t, &p).unwrap(), json!({"spec": {"strategy": {"type": "Recreate"}}}));
+        assert_eq!(
+            strategic_merge(&t, &p).unwrap(),
+            json!({"spec": {"strategy": {"type": "Recreate"}}})
+        );
         let p = json!({"spec": {"template": {"spec": {"containers": [{"name": "only"}, {"$patch": "replace"}]}}}});
         let out = strategic_merge(&deployment(), &p).unwrap();
-        assert_eq!(out.pointer("/spec/template/spec/containers").unwrap(), &json!([{"name": "only"}]));
+        assert_eq!(
+            out.pointer("/spec/template/spec/containers").unwrap(),
+            &json!([{"name": "only"}])
+        );
     }
 
     #[test]
     fn smp_finalizers_merge_as_a_set_and_retain_keys() {
         let t = json!({"metadata": {"finalizers": ["a"]}, "x": {"a": 1, "b": 2}});
-        let p = json!({"metadata": {"finalizers": ["b", "a"]}, "x": {"$retainKeys": ["a"], "a": 3}});
-        assert_eq!(strategic_merge(&t, &p).unwrap(), json!({"metadata": {"finalizers": ["a", "b"]}, "x": {"a": 3}}));
+        let p =
+            json!({"metadata": {"finalizers": ["b", "a"]}, "x": {"$retainKeys": ["a"], "a": 3}});
+        assert_eq!(
+            strategic_merge(&t, &p).unwrap(),
+            json!({"metadata": {"finalizers": ["a", "b"]}, "x": {"a": 3}})
+        );
         let p = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}});
-        assert_eq!(strategic_merge(&t, &p).unwrap()["metadata"]["finalizers"], json!([]));
+        assert_eq!(
+            strategic_merge(&t, &p).unwrap()["metadata"]["finalizers"],
+            json!([])
+        );
     }
 
     #[test]
@@ -375,7 +434,10 @@ mod tests {
             {"op": "remove", "path": "/metadata/finalizers/0"}
         ]);
         let out = json_patch(&t, &ops).unwrap();
-        assert_eq!(out, json!({"metadata": {"resourceVersion": "5", "finalizers": ["b"]}, "a~b": 2, "d": 2}));
+        assert_eq!(
+            out,
+            json!({"metadata": {"resourceVersion": "5", "finalizers": ["b"]}, "a~b": 2, "d": 2})
+        );
         let bad = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": "4"}]);
         assert!(json_patch(&t, &bad).unwrap_err().contains("test"));
         assert!(json_patch(&t, &json!([{"op": "remove", "path": "/nope"}])).is_err());

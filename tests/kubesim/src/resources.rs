@@ -59,7 +59,13 @@ impl ResourceDef {
         }
     }
 
-    fn builtin(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool) -> ResourceDef {
+    fn builtin(
+        group: &str,
+        version: &str,
+        plural: &str,
+        kind: &str,
+        namespaced: bool,
+    ) -> ResourceDef {
         ResourceDef {
             group: group.into(),
             versions: vec![version.into()],
@@ -88,15 +94,26 @@ pub struct Registry {
     defs: Vec<ResourceDef>,
 }
 
-const VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 impl Registry {
     pub fn builtin() -> Registry {
-        let mut ns = ResourceDef::builtin("", "v1", "namespaces", "Namespace", false).shorts(&["ns"]);
+        let mut ns =
+            ResourceDef::builtin("", "v1", "namespaces", "Namespace", false).shorts(&["ns"]);
         ns.status_subresource = true;
         let cm = ResourceDef::builtin("", "v1", "configmaps", "ConfigMap", true).shorts(&["cm"]);
         let ev = ResourceDef::builtin("", "v1", "events", "Event", true).shorts(&["ev"]);
-        let mut deploy = ResourceDef::builtin("apps", "v1", "deployments", "Deployment", true).shorts(&["deploy"]);
+        let mut deploy = ResourceDef::builtin("apps", "v1", "deployments", "Deployment", true)
+            .shorts(&["deploy"]);
         deploy.categories = vec!["all".into()];
         deploy.status_subresource = true;
         deploy.generation = true;
@@ -117,9 +134,9 @@ impl Registry {
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceDef> {
-        self.defs
-            .iter()
-            .find(|d| d.group == group && d.plural == plural && d.versions.iter().any(|v| v == version))
+        self.defs.iter().find(|d| {
+            d.group == group && d.plural == plural && d.versions.iter().any(|v| v == version)
+        })
     }
 
     pub fn by_key(&self, key: &str) -> Option<&ResourceDef> {
@@ -133,7 +150,9 @@ impl Registry {
     }
 
     pub fn has_group_version(&self, group: &str, version: &str) -> bool {
-        self.defs.iter().any(|d| d.group == group && d.versions.iter().any(|v| v == version))
+        self.defs
+            .iter()
+            .any(|d| d.group == group && d.versions.iter().any(|v| v == version))
     }
 
     /// Group → versions, in registration order, core group excluded.
@@ -176,7 +195,11 @@ impl Registry {
     }
 
     pub fn api_group_list(&self) -> Value {
-        let groups: Vec<Value> = self.groups().iter().map(|(g, vs)| Registry::group_json(g, vs)).collect();
+        let groups: Vec<Value> = self
+            .groups()
+            .iter()
+            .map(|(g, vs)| Registry::group_json(g, vs))
+            .collect();
         json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
     }
 
@@ -216,8 +239,14 @@ impl Registry {
                 }));
             }
         }
-        let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-        Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+        let gv = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        Some(
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+        )
     }
 
     /// Minimal OpenAPI v3 discovery so kubectl's default (strict) validation
@@ -238,7 +267,10 @@ impl Registry {
 
     fn openapi_hash(&self, group: &str, version: &str) -> String {
         use sha2::{Digest, Sha256};
-        let doc = self.openapi_doc(group, version).map(|d| d.to_string()).unwrap_or_default();
+        let doc = self
+            .openapi_doc(group, version)
+            .map(|d| d.to_string())
+            .unwrap_or_default();
         let h = Sha256::digest(doc.as_bytes());
         h.iter().take(16).map(|b| format!("{b:02X}")).collect()
     }
@@ -247,7 +279,11 @@ impl Registry {
         if !self.has_group_version(group, version) {
             return None;
         }
-        let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+        let prefix = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
         let mut paths = serde_json::Map::new();
         for d in self
             .defs
@@ -280,7 +316,12 @@ impl Registry {
 
 fn str_list(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 

@@ -147,7 +147,12 @@ pub fn validate(v: &Value, schema: &Value, path: &str, root: bool, causes: &mut 
             return;
         }
         // The usual int-or-string form: `anyOf: [{type: integer, ...}, {type: string, ...}]`.
-        for branch in schema.get("anyOf").and_then(Value::as_array).into_iter().flatten() {
+        for branch in schema
+            .get("anyOf")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if branch["type"] == ty {
                 validate(v, branch, path, false, causes);
             }
@@ -172,7 +177,11 @@ pub fn validate(v: &Value, schema: &Value, path: &str, root: bool, causes: &mut 
             causes.push(Cause::new(
                 path,
                 "FieldValueNotSupported",
-                format!("Unsupported value: {}: supported values: {}", show(v), list.join(", ")),
+                format!(
+                    "Unsupported value: {}: supported values: {}",
+                    show(v),
+                    list.join(", ")
+                ),
             ));
         }
     }
@@ -181,17 +190,29 @@ pub fn validate(v: &Value, schema: &Value, path: &str, root: bool, causes: &mut 
             let len = s.chars().count() as u64;
             if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
                 if len > max {
-                    causes.push(Cause::new(path, "FieldValueTooLong", format!("Too long: may not be more than {max} bytes")));
+                    causes.push(Cause::new(
+                        path,
+                        "FieldValueTooLong",
+                        format!("Too long: may not be more than {max} bytes"),
+                    ));
                 }
             }
             if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
                 if len < min {
-                    causes.push(Cause::invalid(path, v, &format!("{shown_path} in body should be at least {min} chars long")));
+                    causes.push(Cause::invalid(
+                        path,
+                        v,
+                        &format!("{shown_path} in body should be at least {min} chars long"),
+                    ));
                 }
             }
             if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
                 if !pattern_matches(p, s) {
-                    causes.push(Cause::invalid(path, v, &format!("{shown_path} in body should match '{p}'")));
+                    causes.push(Cause::invalid(
+                        path,
+                        v,
+                        &format!("{shown_path} in body should match '{p}'"),
+                    ));
                 }
             }
         }
@@ -201,26 +222,50 @@ pub fn validate(v: &Value, schema: &Value, path: &str, root: bool, causes: &mut 
             let excl_max = schema["exclusiveMaximum"].as_bool() == Some(true);
             if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
                 if x < min || (excl_min && x == min) {
-                    let rel = if excl_min { "greater than" } else { "greater than or equal to" };
-                    causes.push(Cause::invalid(path, v, &format!("{shown_path} in body should be {rel} {}", schema["minimum"])));
+                    let rel = if excl_min {
+                        "greater than"
+                    } else {
+                        "greater than or equal to"
+                    };
+                    causes.push(Cause::invalid(
+                        path,
+                        v,
+                        &format!("{shown_path} in body should be {rel} {}", schema["minimum"]),
+                    ));
                 }
             }
             if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
                 if x > max || (excl_max && x == max) {
-                    let rel = if excl_max { "less than" } else { "less than or equal to" };
-                    causes.push(Cause::invalid(path, v, &format!("{shown_path} in body should be {rel} {}", schema["maximum"])));
+                    let rel = if excl_max {
+                        "less than"
+                    } else {
+                        "less than or equal to"
+                    };
+                    causes.push(Cause::invalid(
+                        path,
+                        v,
+                        &format!("{shown_path} in body should be {rel} {}", schema["maximum"]),
+                    ));
                 }
             }
         }
         Value::Array(items) => {
             if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
                 if items.len() as u64 > max {
-                    causes.push(Cause::new(path, "FieldValueTooMany", format!("Too many: {}: must have at most {max} items", items.len())));
+                    causes.push(Cause::new(
+                        path,
+                        "FieldValueTooMany",
+                        format!("Too many: {}: must have at most {max} items", items.len()),
+                    ));
                 }
             }
             if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
                 if (items.len() as u64) < min {
-                    causes.push(Cause::invalid(path, v, &format!("{shown_path} in body should have at least {min} items")));
+                    causes.push(Cause::invalid(
+                        path,
+                        v,
+                        &format!("{shown_path} in body should have at least {min} items"),
+                    ));
                 }
             }
             if let Some(is) = schema.get("items") {
@@ -234,7 +279,13 @@ pub fn validate(v: &Value, schema: &Value, path: &str, root: bool, causes: &mut 
     }
 }
 
-fn validate_object(map: &Map<String, Value>, schema: &Value, path: &str, root: bool, causes: &mut Vec<Cause>) {
+fn validate_object(
+    map: &Map<String, Value>,
+    schema: &Value,
+    path: &str,
+    root: bool,
+    causes: &mut Vec<Cause>,
+) {
     if let Some(req) = schema.get("required").and_then(Value::as_array) {
         for k in req.iter().filter_map(Value::as_str) {
             if map.get(k).map(Value::is_null).unwrap_or(true) {
@@ -258,17 +309,23 @@ fn validate_object(map: &Map<String, Value>, schema: &Value, path: &str, root: b
 /// matter here: no `additionalProperties: false`, never next to
 /// `properties`, and a `type` on every declared property.
 pub fn check_crd_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
-    let Some(map) = schema.as_object() else { return };
+    let Some(map) = schema.as_object() else {
+        return;
+    };
     match map.get("additionalProperties") {
         Some(Value::Bool(false)) => causes.push(Cause::forbidden(
             &format!("{path}.additionalProperties"),
             "additionalProperties cannot be set to false",
         )),
-        Some(a) if a.is_object() && map.contains_key("properties") => causes.push(Cause::forbidden(
-            &format!("{path}.additionalProperties"),
-            "additionalProperties and properties are mutual exclusive",
-        )),
-        Some(a) if a.is_object() => check_crd_schema(a, &format!("{path}.additionalProperties"), causes),
+        Some(a) if a.is_object() && map.contains_key("properties") => {
+            causes.push(Cause::forbidden(
+                &format!("{path}.additionalProperties"),
+                "additionalProperties and properties are mutual exclusive",
+            ))
+        }
+        Some(a) if a.is_object() => {
+            check_crd_schema(a, &format!("{path}.additionalProperties"), causes)
+        }
         _ => {}
     }
     if let Some(props) = map.get("properties").and_then(Value::as_object) {
@@ -328,31 +385,82 @@ mod tests {
         validate(&o, &schema(), "", true, &mut causes);
         let text: Vec<String> = causes.iter().map(Cause::render).collect();
         let all = text.join("\n");
-        assert!(all.contains("spec.tier: Unsupported value: \"Huge\""), "{all}");
-        assert!(all.contains("spec.replicas: Invalid value: \"boolean\""), "{all}");
-        assert!(all.contains("spec.family: Invalid value: \"9x\": spec.family in body should match"), "{all}");
+        assert!(
+            all.contains("spec.tier: Unsupported value: \"Huge\""),
+            "{all}"
+        );
+        assert!(
+            all.contains("spec.replicas: Invalid value: \"boolean\""),
+            "{all}"
+        );
+        assert!(
+            all.contains("spec.family: Invalid value: \"9x\": spec.family in body should match"),
+            "{all}"
+        );
         assert!(all.contains("spec.surge"), "{all}");
         let mut causes = vec![];
-        validate(&json!({"spec": {"tier": "Small", "replicas": 1, "surge": "x%"}}), &schema(), "", true, &mut causes);
-        assert!(causes[0].render().contains("spec.surge in body should match"), "{causes:?}");
+        validate(
+            &json!({"spec": {"tier": "Small", "replicas": 1, "surge": "x%"}}),
+            &schema(),
+            "",
+            true,
+            &mut causes,
+        );
+        assert!(
+            causes[0]
+                .render()
+                .contains("spec.surge in body should match"),
+            "{causes:?}"
+        );
         let mut causes = vec![];
-        validate(&json!({"spec": {"tier": "Small", "replicas": 1, "surge": -1}}), &schema(), "", true, &mut causes);
-        assert!(causes[0].render().contains("greater than or equal to 0"), "{causes:?}");
+        validate(
+            &json!({"spec": {"tier": "Small", "replicas": 1, "surge": -1}}),
+            &schema(),
+            "",
+            true,
+            &mut causes,
+        );
+        assert!(
+            causes[0].render().contains("greater than or equal to 0"),
+            "{causes:?}"
+        );
         let mut causes = vec![];
-        validate(&json!({"spec": {"tier": "Small"}}), &schema(), "", true, &mut causes);
+        validate(
+            &json!({"spec": {"tier": "Small"}}),
+            &schema(),
+            "",
+            true,
+            &mut causes,
+        );
         assert_eq!(causes[0].render(), "spec.replicas: Required value");
         let mut causes = vec![];
-        validate(&json!({"spec": {"tier": "Small", "replicas": 11, "family": "abcdef"}}), &schema(), "", true, &mut causes);
+        validate(
+            &json!({"spec": {"tier": "Small", "replicas": 11, "family": "abcdef"}}),
+            &schema(),
+            "",
+            true,
+            &mut causes,
+        );
         assert_eq!(causes.len(), 2, "{causes:?}");
     }
 
     #[test]
     fn crd_schema_rules() {
         let mut causes = vec![];
-        check_crd_schema(&json!({"type": "object", "properties": {"spec": {"type": "object", "additionalProperties": false, "properties": {"a": {"type": "string"}}}}}), "spec.validation.openAPIV3Schema", &mut causes);
-        assert!(causes[0].render().contains("additionalProperties cannot be set to false"));
+        check_crd_schema(
+            &json!({"type": "object", "properties": {"spec": {"type": "object", "additionalProperties": false, "properties": {"a": {"type": "string"}}}}}),
+            "spec.validation.openAPIV3Schema",
+            &mut causes,
+        );
+        assert!(causes[0]
+            .render()
+            .contains("additionalProperties cannot be set to false"));
         let mut causes = vec![];
-        check_crd_schema(&json!({"type": "object", "properties": {"a": {}}}), "s", &mut causes);
+        check_crd_schema(
+            &json!({"type": "object", "properties": {"a": {}}}),
+            "s",
+            &mut causes,
+        );
         assert_eq!(causes[0].render(), "s.properties[a].type: Required value");
     }
 }

@@ -34,7 +34,10 @@ fn split_top(s: &str) -> Vec<String> {
         cur.push(c);
     }
     out.push(cur);
-    out.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    out.into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 fn set_values(s: &str) -> Result<Vec<String>, String> {
@@ -62,7 +65,10 @@ impl LabelSelector {
                 Req::NotIn(k.trim().into(), set_values(rest)?)
             } else if let Some((k, rest)) = term.split_once(" in ") {
                 Req::In(k.trim().into(), set_values(rest)?)
-            } else if term.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) {
+            } else if term
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+            {
                 Req::Exists(term)
             } else {
                 return Err(format!("unable to parse requirement: {term:?}"));
@@ -171,7 +177,11 @@ mod tests {
             ("app=web,tier=be", false),
             ("", true),
         ] {
-            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&o), want, "{sel}");
+            assert_eq!(
+                LabelSelector::parse(sel).unwrap().matches(&o),
+                want,
+                "{sel}"
+            );
         }
         assert!(LabelSelector::parse("a b c").is_err());
     }
@@ -179,7 +189,11 @@ mod tests {
     #[test]
     fn field_selectors() {
         let ev = json!({"metadata": {"name": "e", "namespace": "ns"}, "involvedObject": {"kind": "OpenMedModel", "name": "m", "uid": "u1"}, "type": "Warning", "reason": "TargetNotFound"});
-        let f = FieldSelector::parse("involvedObject.kind=OpenMedModel,involvedObject.uid=u1,type=Warning", "Event").unwrap();
+        let f = FieldSelector::parse(
+            "involvedObject.kind=OpenMedModel,involvedObject.uid=u1,type=Warning",
+            "Event",
+        )
+        .unwrap();
         assert!(f.matches("Event", &ev));
         let f = FieldSelector::parse("reason!=TargetNotFound", "Event").unwrap();
         assert!(!f.matches("Event", &ev));

@@ -58,7 +58,12 @@ pub struct Store {
 pub fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
     h.finish()
 }
 
@@ -82,7 +87,12 @@ fn meta_str<'a>(obj: &'a Value, k: &str) -> Option<&'a str> {
 fn finalizers(obj: &Value) -> Vec<String> {
     obj["metadata"]["finalizers"]
         .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -130,13 +140,25 @@ impl Store {
         let now = SystemTime::now();
         if let Some(def) = s.registry.find("", "v1", "namespaces").cloned() {
             for ns in ["default", "kube-system", "kube-public"] {
-                let _ = s.create(&def, "", json!({"metadata": {"name": ns}}), FieldValidation::Ignore, now);
+                let _ = s.create(
+                    &def,
+                    "",
+                    json!({"metadata": {"name": ns}}),
+                    FieldValidation::Ignore,
+                    now,
+                );
             }
         }
         s
     }
 
-    fn record(&mut self, key: Key, kind: EvKind, mut obj: Value, old: Option<Arc<Value>>) -> Arc<Value> {
+    fn record(
+        &mut self,
+        key: Key,
+        kind: EvKind,
+        mut obj: Value,
+        old: Option<Arc<Value>>,
+    ) -> Arc<Value> {
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let obj = Arc::new(obj);
@@ -171,7 +193,15 @@ impl Store {
     }
 
     pub fn key(def: &ResourceDef, ns: &str, name: &str) -> Key {
-        (def.key(), if def.namespaced { ns.to_string() } else { String::new() }, name.to_string())
+        (
+            def.key(),
+            if def.namespaced {
+                ns.to_string()
+            } else {
+                String::new()
+            },
+            name.to_string(),
+        )
     }
 
     pub fn get(&self, def: &ResourceDef, ns: &str, name: &str) -> Option<Arc<Value>> {
@@ -190,12 +220,22 @@ impl Store {
     }
 
     fn namespace_exists(&self, ns: &str) -> bool {
-        self.objects.contains_key(&("/namespaces".to_string(), String::new(), ns.to_string()))
+        self.objects
+            .contains_key(&("/namespaces".to_string(), String::new(), ns.to_string()))
     }
 
-    pub fn create(&mut self, def: &ResourceDef, ns: &str, mut obj: Value, fv: FieldValidation, now: SystemTime) -> Result<WriteResult, ApiErr> {
+    pub fn create(
+        &mut self,
+        def: &ResourceDef,
+        ns: &str,
+        mut obj: Value,
+        fv: FieldValidation,
+        now: SystemTime,
+    ) -> Result<WriteResult, ApiErr> {
         if !obj.is_object() {
-            return Err(ApiErr::bad_request("the body of the request was not a JSON object"));
+            return Err(ApiErr::bad_request(
+                "the body of the request was not a JSON object",
+            ));
         }
         if !obj["metadata"].is_object() {
             obj["metadata"] = json!({});
@@ -240,7 +280,14 @@ impl Store {
         obj["apiVersion"] = json!(def.storage_api_version());
         obj["kind"] = json!(def.kind);
         if let Some(m) = obj["metadata"].as_object_mut() {
-            for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "generation", "managedFields", "selfLink"] {
+            for k in [
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "resourceVersion",
+                "generation",
+                "managedFields",
+                "selfLink",
+            ] {
                 m.remove(k);
             }
             m.insert("uid".into(), json!(new_uid()));
@@ -260,16 +307,30 @@ impl Store {
         }
         let key = Store::key(def, ns, &name);
         let stored = self.record(key, EvKind::Added, obj, None);
-        Ok(WriteResult { obj: stored, warnings })
+        Ok(WriteResult {
+            obj: stored,
+            warnings,
+        })
     }
 
     fn register_crd(&mut self, crd: &mut Value, name: &str, now: SystemTime) -> Result<(), ApiErr> {
         let new_def = def_from_crd(crd);
         if let Some(existing) = self.registry.by_key(&new_def.key()) {
             if !existing.custom {
-                let crd_def = self.registry.find("apiextensions.k8s.io", "v1", "customresourcedefinitions").cloned();
+                let crd_def = self
+                    .registry
+                    .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+                    .cloned();
                 if let Some(crd_def) = crd_def {
-                    return Err(ApiErr::invalid(&crd_def, name, vec![Cause::invalid("spec.group", &json!(new_def.group), "conflicts with a built-in group")]));
+                    return Err(ApiErr::invalid(
+                        &crd_def,
+                        name,
+                        vec![Cause::invalid(
+                            "spec.group",
+                            &json!(new_def.group),
+                            "conflicts with a built-in group",
+                        )],
+                    ));
                 }
             }
         }
@@ -293,17 +354,31 @@ impl Store {
         require_rv: bool,
         now: SystemTime,
     ) -> Result<WriteResult, ApiErr> {
-        let old = self.get(def, ns, name).ok_or_else(|| ApiErr::not_found(def, name))?;
+        let old = self
+            .get(def, ns, name)
+            .ok_or_else(|| ApiErr::not_found(def, name))?;
         if !new.is_object() {
-            return Err(ApiErr::bad_request("the body of the request was not a JSON object"));
+            return Err(ApiErr::bad_request(
+                "the body of the request was not a JSON object",
+            ));
         }
         if !new["metadata"].is_object() {
             new["metadata"] = json!({});
         }
         match meta_str(&new, "resourceVersion").filter(|rv| !rv.is_empty()) {
-            Some(rv) if Some(rv) != meta_str(&old, "resourceVersion") => return Err(ApiErr::modified(def, name)),
+            Some(rv) if Some(rv) != meta_str(&old, "resourceVersion") => {
+                return Err(ApiErr::modified(def, name))
+            }
             None if require_rv => {
-                return Err(ApiErr::invalid(def, name, vec![Cause::invalid("metadata.resourceVersion", &json!("0x0"), "must be specified for an update")]));
+                return Err(ApiErr::invalid(
+                    def,
+                    name,
+                    vec![Cause::invalid(
+                        "metadata.resourceVersion",
+                        &json!("0x0"),
+                        "must be specified for an update",
+                    )],
+                ));
             }
             _ => {}
         }
@@ -334,7 +409,15 @@ impl Store {
         };
         result["apiVersion"] = old["apiVersion"].clone();
         result["kind"] = old["kind"].clone();
-        for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace"] {
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "name",
+            "namespace",
+        ] {
             match old["metadata"].get(k) {
                 Some(v) => result["metadata"][k] = v.clone(),
                 None => {
@@ -350,7 +433,10 @@ impl Store {
         }
         if meta_str(&old, "deletionTimestamp").is_some() {
             let before = finalizers(&old);
-            let added: Vec<String> = finalizers(&result).into_iter().filter(|f| !before.contains(f)).collect();
+            let added: Vec<String> = finalizers(&result)
+                .into_iter()
+                .filter(|f| !before.contains(f))
+                .collect();
             if !added.is_empty() {
                 return Err(ApiErr::invalid(
                     def,
@@ -373,19 +459,36 @@ impl Store {
         let key = Store::key(def, ns, name);
         if meta_str(&result, "deletionTimestamp").is_some() && finalizers(&result).is_empty() {
             let gone = self.purge(key, result);
-            return Ok(WriteResult { obj: gone, warnings });
+            return Ok(WriteResult {
+                obj: gone,
+                warnings,
+            });
         }
         let stored = self.record(key, EvKind::Modified, result, Some(old));
-        Ok(WriteResult { obj: stored, warnings })
+        Ok(WriteResult {
+            obj: stored,
+            warnings,
+        })
     }
 
-    pub fn delete(&mut self, def: &ResourceDef, ns: &str, name: &str, pre: &Preconditions, now: SystemTime) -> Result<Arc<Value>, ApiErr> {
-        let old = self.get(def, ns, name).ok_or_else(|| ApiErr::not_found(def, name))?;
+    pub fn delete(
+        &mut self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        pre: &Preconditions,
+        now: SystemTime,
+    ) -> Result<Arc<Value>, ApiErr> {
+        let old = self
+            .get(def, ns, name)
+            .ok_or_else(|| ApiErr::not_found(def, name))?;
         if let Some(uid) = &pre.uid {
             let actual = meta_str(&old, "uid").unwrap_or("");
             if uid != actual {
                 let mut e = ApiErr::conflict(def, name, "");
-                e.message = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}");
+                e.message = format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                );
                 return Err(e);
             }
         }
@@ -426,7 +529,12 @@ impl Store {
                 gone["spec"]["group"].as_str().unwrap_or(""),
                 gone["spec"]["names"]["plural"].as_str().unwrap_or("")
             );
-            let doomed: Vec<Key> = self.objects.keys().filter(|k| k.0 == res).cloned().collect();
+            let doomed: Vec<Key> = self
+                .objects
+                .keys()
+                .filter(|k| k.0 == res)
+                .cloned()
+                .collect();
             for k in doomed {
                 if let Some(o) = self.objects.get(&k).map(|o| (**o).clone()) {
                     self.purge(k, o);
@@ -435,7 +543,12 @@ impl Store {
             self.registry.remove(&res);
         }
         if key.0 == "/namespaces" {
-            let doomed: Vec<Key> = self.objects.keys().filter(|k| k.1 == key.2).cloned().collect();
+            let doomed: Vec<Key> = self
+                .objects
+                .keys()
+                .filter(|k| k.1 == key.2)
+                .cloned()
+                .collect();
             for k in doomed {
                 if let Some(o) = self.objects.get(&k).map(|o| (**o).clone()) {
                     self.purge(k, o);
@@ -460,11 +573,19 @@ impl Store {
         let dependents: Vec<(Key, Arc<Value>)> = self
             .objects
             .iter()
-            .filter(|(_, o)| o["metadata"]["ownerReferences"].as_array().map(|a| !a.is_empty()).unwrap_or(false))
+            .filter(|(_, o)| {
+                o["metadata"]["ownerReferences"]
+                    .as_array()
+                    .map(|a| !a.is_empty())
+                    .unwrap_or(false)
+            })
             .map(|(k, o)| (k.clone(), o.clone()))
             .collect();
         for (key, obj) in dependents {
-            let refs = obj["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+            let refs = obj["metadata"]["ownerReferences"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             let alive: Vec<Value> = refs
                 .iter()
                 .filter(|r| r["uid"].as_str().map(|u| uids.contains(u)).unwrap_or(false))
@@ -473,7 +594,9 @@ impl Store {
             if alive.len() == refs.len() {
                 continue;
             }
-            let Some(def) = self.registry.by_key(&key.0).cloned() else { continue };
+            let Some(def) = self.registry.by_key(&key.0).cloned() else {
+                continue;
+            };
             if alive.is_empty() {
                 let _ = self.delete(&def, &key.1, &key.2, &Preconditions::default(), now);
             } else {
@@ -507,21 +630,90 @@ mod tests {
         let mut s = Store::new(100);
         let def = cm_def(&s);
         let now = SystemTime::now();
-        let a = s.create(&def, "default", json!({"metadata": {"name": "a"}, "data": {"k": "v"}}), FieldValidation::Ignore, now).unwrap().obj;
+        let a = s
+            .create(
+                &def,
+                "default",
+                json!({"metadata": {"name": "a"}, "data": {"k": "v"}}),
+                FieldValidation::Ignore,
+                now,
+            )
+            .unwrap()
+            .obj;
         assert!(a["metadata"]["uid"].as_str().unwrap().len() == 36);
         assert!(a["metadata"]["generation"].is_null());
-        let rv = a["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        let rv = a["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string();
         // A write that changes nothing keeps the resourceVersion.
-        let same = s.update(&def, "default", "a", (*a).clone(), false, FieldValidation::Ignore, false, now).unwrap().obj;
+        let same = s
+            .update(
+                &def,
+                "default",
+                "a",
+                (*a).clone(),
+                false,
+                FieldValidation::Ignore,
+                false,
+                now,
+            )
+            .unwrap()
+            .obj;
         assert_eq!(same["metadata"]["resourceVersion"], rv.as_str());
         // A stale resourceVersion is a conflict.
         let mut stale = (*a).clone();
         stale["data"]["k"] = json!("w");
         stale["metadata"]["resourceVersion"] = json!("1");
-        assert_eq!(s.update(&def, "default", "a", stale, false, FieldValidation::Ignore, false, now).unwrap_err().code, 409);
-        assert_eq!(s.create(&def, "default", json!({"metadata": {"name": "a"}}), FieldValidation::Ignore, now).unwrap_err().code, 409);
-        assert_eq!(s.create(&def, "nope", json!({"metadata": {"name": "a"}}), FieldValidation::Ignore, now).unwrap_err().code, 404);
-        let g = s.create(&def, "default", json!({"metadata": {"generateName": "x-"}}), FieldValidation::Ignore, now).unwrap().obj;
+        assert_eq!(
+            s.update(
+                &def,
+                "default",
+                "a",
+                stale,
+                false,
+                FieldValidation::Ignore,
+                false,
+                now
+            )
+            .unwrap_err()
+            .code,
+            409
+        );
+        assert_eq!(
+            s.create(
+                &def,
+                "default",
+                json!({"metadata": {"name": "a"}}),
+                FieldValidation::Ignore,
+                now
+            )
+            .unwrap_err()
+            .code,
+            409
+        );
+        assert_eq!(
+            s.create(
+                &def,
+                "nope",
+                json!({"metadata": {"name": "a"}}),
+                FieldValidation::Ignore,
+                now
+            )
+            .unwrap_err()
+            .code,
+            404
+        );
+        let g = s
+            .create(
+                &def,
+                "default",
+                json!({"metadata": {"generateName": "x-"}}),
+                FieldValidation::Ignore,
+                now,
+            )
+            .unwrap()
+            .obj;
         assert!(g["metadata"]["name"].as_str().unwrap().starts_with("x-"));
     }
 
@@ -530,15 +722,48 @@ mod tests {
         let mut s = Store::new(100);
         let def = cm_def(&s);
         let now = SystemTime::now();
-        s.create(&def, "default", json!({"metadata": {"name": "a", "finalizers": ["x/y"]}}), FieldValidation::Ignore, now).unwrap();
-        let d = s.delete(&def, "default", "a", &Preconditions::default(), now).unwrap();
+        s.create(
+            &def,
+            "default",
+            json!({"metadata": {"name": "a", "finalizers": ["x/y"]}}),
+            FieldValidation::Ignore,
+            now,
+        )
+        .unwrap();
+        let d = s
+            .delete(&def, "default", "a", &Preconditions::default(), now)
+            .unwrap();
         assert!(d["metadata"]["deletionTimestamp"].is_string());
         let mut add = (*d).clone();
         add["metadata"]["finalizers"] = json!(["x/y", "x/z"]);
-        assert_eq!(s.update(&def, "default", "a", add, false, FieldValidation::Ignore, false, now).unwrap_err().code, 422);
+        assert_eq!(
+            s.update(
+                &def,
+                "default",
+                "a",
+                add,
+                false,
+                FieldValidation::Ignore,
+                false,
+                now
+            )
+            .unwrap_err()
+            .code,
+            422
+        );
         let mut rm = (*d).clone();
         rm["metadata"]["finalizers"] = json!([]);
-        s.update(&def, "default", "a", rm, false, FieldValidation::Ignore, false, now).unwrap();
+        s.update(
+            &def,
+            "default",
+            "a",
+            rm,
+            false,
+            FieldValidation::Ignore,
+            false,
+            now,
+        )
+        .unwrap();
         assert!(s.get(&def, "default", "a").is_none());
         assert_eq!(s.history.back().unwrap().kind, EvKind::Deleted);
     }
@@ -548,12 +773,22 @@ mod tests {
         let mut s = Store::new(100);
         let def = cm_def(&s);
         let now = SystemTime::now();
-        let owner = s.create(&def, "default", json!({"metadata": {"name": "owner"}}), FieldValidation::Ignore, now).unwrap().obj;
+        let owner = s
+            .create(
+                &def,
+                "default",
+                json!({"metadata": {"name": "owner"}}),
+                FieldValidation::Ignore,
+                now,
+            )
+            .unwrap()
+            .obj;
         let uid = owner["metadata"]["uid"].as_str().unwrap().to_string();
         s.create(&def, "default", json!({"metadata": {"name": "dep", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid, "controller": true}]}}), FieldValidation::Ignore, now).unwrap();
         s.gc(now);
         assert!(s.get(&def, "default", "dep").is_some());
-        s.delete(&def, "default", "owner", &Preconditions::default(), now).unwrap();
+        s.delete(&def, "default", "owner", &Preconditions::default(), now)
+            .unwrap();
         s.gc(now);
         assert!(s.get(&def, "default", "dep").is_none());
     }
@@ -564,7 +799,14 @@ mod tests {
         let def = cm_def(&s);
         let now = SystemTime::now();
         for i in 0..5 {
-            s.create(&def, "default", json!({"metadata": {"name": format!("c{i}")}}), FieldValidation::Ignore, now).unwrap();
+            s.create(
+                &def,
+                "default",
+                json!({"metadata": {"name": format!("c{i}")}}),
+                FieldValidation::Ignore,
+                now,
+            )
+            .unwrap();
         }
         assert!(s.events_after(1).is_none());
         assert_eq!(s.events_after(s.rv - 2).unwrap().len(), 2);

@@ -55,10 +55,22 @@ fn age_of(obj: &Value, now: SystemTime) -> String {
 
 fn builtin_columns(def: &ResourceDef) -> Vec<(&'static str, &'static str)> {
     match def.plural.as_str() {
-        "deployments" => vec![("Name", "string"), ("Ready", "string"), ("Up-to-date", "integer"), ("Available", "integer"), ("Age", "string")],
+        "deployments" => vec![
+            ("Name", "string"),
+            ("Ready", "string"),
+            ("Up-to-date", "integer"),
+            ("Available", "integer"),
+            ("Age", "string"),
+        ],
         "configmaps" => vec![("Name", "string"), ("Data", "integer"), ("Age", "string")],
         "namespaces" => vec![("Name", "string"), ("Status", "string"), ("Age", "string")],
-        "events" => vec![("Last Seen", "string"), ("Type", "string"), ("Reason", "string"), ("Object", "string"), ("Message", "string")],
+        "events" => vec![
+            ("Last Seen", "string"),
+            ("Type", "string"),
+            ("Reason", "string"),
+            ("Object", "string"),
+            ("Message", "string"),
+        ],
         "leases" => vec![("Name", "string"), ("Holder", "string"), ("Age", "string")],
         _ => vec![("Name", "string"), ("Created At", "date")],
     }
@@ -70,13 +82,25 @@ fn builtin_cells(def: &ResourceDef, o: &Value, now: SystemTime) -> Vec<Value> {
     match def.plural.as_str() {
         "deployments" => vec![
             name,
-            json!(format!("{}/{}", n("/status/readyReplicas"), n("/spec/replicas"))),
+            json!(format!(
+                "{}/{}",
+                n("/status/readyReplicas"),
+                n("/spec/replicas")
+            )),
             json!(n("/status/updatedReplicas")),
             json!(n("/status/availableReplicas")),
             json!(age_of(o, now)),
         ],
-        "configmaps" => vec![name, json!(o["data"].as_object().map(|d| d.len()).unwrap_or(0)), json!(age_of(o, now))],
-        "namespaces" => vec![name, cell_string(o.pointer("/status/phase")), json!(age_of(o, now))],
+        "configmaps" => vec![
+            name,
+            json!(o["data"].as_object().map(|d| d.len()).unwrap_or(0)),
+            json!(age_of(o, now)),
+        ],
+        "namespaces" => vec![
+            name,
+            cell_string(o.pointer("/status/phase")),
+            json!(age_of(o, now)),
+        ],
         "events" => {
             let last = o["lastTimestamp"]
                 .as_str()
@@ -86,12 +110,25 @@ fn builtin_cells(def: &ResourceDef, o: &Value, now: SystemTime) -> Vec<Value> {
                 .unwrap_or_else(|| "<unknown>".into());
             let obj = format!(
                 "{}/{}",
-                o["involvedObject"]["kind"].as_str().unwrap_or("").to_lowercase(),
+                o["involvedObject"]["kind"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_lowercase(),
                 o["involvedObject"]["name"].as_str().unwrap_or("")
             );
-            vec![json!(last), cell_string(o.get("type")), cell_string(o.get("reason")), json!(obj), cell_string(o.get("message"))]
+            vec![
+                json!(last),
+                cell_string(o.get("type")),
+                cell_string(o.get("reason")),
+                json!(obj),
+                cell_string(o.get("message")),
+            ]
         }
-        "leases" => vec![name, cell_string(o.pointer("/spec/holderIdentity")), json!(age_of(o, now))],
+        "leases" => vec![
+            name,
+            cell_string(o.pointer("/spec/holderIdentity")),
+            json!(age_of(o, now)),
+        ],
         _ => vec![name, cell_string(o.pointer("/metadata/creationTimestamp"))],
     }
 }
@@ -120,7 +157,9 @@ fn row(def: &ResourceDef, version: &str, o: &Value, now: SystemTime) -> Value {
         for c in custom_columns(def, version) {
             let v = json_path(o, &c.json_path);
             cells.push(match (c.type_.as_str(), v) {
-                ("date", Some(Value::String(s))) => json!(parse_rfc3339(s).map(|t| age(t, now)).unwrap_or_else(|| s.clone())),
+                ("date", Some(Value::String(s))) => json!(parse_rfc3339(s)
+                    .map(|t| age(t, now))
+                    .unwrap_or_else(|| s.clone())),
                 (_, v) => cell_string(v),
             });
         }
@@ -132,11 +171,23 @@ fn row(def: &ResourceDef, version: &str, o: &Value, now: SystemTime) -> Value {
 }
 
 /// A Table of `objs`; `with_columns` false for watch events after the first.
-pub fn table(def: &ResourceDef, version: &str, objs: &[&Value], rv: &str, now: SystemTime) -> Value {
+pub fn table(
+    def: &ResourceDef,
+    version: &str,
+    objs: &[&Value],
+    rv: &str,
+    now: SystemTime,
+) -> Value {
     let columns: Vec<Value> = if def.custom {
-        let mut cols = vec![json!({"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0})];
+        let mut cols = vec![
+            json!({"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}),
+        ];
         for c in custom_columns(def, version) {
-            let ty = if c.type_ == "date" { "string" } else { c.type_.as_str() };
+            let ty = if c.type_ == "date" {
+                "string"
+            } else {
+                c.type_.as_str()
+            };
             cols.push(json!({"name": c.name, "type": ty, "format": "", "description": c.description, "priority": c.priority}));
         }
         cols
@@ -166,7 +217,10 @@ mod tests {
     fn json_path_subset() {
         let o = json!({"spec": {"family": "PII"}, "status": {"conditions": [{"type": "Progressing", "status": "True"}, {"type": "Ready", "status": "False"}]}, "l": [1, 2]});
         assert_eq!(json_path(&o, ".spec.family"), Some(&json!("PII")));
-        assert_eq!(json_path(&o, r#".status.conditions[?(@.type=="Ready")].status"#), Some(&json!("False")));
+        assert_eq!(
+            json_path(&o, r#".status.conditions[?(@.type=="Ready")].status"#),
+            Some(&json!("False"))
+        );
         assert_eq!(json_path(&o, ".l[1]"), Some(&json!(2)));
         assert_eq!(json_path(&o, ".status.activeVersion"), None);
     }

@@ -26,20 +26,30 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 }
 
 fn secs(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 pub fn rfc3339(t: SystemTime) -> String {
     let s = secs(t);
     let (y, mo, d) = civil_from_days(s.div_euclid(86_400));
     let rem = s.rem_euclid(86_400);
-    format!("{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// RFC 3339 with microseconds, as Events' `eventTime` and leases use.
 pub fn rfc3339_micro(t: SystemTime) -> String {
     let base = rfc3339(t);
-    let micros = t.duration_since(UNIX_EPOCH).map(|d| d.subsec_micros()).unwrap_or(0);
+    let micros = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_micros())
+        .unwrap_or(0);
     format!("{}.{micros:06}Z", &base[..base.len() - 1])
 }
 
@@ -49,7 +59,14 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
         return None;
     }
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    let (y, mo, d, h, mi, se) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
     let days = days_from_civil(y, mo as u32, d as u32);
     let total = days * 86_400 + h * 3600 + mi * 60 + se;
     if total < 0 {
@@ -63,9 +80,16 @@ pub fn http_date(t: SystemTime) -> String {
     let days = s.div_euclid(86_400);
     let (y, mo, d) = civil_from_days(days);
     let wd = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][days.rem_euclid(7) as usize];
-    let mon = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][(mo - 1) as usize];
+    let mon = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ][(mo - 1) as usize];
     let rem = s.rem_euclid(86_400);
-    format!("{wd}, {d:02} {mon} {y} {:02}:{:02}:{:02} GMT", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{wd}, {d:02} {mon} {y} {:02}:{:02}:{:02} GMT",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// A human age the way kubectl prints it: 45s, 3m12s, 5h, 2d3h.

@@ -22,7 +22,11 @@ fn make_ca(name: &str) -> Result<(rcgen::Certificate, KeyPair), String> {
     let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.distinguished_name.push(DnType::CommonName, name);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
     Ok((cert, key))
 }
@@ -36,8 +40,12 @@ pub fn generate() -> Result<TlsMaterial, String> {
         "localhost".to_string(),
     ])
     .map_err(|e| e.to_string())?;
-    params.distinguished_name.push(DnType::CommonName, "kubesim");
-    let cert = params.signed_by(&key, &ca, &ca_key).map_err(|e| e.to_string())?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kubesim");
+    let cert = params
+        .signed_by(&key, &ca, &ca_key)
+        .map_err(|e| e.to_string())?;
 
     let chain: Vec<CertificateDer<'static>> = vec![cert.der().clone(), ca.der().clone()];
     let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));

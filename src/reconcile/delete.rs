@@ -1,0 +1,117 @@
+//! The plan for a resource being deleted (contract section 7 with 9.4):
+//! hand the Deployment back, delete the ConfigMap if it is ours, report,
+//! release the finalizer. Deleting never hangs.
+
+use super::judge;
+use super::observed::ModelView;
+use super::patches;
+use super::plan::{Observed, Plan, Write};
+use crate::model::spec::DesiredSpec;
+use crate::model::status::{EventReason, Field, StatusDoc};
+use crate::model::{validate, FINALIZER, KOPF_FINALIZER};
+
+fn is_ours(f: &str) -> bool {
+    f == FINALIZER || f == KOPF_FINALIZER
+}
+
+/// The spec to clean up after: the desired one, or if it is invalid, the
+/// one status records as applied (9.4).
+fn cleanup_spec(m: &ModelView) -> Option<DesiredSpec> {
+    if let Ok(s) = validate(&m.name, m.spec.as_ref()) {
+        return Some(s);
+    }
+    let st = StatusDoc::from_value(m.status.as_ref());
+    let stored: Vec<DesiredSpec> = [
+        Field::RollbackSpec,
+        Field::LastSuccessfulSpec,
+        Field::PreviousSuccessfulSpec,
+    ]
+    .iter()
+    .filter_map(|f| st.get(*f))
+    .filter_map(|v| DesiredSpec::from_snapshot(&m.name, v))
+    .collect();
+    let applied = st.str(Field::AppliedSpecHash);
+    stored
+        .iter()
+        .find(|s| Some(s.hash().as_str()) == applied)
+        .or_else(|| stored.first())
+        .cloned()
+}
+
+pub fn plan_delete(obs: Observed<'_>) -> Plan {
+    let m = obs.model;
+    let mut plan = Plan::bare(StatusDoc::from_value(m.status.as_ref()));
+    if !m.finalizers.iter().any(|f| is_ours(f)) {
+        return plan;
+    }
+    let remaining: Vec<String> = m
+        .finalizers
+        .iter()
+        .filter(|f| !is_ours(f))
+        .cloned()
+        .collect();
+    let Some(s) = cleanup_spec(m) else {
+        // Nothing was ever applied: nothing to clean up.
+        plan.writes.push(Write::RemoveFinalizers {
+            finalizers: remaining,
+        });
+        return plan;
+    };
+    let owner = m.owner();
+    let mut skipped = Vec::new();
+    let mut removed = Vec::new();
+    if let Some(d) = obs.deployments.iter().find(|d| d.name == s.target.name) {
+        if judge::deployment_owned_by(d, &owner) {
+            let container = d
+                .container(&s.target.container_name)
+                .map(|c| c.name.as_str());
+            plan.writes.push(Write::PatchDeployment {
+                name: d.name.clone(),
+                body: patches::deployment_decommission(container),
+                sets_target: false,
+            });
+            removed.push(format!("model pointer removed from Deployment {}", d.name));
+        } else if judge::deployment_foreign(d, &owner) {
+            skipped.push(format!(
+                "Deployment {} belongs to another OpenMedModel",
+                d.name
+            ));
+        }
+    }
+    if let Some(cm) = obs
+        .config_maps
+        .iter()
+        .find(|c| c.name == s.manifest_config_map_name)
+    {
+        if judge::cm_fully_ours(cm, m) {
+            plan.writes.push(Write::DeleteConfigMap {
+                name: cm.name.clone(),
+                uid: cm.uid.clone(),
+            });
+            removed.push(format!("ConfigMap {} deleted", cm.name));
+        } else {
+            skipped.push(format!(
+                "ConfigMap {} is not owned by this resource",
+                cm.name
+            ));
+        }
+    }
+    if skipped.is_empty() {
+        let what = if removed.is_empty() {
+            "nothing left to clean up".to_string()
+        } else {
+            removed.join("; ")
+        };
+        plan.push_event(EventReason::ModelRemoved, format!("Model removed: {what}"));
+    } else {
+        plan.push_event(
+            EventReason::ModelRemovalSkipped,
+            format!("Left untouched: {}", skipped.join("; ")),
+        );
+    }
+    plan.always_post_events();
+    plan.writes.push(Write::RemoveFinalizers {
+        finalizers: remaining,
+    });
+    plan
+}

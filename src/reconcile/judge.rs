@@ -1,0 +1,112 @@
+//! Judging what was observed against a desired spec (contract section 4),
+//! and deciding whether a write would change anything (section 9.1).
+
+use super::observed::{ConfigMapView, DeploymentView, ModelView};
+use crate::model::spec::StrategyType;
+use crate::model::{DesiredSpec, PRELOAD_ENV};
+
+/// The Deployment carries everything section 3 writes that section 4 checks.
+pub fn matches(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
+    let strategy_ok = match s.rollout.kind {
+        StrategyType::Recreate => d.strategy_type.as_deref() == Some("Recreate"),
+        StrategyType::RollingUpdate => {
+            d.strategy_type.as_deref() == Some("RollingUpdate")
+                && d.max_unavailable.as_ref() == Some(&s.rollout.max_unavailable.to_json())
+                && d.max_surge.as_ref() == Some(&s.rollout.max_surge.to_json())
+        }
+    };
+    let env_ok = d
+        .container(&s.target.container_name)
+        .and_then(|c| c.preload.as_ref())
+        .and_then(|e| e.config_map_ref.as_ref())
+        .map(|(name, key)| *name == s.manifest_config_map_name && key == PRELOAD_ENV)
+        .unwrap_or(false);
+    d.replicas == Some(s.replicas)
+        && d.progress_deadline_seconds == Some(s.rollout.progress_deadline_seconds)
+        && strategy_ok
+        && d.owner.as_deref() == Some(owner)
+        && d.template_hash.as_deref() == Some(s.manifest_hash().as_str())
+        && env_ok
+}
+
+/// Would the apply patch of section 3 change anything? Also covers what
+/// `matches` does not check: the template owner annotation, a leftover
+/// `value`, a leftover `rollingUpdate` under Recreate, and the claim label.
+pub fn needs_apply(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
+    let leftover_value = d
+        .container(&s.target.container_name)
+        .and_then(|c| c.preload.as_ref())
+        .map(|e| e.value.is_some())
+        .unwrap_or(false);
+    !matches(d, s, owner)
+        || d.template_owner.as_deref() != Some(owner)
+        || leftover_value
+        || (s.rollout.kind == StrategyType::Recreate && d.has_rolling_update)
+        || !d.claimed
+}
+
+/// The rollout of `target_generation` is complete.
+pub fn ready(d: &DeploymentView, replicas: i64, target_generation: i64) -> bool {
+    d.generation >= target_generation
+        && d.observed_generation >= target_generation
+        && d.updated_replicas >= replicas
+        && d.ready_replicas >= replicas
+        && d.available_replicas >= replicas
+        && d.unavailable_replicas == 0
+}
+
+/// The rollout of `target_generation` has failed.
+pub fn failed(d: &DeploymentView, target_generation: i64) -> bool {
+    d.observed_generation >= target_generation
+        && d.conditions.iter().any(|c| {
+            (c.type_ == "Progressing"
+                && c.status == "False"
+                && c.reason == "ProgressDeadlineExceeded")
+                || (c.type_ == "ReplicaFailure" && c.status == "True")
+        })
+}
+
+/// Names this resource as its owner, on the Deployment or its pod template.
+pub fn deployment_owned_by(d: &DeploymentView, owner: &str) -> bool {
+    d.owner.as_deref() == Some(owner) || d.template_owner.as_deref() == Some(owner)
+}
+
+/// Names another resource as its owner.
+pub fn deployment_foreign(d: &DeploymentView, owner: &str) -> bool {
+    [d.owner.as_deref(), d.template_owner.as_deref()]
+        .into_iter()
+        .flatten()
+        .any(|o| !o.is_empty() && o != owner)
+}
+
+/// Ours to write: our owner annotation or a controller reference to us.
+pub fn cm_ours(cm: &ConfigMapView, m: &ModelView) -> bool {
+    cm.owner.as_deref() == Some(m.owner().as_str()) || cm.controlled_by(&m.uid)
+}
+
+/// Ours to delete: both the annotation and the controller reference.
+pub fn cm_fully_ours(cm: &ConfigMapView, m: &ModelView) -> bool {
+    cm.owner.as_deref() == Some(m.owner().as_str()) && cm.controlled_by(&m.uid)
+}
+
+/// The pointer the pods read is right (contract step 9).
+pub fn cm_content_matches(cm: &ConfigMapView, s: &DesiredSpec) -> bool {
+    cm.manifest.as_deref() == Some(s.manifest_json().as_str())
+        && cm.preload.as_deref() == Some(s.version.as_str())
+}
+
+/// Would the ConfigMap merge patch change anything?
+pub fn cm_needs_patch(cm: &ConfigMapView, s: &DesiredSpec, m: &ModelView) -> bool {
+    let our_ref = cm.owner_refs.iter().any(|r| {
+        r.uid == m.uid
+            && r.controller
+            && r.block_owner_deletion
+            && r.name == m.name
+            && r.kind == crate::model::KIND
+    });
+    !cm_content_matches(cm, s)
+        || cm.owner.as_deref() != Some(m.owner().as_str())
+        || cm.managed_by.as_deref() != Some(crate::model::MANAGED_BY_LABEL.1)
+        || cm.family.as_deref() != Some(s.family.as_str())
+        || !our_ref
+}

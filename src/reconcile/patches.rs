@@ -1,0 +1,184 @@
+//! Every body the operator sends, built by hand. Strategic merge patches
+//! name only what they change, so other containers, env vars, volumes and
+//! annotations are left alone.
+
+use super::observed::{ConfigMapView, ModelView, OwnerRef};
+use crate::model::spec::{empty_manifest_hash, StrategyType};
+use crate::model::status::EventReason;
+use crate::model::{
+    DesiredSpec, API_VERSION, CLAIM_LABEL, FAMILY_LABEL, HASH_ANNOTATION, KIND, MANAGED_BY_LABEL,
+    MANIFEST_KEY, OWNER_ANNOTATION, PRELOAD_ENV,
+};
+use serde_json::{json, Map, Value};
+
+pub const COMPONENT: &str = "openmed-operator";
+
+/// The controller reference from a ConfigMap to its OpenMedModel.
+pub fn owner_reference(m: &ModelView) -> OwnerRef {
+    OwnerRef {
+        api_version: API_VERSION.into(),
+        kind: KIND.into(),
+        name: m.name.clone(),
+        uid: m.uid.clone(),
+        controller: true,
+        block_owner_deletion: true,
+    }
+}
+
+fn config_map_meta(m: &ModelView, s: &DesiredSpec) -> (Value, Value) {
+    let labels = json!({MANAGED_BY_LABEL.0: MANAGED_BY_LABEL.1, FAMILY_LABEL: s.family});
+    let annotations = json!({OWNER_ANNOTATION: m.owner()});
+    (labels, annotations)
+}
+
+fn config_map_data(s: &DesiredSpec) -> Value {
+    json!({MANIFEST_KEY: s.manifest_json(), PRELOAD_ENV: s.version})
+}
+
+/// POST body for a new manifest ConfigMap.
+pub fn config_map_create(m: &ModelView, s: &DesiredSpec) -> Value {
+    let (labels, annotations) = config_map_meta(m, s);
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": s.manifest_config_map_name,
+            "namespace": m.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner_reference(m).to_json()],
+        },
+        "data": config_map_data(s),
+    })
+}
+
+/// Merge patch for an existing manifest ConfigMap that is ours. A merge
+/// patch replaces lists whole, so other owners' references are carried over.
+pub fn config_map_patch(m: &ModelView, s: &DesiredSpec, existing: &ConfigMapView) -> Value {
+    let (labels, annotations) = config_map_meta(m, s);
+    let mut refs: Vec<Value> = existing
+        .owner_refs
+        .iter()
+        .filter(|r| r.uid != m.uid)
+        .map(|r| {
+            // Only one controller reference is allowed: ours.
+            let mut r = r.clone();
+            r.controller = false;
+            r.to_json()
+        })
+        .collect();
+    refs.push(owner_reference(m).to_json());
+    json!({
+        "metadata": {"labels": labels, "annotations": annotations, "ownerReferences": refs},
+        "data": config_map_data(s),
+    })
+}
+
+fn strategy(s: &DesiredSpec) -> Value {
+    match s.rollout.kind {
+        StrategyType::Recreate => json!({"type": "Recreate", "rollingUpdate": null}),
+        StrategyType::RollingUpdate => json!({
+            "type": "RollingUpdate",
+            "rollingUpdate": {
+                "maxUnavailable": s.rollout.max_unavailable.to_json(),
+                "maxSurge": s.rollout.max_surge.to_json(),
+            },
+        }),
+    }
+}
+
+/// Strategic merge patch pointing the Deployment at the spec (section 3).
+pub fn deployment_apply(m: &ModelView, s: &DesiredSpec) -> Value {
+    let owner = m.owner();
+    json!({
+        "metadata": {
+            "annotations": {OWNER_ANNOTATION: owner},
+            "labels": {CLAIM_LABEL.0: CLAIM_LABEL.1},
+        },
+        "spec": {
+            "replicas": s.replicas,
+            "progressDeadlineSeconds": s.rollout.progress_deadline_seconds,
+            "strategy": strategy(s),
+            "template": {
+                "metadata": {"annotations": {HASH_ANNOTATION: s.manifest_hash(), OWNER_ANNOTATION: owner}},
+                "spec": {"containers": [{
+                    "name": s.target.container_name,
+                    "env": [{
+                        "name": PRELOAD_ENV,
+                        "value": null,
+                        // Any other source is dropped: valueFrom takes exactly one.
+                        "valueFrom": {
+                            "configMapKeyRef": {"name": s.manifest_config_map_name, "key": PRELOAD_ENV},
+                            "secretKeyRef": null,
+                            "fieldRef": null,
+                            "resourceFieldRef": null,
+                        },
+                    }],
+                }]},
+            },
+        },
+    })
+}
+
+/// Strategic merge patch that hands the Deployment back (section 7): owner
+/// annotations and claim label removed, empty-manifest hash, blank preload.
+/// The container entry is only sent if the container exists, so the patch
+/// never adds a container.
+pub fn deployment_decommission(container: Option<&str>) -> Value {
+    let mut template = json!({
+        "metadata": {"annotations": {HASH_ANNOTATION: empty_manifest_hash(), OWNER_ANNOTATION: null}},
+    });
+    if let Some(c) = container {
+        template["spec"] = json!({"containers": [{
+            "name": c,
+            "env": [{"name": PRELOAD_ENV, "value": "", "valueFrom": null}],
+        }]});
+    }
+    json!({
+        "metadata": {"annotations": {OWNER_ANNOTATION: null}, "labels": {CLAIM_LABEL.0: null}},
+        "spec": {"template": template},
+    })
+}
+
+/// Strategic merge patch that only adds the claim label (a Deployment
+/// adopted from the reference operator): no spec change, no pod restart.
+pub fn deployment_claim() -> Value {
+    json!({"metadata": {"labels": {CLAIM_LABEL.0: CLAIM_LABEL.1}}})
+}
+
+/// Merge patch for `/status`, conditional on the resourceVersion the plan
+/// was computed from, so a concurrent writer causes a retry, not a lost update.
+pub fn status_patch(resource_version: &str, changes: Map<String, Value>) -> Value {
+    json!({"metadata": {"resourceVersion": resource_version}, "status": Value::Object(changes)})
+}
+
+/// Merge patch setting the whole finalizer list, conditional on the
+/// resourceVersion, so a concurrent finalizer change is never lost.
+pub fn finalizers_patch(resource_version: &str, finalizers: &[String]) -> Value {
+    json!({"metadata": {"resourceVersion": resource_version, "finalizers": finalizers}})
+}
+
+/// A core/v1 Event about the OpenMedModel.
+pub fn event(m: &ModelView, name: &str, reason: EventReason, message: &str, now: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": m.namespace},
+        "involvedObject": {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": m.name,
+            "namespace": m.namespace,
+            "uid": m.uid,
+        },
+        "reason": reason.as_str(),
+        "message": message,
+        "type": if reason.is_warning() { "Warning" } else { "Normal" },
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": COMPONENT,
+    })
+}

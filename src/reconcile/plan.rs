@@ -1,0 +1,856 @@
+//! One reconcile pass (contract section 6) as a pure function: from what
+//! was observed to the writes, status and Events that must follow.
+
+use super::judge::{self, cm_ours};
+use super::observed::{ConfigMapView, DeploymentView, ModelView};
+use super::patches;
+use crate::model::spec::DesiredSpec;
+use crate::model::status::{cond, Cond, EventReason, Field, Phase, Reason, StatusDoc};
+use crate::model::{validate, FINALIZER, KOPF_FINALIZER};
+use serde_json::{json, Value};
+
+/// Everything one pass looks at. `deployments` and `config_maps` hold
+/// whichever of the names from [`lookups`] exist.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    pub model: &'a ModelView,
+    pub deployments: &'a [DeploymentView],
+    pub config_maps: &'a [ConfigMapView],
+    /// RFC 3339 UTC, seconds.
+    pub now: &'a str,
+}
+
+impl<'a> Observed<'a> {
+    fn deployment(&self, name: &str) -> Option<&'a DeploymentView> {
+        self.deployments.iter().find(|d| d.name == name)
+    }
+    fn config_map(&self, name: &str) -> Option<&'a ConfigMapView> {
+        self.config_maps.iter().find(|c| c.name == name)
+    }
+}
+
+/// The Deployments and ConfigMaps a pass may need: those of the desired
+/// spec and of every spec retained in status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lookups {
+    pub deployments: Vec<String>,
+    pub config_maps: Vec<String>,
+}
+
+pub fn lookups(m: &ModelView) -> Lookups {
+    let mut out = Lookups::default();
+    let mut add = |s: &DesiredSpec| {
+        if !out.deployments.contains(&s.target.name) {
+            out.deployments.push(s.target.name.clone());
+        }
+        if !out.config_maps.contains(&s.manifest_config_map_name) {
+            out.config_maps.push(s.manifest_config_map_name.clone());
+        }
+    };
+    if let Ok(s) = validate(&m.name, m.spec.as_ref()) {
+        add(&s);
+    }
+    for s in retained_specs(m) {
+        add(&s);
+    }
+    out
+}
+
+/// rollbackSpec, lastSuccessfulSpec, previousSuccessfulSpec, as stored.
+fn retained_specs(m: &ModelView) -> Vec<DesiredSpec> {
+    let st = StatusDoc::from_value(m.status.as_ref());
+    [
+        Field::RollbackSpec,
+        Field::LastSuccessfulSpec,
+        Field::PreviousSuccessfulSpec,
+    ]
+    .iter()
+    .filter_map(|f| st.get(*f))
+    .filter_map(|v| DesiredSpec::from_snapshot(&m.name, v))
+    .collect()
+}
+
+/// One write, in the order it must happen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// Merge patch of the OpenMedModel's finalizers (the full new list),
+    /// conditional on its resourceVersion.
+    AddFinalizer {
+        finalizers: Vec<String>,
+    },
+    CreateConfigMap {
+        body: Value,
+    },
+    PatchConfigMap {
+        name: String,
+        body: Value,
+    },
+    /// Strategic merge patch. With `sets_target`, the generation it returns
+    /// becomes `status.targetDeploymentGeneration`.
+    PatchDeployment {
+        name: String,
+        body: Value,
+        sets_target: bool,
+    },
+    /// Delete, on condition that the uid is still this one.
+    DeleteConfigMap {
+        name: String,
+        uid: String,
+    },
+    /// As AddFinalizer, with ours (and Kopf's) taken out.
+    RemoveFinalizers {
+        finalizers: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSpec {
+    pub reason: EventReason,
+    pub message: String,
+}
+
+/// Where `status.targetDeploymentGeneration` comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TargetGen {
+    Unchanged,
+    Known(i64),
+    FromPatch,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub writes: Vec<Write>,
+    pub events: Vec<EventSpec>,
+    old: StatusDoc,
+    new: StatusDoc,
+    target: TargetGen,
+    /// Deletion posts its Event whatever happens to status.
+    events_always: bool,
+}
+
+impl Plan {
+    /// The status after this pass, given the generation the Deployment
+    /// patch returned (if one was sent).
+    pub fn status(&self, patched_generation: Option<i64>) -> StatusDoc {
+        let mut st = self.new.clone();
+        match (self.target, patched_generation) {
+            (TargetGen::Known(g), _) | (TargetGen::FromPatch, Some(g)) => {
+                st.set(Field::TargetDeploymentGeneration, json!(g))
+            }
+            _ => {}
+        }
+        st
+    }
+
+    /// The `/status` merge patch, or None when the status would not change.
+    pub fn status_patch(
+        &self,
+        patched_generation: Option<i64>,
+        resource_version: &str,
+    ) -> Option<Value> {
+        let changes = self.status(patched_generation).diff(&self.old)?;
+        Some(patches::status_patch(resource_version, changes))
+    }
+
+    /// Events accompany a status change and nothing else (section 9.1): a
+    /// pass that changes nothing posts nothing.
+    pub fn events_to_post(&self, patched_generation: Option<i64>) -> &[EventSpec] {
+        if self.events_always || self.status(patched_generation).diff(&self.old).is_some() {
+            &self.events
+        } else {
+            &[]
+        }
+    }
+
+    /// Nothing to write at all.
+    pub fn is_noop(&self) -> bool {
+        self.writes.is_empty() && self.status(None).diff(&self.old).is_none()
+    }
+
+    pub(crate) fn bare(old: StatusDoc) -> Plan {
+        Plan {
+            writes: Vec::new(),
+            events: Vec::new(),
+            new: old.clone(),
+            old,
+            target: TargetGen::Unchanged,
+            events_always: false,
+        }
+    }
+
+    pub(crate) fn push_event(&mut self, reason: EventReason, message: String) {
+        self.events.push(EventSpec { reason, message });
+    }
+
+    /// Deletion plans post their Event regardless of status.
+    pub(crate) fn always_post_events(&mut self) {
+        self.events_always = true;
+    }
+}
+
+/// Why a spec cannot be applied right now (an environmental block).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Block {
+    TargetNotFound(String),
+    ContainerNotFound(String, String),
+    TargetConflict(String, String),
+    ConfigMapConflict(String),
+}
+
+impl Block {
+    fn reason(&self) -> (Reason, EventReason) {
+        match self {
+            Block::TargetNotFound(_) => (Reason::TargetNotFound, EventReason::TargetNotFound),
+            Block::ContainerNotFound(..) => {
+                (Reason::ContainerNotFound, EventReason::ContainerNotFound)
+            }
+            Block::TargetConflict(..) => (Reason::TargetConflict, EventReason::TargetConflict),
+            Block::ConfigMapConflict(_) => {
+                (Reason::ConfigMapConflict, EventReason::ConfigMapConflict)
+            }
+        }
+    }
+
+    fn message(&self, ns: &str) -> String {
+        match self {
+            Block::TargetNotFound(d) => format!("Deployment {ns}/{d} not found"),
+            Block::ContainerNotFound(d, c) => format!("Deployment {ns}/{d} has no container {c:?}"),
+            Block::TargetConflict(d, other) => {
+                format!("Deployment {ns}/{d} is managed by OpenMedModel {other}")
+            }
+            Block::ConfigMapConflict(c) => {
+                format!(
+                    "ConfigMap {ns}/{c} exists and belongs to someone else; it is left untouched"
+                )
+            }
+        }
+    }
+}
+
+struct Pass<'a> {
+    obs: Observed<'a>,
+    m: &'a ModelView,
+    owner: String,
+    plan: Plan,
+}
+
+const NO_ROLLBACK: &str = "no rollback requested";
+
+impl<'a> Pass<'a> {
+    fn conds(&mut self, c: [Cond; 4]) {
+        let g = self.m.generation;
+        self.plan.new.set_conditions(c, g, self.obs.now);
+    }
+
+    fn event(&mut self, reason: EventReason, message: String) {
+        self.plan.push_event(reason, message);
+    }
+
+    fn set_str(&mut self, f: Field, v: &str) {
+        self.plan.new.set(f, json!(v));
+    }
+
+    fn blocked(&self, s: &DesiredSpec) -> Option<Block> {
+        let Some(d) = self.obs.deployment(&s.target.name) else {
+            return Some(Block::TargetNotFound(s.target.name.clone()));
+        };
+        if d.container(&s.target.container_name).is_none() {
+            return Some(Block::ContainerNotFound(
+                d.name.clone(),
+                s.target.container_name.clone(),
+            ));
+        }
+        if judge::deployment_foreign(d, &self.owner) {
+            let other = [d.owner.as_deref(), d.template_owner.as_deref()]
+                .into_iter()
+                .flatten()
+                .find(|o| *o != self.owner)
+                .unwrap_or("")
+                .to_string();
+            return Some(Block::TargetConflict(d.name.clone(), other));
+        }
+        match self.obs.config_map(&s.manifest_config_map_name) {
+            Some(cm) if !cm_ours(cm, self.m) => Some(Block::ConfigMapConflict(cm.name.clone())),
+            _ => None,
+        }
+    }
+
+    /// Steps 2-4 (and the foreign ConfigMap of 9.2): report the block.
+    fn report_block(&mut self, b: Block) {
+        let (reason, event) = b.reason();
+        let msg = b.message(&self.m.namespace);
+        let phase = if matches!(b, Block::TargetNotFound(_)) {
+            Phase::Pending
+        } else {
+            Phase::Failed
+        };
+        self.plan.new.set_phase(phase);
+        self.conds([
+            cond(false, reason, msg.clone()),
+            cond(false, Reason::Blocked, msg.clone()),
+            cond(true, reason, msg.clone()),
+            cond(false, Reason::NotRequested, NO_ROLLBACK),
+        ]);
+        self.event(event, msg);
+    }
+
+    /// Section 3: plan the ConfigMap and Deployment writes for `s`.
+    fn apply(&mut self, s: &DesiredSpec) {
+        match self.obs.config_map(&s.manifest_config_map_name) {
+            None => self.plan.writes.push(Write::CreateConfigMap {
+                body: patches::config_map_create(self.m, s),
+            }),
+            Some(cm) if judge::cm_needs_patch(cm, s, self.m) => {
+                self.plan.writes.push(Write::PatchConfigMap {
+                    name: cm.name.clone(),
+                    body: patches::config_map_patch(self.m, s, cm),
+                })
+            }
+            Some(_) => {}
+        }
+        match self.obs.deployment(&s.target.name) {
+            Some(d) if !judge::needs_apply(d, s, &self.owner) => {
+                self.plan.target = TargetGen::Known(d.generation)
+            }
+            _ => {
+                self.plan.writes.push(Write::PatchDeployment {
+                    name: s.target.name.clone(),
+                    body: patches::deployment_apply(self.m, s),
+                    sets_target: true,
+                });
+                self.plan.target = TargetGen::FromPatch;
+            }
+        }
+    }
+
+    /// "Starting a rollout".
+    fn start_rollout(&mut self, s: &DesiredSpec, hash: &str, reason: Reason) {
+        self.apply(s);
+        self.plan.new.set_phase(Phase::RollingOut);
+        self.set_str(Field::AppliedSpecHash, hash);
+        for f in [
+            Field::FailedSpecHash,
+            Field::RollbackSpec,
+            Field::RollbackRequest,
+        ] {
+            self.plan.new.clear(f);
+        }
+        let msg = format!("rolling out {} ({reason})", s.version);
+        self.conds([
+            cond(false, Reason::RolloutStarted, msg.clone()),
+            cond(
+                true,
+                reason,
+                format!("rolling out {} to Deployment {}", s.version, s.target.name),
+            ),
+            cond(false, Reason::Healthy, "no failure"),
+            cond(false, Reason::NotRequested, NO_ROLLBACK),
+        ]);
+        self.event(
+            EventReason::RolloutStarted,
+            format!(
+                "Rolling out {} to Deployment {} ({reason})",
+                s.version, s.target.name
+            ),
+        );
+    }
+
+    /// Apply a retained spec instead of the desired one (steps 5 and 8).
+    fn begin_rollback(&mut self, r: &DesiredSpec, desired_hash: &str, request: String) {
+        self.apply(r);
+        self.plan.new.set_phase(Phase::RolledBack);
+        self.set_str(Field::ActiveVersion, &r.version);
+        self.set_str(Field::AppliedSpecHash, &r.hash());
+        self.set_str(Field::FailedSpecHash, desired_hash);
+        self.plan.new.set(Field::RollbackSpec, r.to_json());
+        self.set_str(Field::RollbackRequest, &request);
+        let count = self.plan.old.int(Field::RollbackCount).unwrap_or(0);
+        self.plan.new.set(Field::RollbackCount, json!(count + 1));
+        self.event(
+            EventReason::RollbackStarted,
+            format!("Rolling back Deployment {} to {}", r.target.name, r.version),
+        );
+    }
+
+    fn rollback_failed_conds(&mut self, r_version: &str, deployment: &str) {
+        let msg = format!(
+            "rollback to {r_version} missed the progress deadline of Deployment {deployment}"
+        );
+        self.conds([
+            cond(false, Reason::RollbackFailed, msg.clone()),
+            cond(false, Reason::ProgressDeadlineExceeded, msg.clone()),
+            cond(true, Reason::RollbackFailed, msg.clone()),
+            cond(false, Reason::RollbackFailed, msg),
+        ]);
+    }
+
+    fn rollout_failed_conds(&mut self, s: &DesiredSpec) {
+        let msg = format!(
+            "{} missed the progress deadline of Deployment {}",
+            s.version, s.target.name
+        );
+        let why_not = if !s.rollout.rollback_on_failure {
+            "automatic rollback is disabled (rollbackOnFailure: false)"
+        } else {
+            "no earlier successful version to roll back to"
+        };
+        self.conds([
+            cond(false, Reason::RolloutFailed, msg.clone()),
+            cond(false, Reason::ProgressDeadlineExceeded, msg.clone()),
+            cond(true, Reason::RolloutFailed, msg),
+            cond(false, Reason::RollbackDisabled, why_not),
+        ]);
+    }
+
+    /// Step 12: watch a rollback through.
+    fn monitor_rollback(&mut self, desired: &DesiredSpec, hash: &str) {
+        let r = self
+            .plan
+            .old
+            .get(Field::RollbackSpec)
+            .and_then(|v| DesiredSpec::from_snapshot(&self.m.name, v));
+        let Some(r) = r else {
+            // A rollback with no readable rollbackSpec cannot be watched:
+            // go back to the desired spec.
+            self.start_rollout(desired, hash, Reason::InitialRollout);
+            return;
+        };
+        if let Some(b) = self.blocked(&r) {
+            self.report_block(b);
+            return;
+        }
+        let gen = self
+            .plan
+            .old
+            .int(Field::TargetDeploymentGeneration)
+            .unwrap_or(0);
+        let manual = self
+            .plan
+            .old
+            .str(Field::RollbackRequest)
+            .map(|q| q.starts_with("manual:"))
+            .unwrap_or(false);
+        let Some(d) = self.obs.deployment(&r.target.name) else {
+            return;
+        };
+        let why = if manual {
+            format!(
+                "{} is not serving: manual rollback to {}",
+                desired.version, r.version
+            )
+        } else {
+            format!("{} failed its rollout", desired.version)
+        };
+        self.plan.new.set_phase(Phase::RolledBack);
+        self.set_str(Field::ActiveVersion, &r.version);
+        if judge::failed(d, gen) {
+            self.plan.new.set_phase(Phase::Failed);
+            self.rollback_failed_conds(&r.version, &r.target.name);
+            self.event(
+                EventReason::RollbackFailed,
+                format!(
+                    "Rollback of Deployment {} to {} missed its progress deadline",
+                    r.target.name, r.version
+                ),
+            );
+            return;
+        }
+        let drifted = !judge::matches(d, &r, &self.owner)
+            || self
+                .obs
+                .config_map(&r.manifest_config_map_name)
+                .map(|cm| !judge::cm_content_matches(cm, &r))
+                .unwrap_or(true);
+        if !drifted && judge::ready(d, r.replicas, gen) {
+            self.conds([
+                cond(
+                    false,
+                    Reason::RolledBack,
+                    format!("rolled back to {}", r.version),
+                ),
+                cond(
+                    false,
+                    Reason::RollbackComplete,
+                    format!("rollback to {} complete", r.version),
+                ),
+                cond(true, Reason::DesiredVersionFailed, why),
+                cond(
+                    true,
+                    Reason::RollbackSucceeded,
+                    format!("rolled back to {}", r.version),
+                ),
+            ]);
+            self.event(
+                EventReason::RollbackSucceeded,
+                format!(
+                    "Deployment {} is serving {} again",
+                    r.target.name, r.version
+                ),
+            );
+            return;
+        }
+        if drifted {
+            // Someone changed what the rollback wrote: write it again.
+            self.apply(&r);
+        }
+        self.conds([
+            cond(
+                false,
+                Reason::RolledBack,
+                format!("rolling back to {}", r.version),
+            ),
+            cond(
+                true,
+                Reason::RollbackInProgress,
+                format!("rolling back Deployment {} to {}", r.target.name, r.version),
+            ),
+            cond(true, Reason::DesiredVersionFailed, why),
+            cond(
+                false,
+                Reason::RollbackInProgress,
+                format!("rolling back to {}", r.version),
+            ),
+        ]);
+    }
+
+    /// Step 5.
+    fn manual_rollback(&mut self, desired: &DesiredSpec, hash: &str, target: &str) {
+        let request = format!("manual:{target}");
+        let same_request = self.plan.old.str(Field::RollbackRequest) == Some(request.as_str());
+        let phase = self.plan.old.phase();
+        let failed_rollback = phase == Some(Phase::Failed)
+            && self.plan.old.ready_reason() == Some(Reason::RollbackFailed);
+        if same_request && (phase == Some(Phase::RolledBack) || failed_rollback) {
+            if failed_rollback {
+                // A failed manual rollback is not retried by itself either.
+                return;
+            }
+            self.monitor_rollback(desired, hash);
+            return;
+        }
+        let retained = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
+            .iter()
+            .filter_map(|f| self.plan.old.get(*f))
+            .filter_map(|v| DesiredSpec::from_snapshot(&self.m.name, v))
+            .find(|s| s.version == target);
+        match retained {
+            None => {
+                let versions: Vec<String> =
+                    [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
+                        .iter()
+                        .filter_map(|f| self.plan.old.get(*f))
+                        .filter_map(|v| v["version"].as_str().map(str::to_string))
+                        .collect();
+                let retained = if versions.is_empty() {
+                    "none".to_string()
+                } else {
+                    versions.join(", ")
+                };
+                let msg = format!(
+                    "rollback target {target} is not a retained version (retained: {retained})"
+                );
+                self.plan.new.set_phase(Phase::Failed);
+                self.set_str(Field::RollbackRequest, &request);
+                self.conds([
+                    cond(false, Reason::RollbackTargetUnavailable, msg.clone()),
+                    cond(false, Reason::Blocked, msg.clone()),
+                    cond(true, Reason::RollbackTargetUnavailable, msg.clone()),
+                    cond(false, Reason::RollbackRejected, msg.clone()),
+                ]);
+                self.event(EventReason::RollbackRejected, msg);
+            }
+            Some(r) => {
+                if let Some(b) = self.blocked(&r) {
+                    self.report_block(b);
+                    return;
+                }
+                self.begin_rollback(&r, hash, request);
+                let msg = format!("rolling back to {}", r.version);
+                self.conds([
+                    cond(
+                        false,
+                        Reason::ManualRollback,
+                        format!("manual rollback to {} requested", r.version),
+                    ),
+                    cond(true, Reason::RollbackInProgress, msg.clone()),
+                    cond(
+                        true,
+                        Reason::ManualRollback,
+                        format!("serving {} instead of {}", r.version, desired.version),
+                    ),
+                    cond(false, Reason::RollbackInProgress, msg),
+                ]);
+            }
+        }
+    }
+
+    fn run(&mut self) {
+        let m = self.m;
+        self.plan
+            .new
+            .set(Field::ObservedGeneration, json!(m.generation));
+        if self.plan.old.get(Field::RollbackCount).is_none() {
+            self.plan.new.set(Field::RollbackCount, json!(0));
+        }
+        // 1. Invalid spec.
+        let s = match validate(&m.name, m.spec.as_ref()) {
+            Ok(s) => s,
+            Err(e) => {
+                let msg = e.to_string();
+                self.plan.new.set_phase(Phase::Failed);
+                self.conds([
+                    cond(false, Reason::InvalidSpec, msg.clone()),
+                    cond(false, Reason::Blocked, "fix the spec to continue"),
+                    cond(true, Reason::InvalidSpec, msg),
+                    cond(false, Reason::NotRequested, NO_ROLLBACK),
+                ]);
+                return;
+            }
+        };
+        let hash = s.hash();
+        self.set_str(Field::DesiredVersion, &s.version);
+        self.set_str(Field::DesiredSpecHash, &hash);
+        self.set_str(Field::ManifestHash, &s.manifest_hash());
+
+        // 2-4, and 9.2's foreign ConfigMap.
+        if let Some(b) = self.blocked(&s) {
+            self.report_block(b);
+            return;
+        }
+        // 5. Manual rollback.
+        if let Some(target) = m.rollback_to.clone() {
+            self.manual_rollback(&s, &hash, &target);
+            return;
+        }
+        let old = self.plan.old.clone();
+        let phase = old.phase();
+        // 6. A failed spec is never retried by itself.
+        if matches!(phase, Some(Phase::Failed) | Some(Phase::RolledBack))
+            && old.str(Field::FailedSpecHash) == Some(hash.as_str())
+        {
+            if phase == Some(Phase::RolledBack) {
+                self.monitor_rollback(&s, &hash);
+            } else if is_block_reason(old.ready_reason()) {
+                // The block that overwrote the failure is gone (9.2, 9.3):
+                // show the failure again.
+                match old
+                    .get(Field::RollbackSpec)
+                    .and_then(|v| v["version"].as_str())
+                {
+                    Some(rv) => {
+                        let rv = rv.to_string();
+                        self.rollback_failed_conds(&rv, &s.target.name);
+                    }
+                    None => self.rollout_failed_conds(&s),
+                }
+            }
+            return;
+        }
+        // 7. A new spec, or not yet rolling out. A resource whose block has
+        // just cleared, with this spec already applied, is judged as it
+        // stands instead (9.2, 9.3): no needless restart of the rollout.
+        let old_hash = old.str(Field::DesiredSpecHash);
+        let resumed = is_block_reason(old.ready_reason())
+            && old.str(Field::AppliedSpecHash) == Some(hash.as_str());
+        let idle = !matches!(phase, Some(Phase::RollingOut) | Some(Phase::Ready));
+        if old_hash != Some(hash.as_str()) || (idle && !resumed) {
+            let reason = match old_hash {
+                Some(h) if h != hash => Reason::SpecChanged,
+                _ => Reason::InitialRollout,
+            };
+            self.start_rollout(&s, &hash, reason);
+            return;
+        }
+        let Some(d) = self.obs.deployment(&s.target.name) else {
+            return;
+        };
+        let gen = old.int(Field::TargetDeploymentGeneration).unwrap_or(0);
+        // 8. The rollout failed.
+        if old.get(Field::TargetDeploymentGeneration).is_some() && judge::failed(d, gen) {
+            self.event(
+                EventReason::RolloutFailed,
+                format!(
+                    "Rollout of {} to Deployment {} missed its progress deadline",
+                    s.version, s.target.name
+                ),
+            );
+            let last = old
+                .get(Field::LastSuccessfulSpec)
+                .and_then(|v| DesiredSpec::from_snapshot(&m.name, v));
+            match last {
+                Some(l) if s.rollout.rollback_on_failure && self.blocked(&l).is_none() => {
+                    self.begin_rollback(&l, &hash, format!("automatic:{}", s.version));
+                    let msg = format!("rolling back to {}", l.version);
+                    self.conds([
+                        cond(
+                            false,
+                            Reason::RolledBack,
+                            format!("{} failed; rolling back to {}", s.version, l.version),
+                        ),
+                        cond(true, Reason::RollbackInProgress, msg.clone()),
+                        cond(
+                            true,
+                            Reason::RolloutFailed,
+                            format!(
+                                "{} missed the progress deadline of Deployment {}",
+                                s.version, s.target.name
+                            ),
+                        ),
+                        cond(false, Reason::RollbackInProgress, msg),
+                    ]);
+                }
+                _ => {
+                    self.plan.new.set_phase(Phase::Failed);
+                    self.set_str(Field::FailedSpecHash, &hash);
+                    self.rollout_failed_conds(&s);
+                }
+            }
+            return;
+        }
+        // 9. The ConfigMap drifted.
+        let cm_ok = self
+            .obs
+            .config_map(&s.manifest_config_map_name)
+            .map(|cm| judge::cm_content_matches(cm, &s))
+            .unwrap_or(false);
+        if !cm_ok {
+            self.start_rollout(&s, &hash, Reason::DriftCorrected);
+            return;
+        }
+        let matches = judge::matches(d, &s, &self.owner);
+        // 10. Done.
+        if matches && judge::ready(d, s.replicas, gen) {
+            if phase != Some(Phase::Ready) {
+                self.plan.new.set_phase(Phase::Ready);
+                self.set_str(Field::ActiveVersion, &s.version);
+                let spec_json = s.to_json();
+                if let Some(last) = old.get(Field::LastSuccessfulSpec) {
+                    if *last != spec_json {
+                        self.plan
+                            .new
+                            .set(Field::PreviousSuccessfulSpec, last.clone());
+                    }
+                }
+                self.plan.new.set(Field::LastSuccessfulSpec, spec_json);
+                for f in [
+                    Field::FailedSpecHash,
+                    Field::RollbackSpec,
+                    Field::RollbackRequest,
+                ] {
+                    self.plan.new.clear(f);
+                }
+                self.conds([
+                    cond(
+                        true,
+                        Reason::RolloutSucceeded,
+                        format!("{} is serving", s.version),
+                    ),
+                    cond(
+                        false,
+                        Reason::RolloutComplete,
+                        format!("rollout of {} complete", s.version),
+                    ),
+                    cond(false, Reason::Healthy, "no failure"),
+                    cond(false, Reason::NotRequested, NO_ROLLBACK),
+                ]);
+                self.event(
+                    EventReason::RolloutSucceeded,
+                    format!("Deployment {} is serving {}", s.target.name, s.version),
+                );
+            }
+            self.claim_if_needed(d);
+            return;
+        }
+        // 11. Drift, or still rolling out.
+        if !matches {
+            self.start_rollout(&s, &hash, Reason::DriftCorrected);
+            return;
+        }
+        self.plan.new.set_phase(Phase::RollingOut);
+        self.conds([
+            cond(
+                false,
+                Reason::RolloutInProgress,
+                format!("rolling out {}", s.version),
+            ),
+            cond(
+                true,
+                Reason::DeploymentProgressing,
+                format!(
+                    "waiting for Deployment {} to roll out {}",
+                    s.target.name, s.version
+                ),
+            ),
+            cond(false, Reason::Healthy, "no failure"),
+            cond(false, Reason::NotRequested, NO_ROLLBACK),
+        ]);
+        self.claim_if_needed(d);
+    }
+
+    /// A Deployment we own but have not labelled (adopted from the
+    /// reference operator): add the label only, no spec change.
+    fn claim_if_needed(&mut self, d: &DeploymentView) {
+        let writes_it = self
+            .plan
+            .writes
+            .iter()
+            .any(|w| matches!(w, Write::PatchDeployment { name, .. } if *name == d.name));
+        if !writes_it && !d.claimed && d.owner.as_deref() == Some(self.owner.as_str()) {
+            self.plan.writes.push(Write::PatchDeployment {
+                name: d.name.clone(),
+                body: patches::deployment_claim(),
+                sets_target: false,
+            });
+        }
+    }
+
+    /// Keep a finalizer on every resource the operator acts on, added
+    /// before the first write that will need cleanup.
+    fn ensure_finalizer(&mut self) {
+        let has = self
+            .m
+            .finalizers
+            .iter()
+            .any(|f| f == FINALIZER || f == KOPF_FINALIZER);
+        let acted = self.plan.old.get(Field::AppliedSpecHash).is_some();
+        if has || (self.plan.writes.is_empty() && !acted) {
+            return;
+        }
+        let mut finalizers = self.m.finalizers.clone();
+        finalizers.push(FINALIZER.to_string());
+        self.plan
+            .writes
+            .insert(0, Write::AddFinalizer { finalizers });
+    }
+}
+
+fn is_block_reason(r: Option<Reason>) -> bool {
+    matches!(
+        r,
+        Some(
+            Reason::TargetNotFound
+                | Reason::ContainerNotFound
+                | Reason::TargetConflict
+                | Reason::ConfigMapConflict
+                | Reason::RollbackTargetUnavailable
+                | Reason::InvalidSpec
+        )
+    )
+}
+
+/// The plan for one pass over `obs.model`.
+pub fn plan(obs: Observed<'_>) -> Plan {
+    if obs.model.deleting {
+        return super::delete::plan_delete(obs);
+    }
+    let old = StatusDoc::from_value(obs.model.status.as_ref());
+    let mut pass = Pass {
+        obs,
+        m: obs.model,
+        owner: obs.model.owner(),
+        plan: Plan::bare(old),
+    };
+    pass.run();
+    pass.ensure_finalizer();
+    pass.plan
+}

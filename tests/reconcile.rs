@@ -1,0 +1,1369 @@
+//! The pure core against the contract: a row test for each case of sections
+//! 6, 7 and 9, and the walk-throughs, asserting the full status and the
+//! planned writes at every step. A small in-memory "world" carries plans out
+//! with the simulated API server's merge implementations, as the controller
+//! would against a real server.
+
+mod common;
+
+use common::*;
+use kubesim::patch::{merge_patch, strategic_merge};
+use openmed_operator::model::names::event_name;
+use openmed_operator::model::spec::empty_manifest_hash;
+use openmed_operator::model::{validate, EventReason};
+use openmed_operator::reconcile::{
+    lookups, plan, ConfigMapView, DeploymentView, ModelView, Observed, Plan, Write,
+};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// What a step wrote, in order, as short tags: F+ finalizer added, CM+
+/// ConfigMap created, CM~ ConfigMap patched, D~ Deployment patched, CM-
+/// ConfigMap deleted, F- finalizer released, S status patched.
+type Tags = Vec<&'static str>;
+
+struct World {
+    model: Value,
+    deployment: Option<Value>,
+    config_maps: BTreeMap<String, Value>,
+    /// Event names posted, with reasons, in order.
+    events: Vec<(String, EventReason)>,
+    clock: u64,
+    rv: u64,
+    uid_seq: u64,
+}
+
+impl World {
+    fn new(spec: Value) -> World {
+        World {
+            model: model(spec),
+            deployment: Some(deployment()),
+            config_maps: BTreeMap::new(),
+            events: Vec::new(),
+            clock: 0,
+            rv: 200,
+            uid_seq: 0,
+        }
+    }
+
+    fn now(&self) -> String {
+        format!(
+            "2026-11-30T00:{:02}:{:02}Z",
+            self.clock / 60,
+            self.clock % 60
+        )
+    }
+
+    fn bump_rv(&mut self) -> String {
+        self.rv += 1;
+        self.rv.to_string()
+    }
+
+    fn view(&self) -> (ModelView, Vec<DeploymentView>, Vec<ConfigMapView>) {
+        let m = ModelView::from_json(&self.model).unwrap();
+        let l = lookups(&m);
+        let ds = self
+            .deployment
+            .iter()
+            .filter(|d| {
+                l.deployments
+                    .iter()
+                    .any(|n| d["metadata"]["name"] == n.as_str())
+            })
+            .map(|d| DeploymentView::from_json(d).unwrap())
+            .collect();
+        let cms = l
+            .config_maps
+            .iter()
+            .filter_map(|n| self.config_maps.get(n))
+            .map(|c| ConfigMapView::from_json(c).unwrap())
+            .collect();
+        (m, ds, cms)
+    }
+
+    fn plan(&self) -> Plan {
+        let (m, ds, cms) = self.view();
+        let now = self.now();
+        plan(Observed {
+            model: &m,
+            deployments: &ds,
+            config_maps: &cms,
+            now: &now,
+        })
+    }
+
+    /// One pass: plan, then carry it out as the controller would.
+    fn step(&mut self) -> (Tags, Vec<EventReason>) {
+        self.clock += 1;
+        let p = self.plan();
+        let mut tags = Vec::new();
+        let mut patched_gen = None;
+        for w in &p.writes {
+            match w {
+                Write::AddFinalizer { finalizers } => {
+                    self.model["metadata"]["finalizers"] = json!(finalizers);
+                    self.model["metadata"]["resourceVersion"] = json!(self.bump_rv());
+                    tags.push("F+");
+                }
+                Write::RemoveFinalizers { finalizers } => {
+                    self.model["metadata"]["finalizers"] = json!(finalizers);
+                    tags.push("F-");
+                }
+                Write::CreateConfigMap { body } => {
+                    let name = body["metadata"]["name"].as_str().unwrap().to_string();
+                    assert!(
+                        !self.config_maps.contains_key(&name),
+                        "create of an existing ConfigMap"
+                    );
+                    self.uid_seq += 1;
+                    let mut cm = body.clone();
+                    cm["metadata"]["uid"] = json!(format!("cm-uid-{}", self.uid_seq));
+                    self.config_maps.insert(name, cm);
+                    tags.push("CM+");
+                }
+                Write::PatchConfigMap { name, body } => {
+                    let cm = self
+                        .config_maps
+                        .get(name)
+                        .expect("patch of a missing ConfigMap");
+                    let next = merge_patch(cm, body);
+                    self.config_maps.insert(name.clone(), next);
+                    tags.push("CM~");
+                }
+                Write::DeleteConfigMap { name, uid } => {
+                    let cm = self
+                        .config_maps
+                        .remove(name)
+                        .expect("delete of a missing ConfigMap");
+                    assert_eq!(cm["metadata"]["uid"], uid.as_str());
+                    tags.push("CM-");
+                }
+                Write::PatchDeployment {
+                    name,
+                    body,
+                    sets_target,
+                } => {
+                    let d = self
+                        .deployment
+                        .as_ref()
+                        .expect("patch of a missing Deployment");
+                    assert_eq!(d["metadata"]["name"], name.as_str());
+                    let mut next = strategic_merge(d, body).unwrap();
+                    if next["spec"] != d["spec"] {
+                        let g = d["metadata"]["generation"].as_i64().unwrap() + 1;
+                        next["metadata"]["generation"] = json!(g);
+                    }
+                    if *sets_target {
+                        patched_gen = next["metadata"]["generation"].as_i64();
+                    }
+                    self.deployment = Some(next);
+                    tags.push("D~");
+                }
+            }
+        }
+        let rv = self.model["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        if let Some(body) = p.status_patch(patched_gen, &rv) {
+            assert_eq!(
+                body["metadata"]["resourceVersion"],
+                rv.as_str(),
+                "status patch must carry the resourceVersion"
+            );
+            let status = merge_patch(
+                self.model.get("status").unwrap_or(&Value::Null),
+                &body["status"],
+            );
+            self.model["status"] = status;
+            self.model["metadata"]["resourceVersion"] = json!(self.bump_rv());
+            tags.push("S");
+        }
+        let mut posted = Vec::new();
+        let generation = self.model["metadata"]["generation"].as_i64().unwrap();
+        for e in p.events_to_post(patched_gen) {
+            let name = event_name(NAME, e.reason.as_str(), generation);
+            if !self.events.iter().any(|(n, _)| *n == name) {
+                self.events.push((name, e.reason));
+            }
+            posted.push(e.reason);
+        }
+        (tags, posted)
+    }
+
+    fn status(&self) -> &Value {
+        &self.model["status"]
+    }
+
+    fn conds(&self) -> Vec<String> {
+        self.status()["conditions"]
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| {
+                        format!(
+                            "{}:{}",
+                            if c["status"] == "True" { "T" } else { "F" },
+                            c["reason"].as_str().unwrap()
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn set_spec(&mut self, spec: Value) {
+        self.model["spec"] = spec;
+        let g = self.model["metadata"]["generation"].as_i64().unwrap() + 1;
+        self.model["metadata"]["generation"] = json!(g);
+    }
+
+    fn annotate(&mut self, key: &str, value: Option<&str>) {
+        match value {
+            Some(v) => self.model["metadata"]["annotations"][key] = json!(v),
+            None => {
+                if let Some(a) = self.model["metadata"]["annotations"].as_object_mut() {
+                    a.remove(key);
+                }
+            }
+        }
+    }
+
+    fn dep(&mut self) -> &mut Value {
+        self.deployment.as_mut().unwrap()
+    }
+
+    /// The Deployment controller finishes the rollout of the current spec.
+    fn rollout_completes(&mut self) {
+        let d = self.dep();
+        let g = d["metadata"]["generation"].clone();
+        let r = d["spec"]["replicas"].clone();
+        d["status"] = json!({
+            "observedGeneration": g, "replicas": r, "updatedReplicas": r, "readyReplicas": r, "availableReplicas": r,
+            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+                           {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}],
+        });
+    }
+
+    /// The Deployment controller has seen the new spec but pods are not ready yet.
+    fn rollout_progressing(&mut self) {
+        let d = self.dep();
+        let g = d["metadata"]["generation"].clone();
+        let r = d["spec"]["replicas"].as_i64().unwrap();
+        d["status"] = json!({
+            "observedGeneration": g, "replicas": r + 1, "updatedReplicas": 1, "readyReplicas": r, "availableReplicas": r,
+            "conditions": [{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}],
+        });
+    }
+
+    /// The rollout of the current generation misses its deadline.
+    fn rollout_misses_deadline(&mut self) {
+        let d = self.dep();
+        let g = d["metadata"]["generation"].clone();
+        let r = d["spec"]["replicas"].as_i64().unwrap();
+        d["status"] = json!({
+            "observedGeneration": g, "replicas": r + 1, "updatedReplicas": 1, "readyReplicas": r, "availableReplicas": r,
+            "unavailableReplicas": 1,
+            "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}],
+        });
+    }
+
+    fn delete(&mut self) {
+        self.model["metadata"]["deletionTimestamp"] = json!(self.now());
+        let g = self.model["metadata"]["generation"].as_i64().unwrap() + 1;
+        self.model["metadata"]["generation"] = json!(g);
+    }
+
+    fn preload_env(&self) -> Value {
+        self.deployment.as_ref().unwrap()["spec"]["template"]["spec"]["containers"][0]["env"][1]
+            .clone()
+    }
+
+    /// Run to Ready on `version` from wherever the world is (one pass to
+    /// start, the controller completes, one pass to see it).
+    fn converge(&mut self) {
+        self.step();
+        self.rollout_completes();
+        self.step();
+        assert_eq!(self.status()["phase"], "Ready", "{:#}", self.status());
+    }
+}
+
+fn hash_of(spec: &Value) -> String {
+    validate(NAME, Some(spec)).unwrap().hash()
+}
+
+fn manifest_hash_of(spec: &Value) -> String {
+    validate(NAME, Some(spec)).unwrap().manifest_hash()
+}
+
+/// Assert the whole status: every field of contract section 5.
+#[allow(clippy::too_many_arguments)]
+fn assert_status(
+    w: &World,
+    phase: &str,
+    desired: &Value,
+    active: Option<&str>,
+    applied: Option<&Value>,
+    failed: Option<&Value>,
+    last: Option<&Value>,
+    prev: Option<&Value>,
+    rollback: Option<&Value>,
+    request: Option<&str>,
+    count: i64,
+    conds: [&str; 4],
+) {
+    let s = w.status();
+    let to_json = |sp: &Value| validate(NAME, Some(sp)).unwrap().to_json();
+    assert_eq!(s["phase"], phase, "{s:#}");
+    assert_eq!(
+        s["observedGeneration"], w.model["metadata"]["generation"],
+        "{s:#}"
+    );
+    assert_eq!(s["desiredVersion"], desired["version"], "{s:#}");
+    assert_eq!(s["desiredSpecHash"], hash_of(desired).as_str());
+    assert_eq!(s["manifestHash"], manifest_hash_of(desired).as_str());
+    assert_eq!(s["activeVersion"].as_str(), active, "{s:#}");
+    assert_eq!(
+        s["appliedSpecHash"].as_str(),
+        applied.map(hash_of).as_deref(),
+        "{s:#}"
+    );
+    assert_eq!(
+        s["failedSpecHash"].as_str(),
+        failed.map(hash_of).as_deref(),
+        "{s:#}"
+    );
+    assert_eq!(
+        s.get("lastSuccessfulSpec").filter(|v| !v.is_null()),
+        last.map(to_json).as_ref(),
+        "{s:#}"
+    );
+    assert_eq!(
+        s.get("previousSuccessfulSpec").filter(|v| !v.is_null()),
+        prev.map(to_json).as_ref(),
+        "{s:#}"
+    );
+    assert_eq!(
+        s.get("rollbackSpec").filter(|v| !v.is_null()),
+        rollback.map(to_json).as_ref(),
+        "{s:#}"
+    );
+    assert_eq!(s["rollbackRequest"].as_str(), request, "{s:#}");
+    assert_eq!(s["rollbackCount"], count, "{s:#}");
+    assert_eq!(w.conds(), conds, "{s:#}");
+    if applied.is_some() {
+        assert_eq!(
+            s["targetDeploymentGeneration"],
+            w.deployment.as_ref().unwrap()["metadata"]["generation"]
+        );
+    }
+    for c in s["conditions"].as_array().unwrap() {
+        assert_eq!(c["observedGeneration"], w.model["metadata"]["generation"]);
+        assert!(c["lastTransitionTime"].as_str().unwrap().ends_with('Z'));
+        assert!(!c["message"].as_str().unwrap().is_empty());
+    }
+}
+
+const READY: [&str; 4] = [
+    "T:RolloutSucceeded",
+    "F:RolloutComplete",
+    "F:Healthy",
+    "F:NotRequested",
+];
+
+fn started(reason: &'static str) -> [&'static str; 4] {
+    ["F:RolloutStarted", reason, "F:Healthy", "F:NotRequested"]
+}
+
+// ---------------------------------------------------------------- walk-throughs
+
+#[test]
+fn first_rollout_to_ready_then_a_pass_that_plans_nothing() {
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_status(
+        &w,
+        "RollingOut",
+        &s1,
+        None,
+        Some(&s1),
+        None,
+        None,
+        None,
+        None,
+        None,
+        0,
+        started("T:InitialRollout"),
+    );
+    assert_eq!(
+        w.model["metadata"]["finalizers"],
+        json!(["openmed.ai/finalizer"])
+    );
+    assert_eq!(
+        w.preload_env()["valueFrom"]["configMapKeyRef"]["name"],
+        "openmed-service-model-manifest"
+    );
+    let cm = &w.config_maps["openmed-service-model-manifest"];
+    assert_eq!(cm["data"]["OPENMED_SERVICE_PRELOAD_MODELS"], V1);
+
+    // The controller has seen it, pods not ready: still rolling out, no write.
+    w.rollout_progressing();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert!(ev.is_empty());
+    assert_status(
+        &w,
+        "RollingOut",
+        &s1,
+        None,
+        Some(&s1),
+        None,
+        None,
+        None,
+        None,
+        None,
+        0,
+        [
+            "F:RolloutInProgress",
+            "T:DeploymentProgressing",
+            "F:Healthy",
+            "F:NotRequested",
+        ],
+    );
+    let (tags, _) = w.step();
+    assert!(tags.is_empty(), "{tags:?}");
+
+    w.rollout_completes();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::RolloutSucceeded]);
+    assert_status(
+        &w,
+        "Ready",
+        &s1,
+        Some(V1),
+        Some(&s1),
+        None,
+        Some(&s1),
+        None,
+        None,
+        None,
+        0,
+        READY,
+    );
+
+    // Converged: a pass plans no write, no status patch, no Event.
+    let p = w.plan();
+    assert!(p.is_noop(), "{p:?}");
+    assert!(p.events_to_post(None).is_empty());
+    let (tags, ev) = w.step();
+    assert!(tags.is_empty() && ev.is_empty());
+    let before = w.status().clone();
+    w.clock += 100;
+    w.step();
+    assert_eq!(
+        w.status(),
+        &before,
+        "lastTransitionTime must not move without a change"
+    );
+}
+
+#[test]
+fn configmap_tampered_then_drift_corrected() {
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.config_maps
+        .get_mut("openmed-service-model-manifest")
+        .unwrap()["data"]["OPENMED_SERVICE_PRELOAD_MODELS"] = json!("evil/model");
+    let gen_before = w.deployment.as_ref().unwrap()["metadata"]["generation"].clone();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "S"], "only the ConfigMap needs fixing");
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_status(
+        &w,
+        "RollingOut",
+        &s1,
+        Some(V1),
+        Some(&s1),
+        None,
+        Some(&s1),
+        None,
+        None,
+        None,
+        0,
+        started("T:DriftCorrected"),
+    );
+    assert_eq!(
+        w.config_maps["openmed-service-model-manifest"]["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
+        V1
+    );
+    assert_eq!(
+        w.deployment.as_ref().unwrap()["metadata"]["generation"],
+        gen_before
+    );
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_status(
+        &w,
+        "Ready",
+        &s1,
+        Some(V1),
+        Some(&s1),
+        None,
+        Some(&s1),
+        None,
+        None,
+        None,
+        0,
+        READY,
+    );
+
+    // Deleted outright: recreated.
+    w.config_maps.clear();
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["CM+", "S"]);
+}
+
+#[test]
+fn deployment_tampered_then_drift_corrected() {
+    let s1 = spec(V1);
+    for tamper in ["replicas", "env", "hash"] {
+        let mut w = World::new(s1.clone());
+        w.converge();
+        match tamper {
+            "replicas" => w.dep()["spec"]["replicas"] = json!(7),
+            "env" => {
+                w.dep()["spec"]["template"]["spec"]["containers"][0]["env"]
+                    .as_array_mut()
+                    .unwrap()
+                    .remove(1);
+            }
+            _ => {
+                w.dep()["spec"]["template"]["metadata"]["annotations"]
+                    ["openmed.ai/model-manifest-hash"] = json!("sha256:0")
+            }
+        }
+        let g = w.dep()["metadata"]["generation"].as_i64().unwrap() + 1;
+        w.dep()["metadata"]["generation"] = json!(g);
+        let (tags, ev) = w.step();
+        assert_eq!(tags, ["D~", "S"], "{tamper}");
+        assert_eq!(ev, [EventReason::RolloutStarted]);
+        assert_status(
+            &w,
+            "RollingOut",
+            &s1,
+            Some(V1),
+            Some(&s1),
+            None,
+            Some(&s1),
+            None,
+            None,
+            None,
+            0,
+            started("T:DriftCorrected"),
+        );
+        assert_eq!(w.dep()["spec"]["replicas"], 2);
+        assert_eq!(
+            w.preload_env()["valueFrom"]["configMapKeyRef"]["key"],
+            "OPENMED_SERVICE_PRELOAD_MODELS"
+        );
+        w.rollout_completes();
+        w.step();
+        assert_status(
+            &w,
+            "Ready",
+            &s1,
+            Some(V1),
+            Some(&s1),
+            None,
+            Some(&s1),
+            None,
+            None,
+            None,
+            0,
+            READY,
+        );
+    }
+}
+
+#[test]
+fn v2_misses_its_deadline_rolls_back_automatically() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_status(
+        &w,
+        "RollingOut",
+        &s2,
+        Some(V1),
+        Some(&s2),
+        None,
+        Some(&s1),
+        None,
+        None,
+        None,
+        0,
+        started("T:SpecChanged"),
+    );
+
+    w.rollout_misses_deadline();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_eq!(
+        ev,
+        [EventReason::RolloutFailed, EventReason::RollbackStarted]
+    );
+    let auto = format!("automatic:{V2}");
+    assert_status(
+        &w,
+        "RolledBack",
+        &s2,
+        Some(V1),
+        Some(&s1),
+        Some(&s2),
+        Some(&s1),
+        None,
+        Some(&s1),
+        Some(auto.as_str()),
+        1,
+        [
+            "F:RolledBack",
+            "T:RollbackInProgress",
+            "T:RolloutFailed",
+            "F:RollbackInProgress",
+        ],
+    );
+    assert_eq!(
+        w.config_maps["openmed-service-model-manifest"]["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
+        V1
+    );
+
+    w.rollout_completes();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::RollbackSucceeded]);
+    assert_status(
+        &w,
+        "RolledBack",
+        &s2,
+        Some(V1),
+        Some(&s1),
+        Some(&s2),
+        Some(&s1),
+        None,
+        Some(&s1),
+        Some(auto.as_str()),
+        1,
+        [
+            "F:RolledBack",
+            "F:RollbackComplete",
+            "T:DesiredVersionFailed",
+            "T:RollbackSucceeded",
+        ],
+    );
+    // The failed spec is not retried by itself.
+    assert!(w.plan().is_noop());
+
+    // The user fixes the spec: a new rollout.
+    let s3 = spec(V3);
+    w.set_spec(s3.clone());
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_status(
+        &w,
+        "RollingOut",
+        &s3,
+        Some(V1),
+        Some(&s3),
+        None,
+        Some(&s1),
+        None,
+        None,
+        None,
+        1,
+        started("T:SpecChanged"),
+    );
+    w.rollout_completes();
+    w.step();
+    assert_status(
+        &w,
+        "Ready",
+        &s3,
+        Some(V3),
+        Some(&s3),
+        None,
+        Some(&s3),
+        Some(&s1),
+        None,
+        None,
+        1,
+        READY,
+    );
+}
+
+#[test]
+fn rollback_also_fails_terminal_failed_no_retry() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    w.rollout_misses_deadline();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::RollbackFailed]);
+    let auto = format!("automatic:{V2}");
+    assert_status(
+        &w,
+        "Failed",
+        &s2,
+        Some(V1),
+        Some(&s1),
+        Some(&s2),
+        Some(&s1),
+        None,
+        Some(&s1),
+        Some(auto.as_str()),
+        1,
+        [
+            "F:RollbackFailed",
+            "F:ProgressDeadlineExceeded",
+            "T:RollbackFailed",
+            "F:RollbackFailed",
+        ],
+    );
+    for _ in 0..3 {
+        let (tags, ev) = w.step();
+        assert!(tags.is_empty() && ev.is_empty(), "{tags:?} {ev:?}");
+    }
+}
+
+#[test]
+fn rollback_disabled_gives_failed() {
+    let s1 = spec(V1);
+    let mut s2 = spec(V2);
+    s2["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::RolloutFailed]);
+    assert_status(
+        &w,
+        "Failed",
+        &s2,
+        Some(V1),
+        Some(&s2),
+        Some(&s2),
+        Some(&s1),
+        None,
+        None,
+        None,
+        0,
+        [
+            "F:RolloutFailed",
+            "F:ProgressDeadlineExceeded",
+            "T:RolloutFailed",
+            "F:RollbackDisabled",
+        ],
+    );
+    assert!(w.plan().is_noop());
+}
+
+#[test]
+fn first_rollout_failing_has_nothing_to_roll_back_to() {
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RolloutFailed]);
+    assert_status(
+        &w,
+        "Failed",
+        &s1,
+        None,
+        Some(&s1),
+        Some(&s1),
+        None,
+        None,
+        None,
+        None,
+        0,
+        [
+            "F:RolloutFailed",
+            "F:ProgressDeadlineExceeded",
+            "T:RolloutFailed",
+            "F:RollbackDisabled",
+        ],
+    );
+}
+
+#[test]
+fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.converge();
+    assert_status(
+        &w,
+        "Ready",
+        &s2,
+        Some(V2),
+        Some(&s2),
+        None,
+        Some(&s2),
+        Some(&s1),
+        None,
+        None,
+        0,
+        READY,
+    );
+
+    w.annotate("openmed.ai/rollback-to", Some(&format!(" {V1} ")));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RollbackStarted]);
+    let manual = format!("manual:{V1}");
+    assert_status(
+        &w,
+        "RolledBack",
+        &s2,
+        Some(V1),
+        Some(&s1),
+        Some(&s2),
+        Some(&s2),
+        Some(&s1),
+        Some(&s1),
+        Some(manual.as_str()),
+        1,
+        [
+            "F:ManualRollback",
+            "T:RollbackInProgress",
+            "T:ManualRollback",
+            "F:RollbackInProgress",
+        ],
+    );
+
+    w.rollout_completes();
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackSucceeded]);
+    assert_status(
+        &w,
+        "RolledBack",
+        &s2,
+        Some(V1),
+        Some(&s1),
+        Some(&s2),
+        Some(&s2),
+        Some(&s1),
+        Some(&s1),
+        Some(manual.as_str()),
+        1,
+        [
+            "F:RolledBack",
+            "F:RollbackComplete",
+            "T:DesiredVersionFailed",
+            "T:RollbackSucceeded",
+        ],
+    );
+    assert!(w.plan().is_noop(), "a completed manual rollback is stable");
+
+    // The user makes it permanent.
+    w.set_spec(s1.clone());
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["S"], "the Deployment already serves v1");
+    assert_status(
+        &w,
+        "RollingOut",
+        &s1,
+        Some(V1),
+        Some(&s1),
+        None,
+        Some(&s2),
+        Some(&s1),
+        None,
+        None,
+        1,
+        started("T:SpecChanged"),
+    );
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RolloutSucceeded]);
+    assert_status(
+        &w,
+        "Ready",
+        &s1,
+        Some(V1),
+        Some(&s1),
+        None,
+        Some(&s1),
+        Some(&s2),
+        None,
+        None,
+        1,
+        READY,
+    );
+}
+
+#[test]
+fn manual_rollback_to_an_unretained_version_is_rejected_then_cleared() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.converge();
+    let ready_status = w.status().clone();
+
+    w.annotate("openmed.ai/rollback-to", Some("OpenMed/never-deployed"));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"], "a rejected rollback writes nothing but status");
+    assert_eq!(ev, [EventReason::RollbackRejected]);
+    assert_status(
+        &w,
+        "Failed",
+        &s2,
+        Some(V2),
+        Some(&s2),
+        None,
+        Some(&s2),
+        Some(&s1),
+        None,
+        Some("manual:OpenMed/never-deployed"),
+        0,
+        [
+            "F:RollbackTargetUnavailable",
+            "F:Blocked",
+            "T:RollbackTargetUnavailable",
+            "F:RollbackRejected",
+        ],
+    );
+    let (tags, _) = w.step();
+    assert!(tags.is_empty());
+
+    // 9.3: removing the annotation returns the resource to where it was.
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(w.status()["phase"], "Ready");
+    assert_eq!(w.conds(), READY);
+    assert!(w.status()["rollbackRequest"].is_null());
+    assert_eq!(
+        w.status()["lastSuccessfulSpec"],
+        ready_status["lastSuccessfulSpec"]
+    );
+    assert_eq!(
+        w.status()["previousSuccessfulSpec"],
+        ready_status["previousSuccessfulSpec"]
+    );
+
+    // Correcting it to a retained version is a manual rollback.
+    w.annotate("openmed.ai/rollback-to", Some("OpenMed/never-deployed"));
+    w.step();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackStarted]);
+    assert_eq!(w.status()["phase"], "RolledBack");
+}
+
+#[test]
+fn target_not_found_then_the_deployment_appears() {
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    let d = w.deployment.take();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"], "nothing acted on: no finalizer, no ConfigMap");
+    assert_eq!(ev, [EventReason::TargetNotFound]);
+    let s = w.status();
+    assert_eq!(s["phase"], "Pending");
+    assert_eq!(s["desiredSpecHash"], hash_of(&s1).as_str());
+    assert!(s["appliedSpecHash"].is_null());
+    assert_eq!(
+        w.conds(),
+        [
+            "F:TargetNotFound",
+            "F:Blocked",
+            "T:TargetNotFound",
+            "F:NotRequested"
+        ]
+    );
+    assert!(w.model["metadata"]["finalizers"].is_null());
+    let (tags, ev) = w.step();
+    assert!(
+        tags.is_empty() && ev.is_empty(),
+        "a repeated block writes nothing"
+    );
+
+    w.deployment = d;
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_status(
+        &w,
+        "RollingOut",
+        &s1,
+        None,
+        Some(&s1),
+        None,
+        None,
+        None,
+        None,
+        None,
+        0,
+        started("T:InitialRollout"),
+    );
+}
+
+#[test]
+fn container_not_found_and_target_conflict_clear_by_themselves() {
+    let s1 = spec(V1);
+    // Container missing at first.
+    let mut w = World::new(s1.clone());
+    w.dep()["spec"]["template"]["spec"]["containers"][0]["name"] = json!("renamed");
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::ContainerNotFound]);
+    assert_eq!(w.status()["phase"], "Failed");
+    assert!(
+        w.status()["failedSpecHash"].is_null(),
+        "a block is not a failed spec"
+    );
+    assert_eq!(
+        w.conds(),
+        [
+            "F:ContainerNotFound",
+            "F:Blocked",
+            "T:ContainerNotFound",
+            "F:NotRequested"
+        ]
+    );
+    w.dep()["spec"]["template"]["spec"]["containers"][0]["name"] = json!("openmed-service");
+    w.converge();
+
+    // Another resource claims the Deployment: conflict, then it lets go.
+    w.dep()["metadata"]["annotations"]["openmed.ai/model-resource"] = json!("openmed/other");
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::TargetConflict]);
+    assert_eq!(w.status()["phase"], "Failed");
+    assert_eq!(
+        w.conds(),
+        [
+            "F:TargetConflict",
+            "F:Blocked",
+            "T:TargetConflict",
+            "F:NotRequested"
+        ]
+    );
+    assert!(w.status()["failedSpecHash"].is_null());
+    w.dep()["metadata"]["annotations"]["openmed.ai/model-resource"] =
+        json!("openmed/openmed-service");
+    let (tags, _) = w.step();
+    assert_eq!(
+        tags,
+        ["S"],
+        "judged as it stands: still ours, still serving"
+    );
+    assert_status(
+        &w,
+        "Ready",
+        &s1,
+        Some(V1),
+        Some(&s1),
+        None,
+        Some(&s1),
+        None,
+        None,
+        None,
+        0,
+        READY,
+    );
+}
+
+#[test]
+fn a_block_over_a_failed_spec_shows_the_failure_again_when_it_clears() {
+    let s1 = spec(V1);
+    let mut s2 = spec(V2);
+    s2["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    let failed = w.status().clone();
+    w.dep()["spec"]["template"]["spec"]["containers"][0]["name"] = json!("renamed");
+    w.step();
+    assert_eq!(w.conds()[0], "F:ContainerNotFound");
+    w.dep()["spec"]["template"]["spec"]["containers"][0]["name"] = json!("openmed-service");
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(
+        w.status()["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["reason"])
+            .collect::<Vec<_>>(),
+        failed["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["reason"])
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_foreign_configmap_is_reported_and_never_written() {
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    let foreign = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "openmed-service-model-manifest", "namespace": NS, "uid": "foreign"}, "data": {"x": "y"}});
+    w.config_maps
+        .insert("openmed-service-model-manifest".into(), foreign.clone());
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::ConfigMapConflict]);
+    assert_eq!(w.status()["phase"], "Failed");
+    assert_eq!(
+        w.conds(),
+        [
+            "F:ConfigMapConflict",
+            "F:Blocked",
+            "T:ConfigMapConflict",
+            "F:NotRequested"
+        ]
+    );
+    assert_eq!(w.config_maps["openmed-service-model-manifest"], foreign);
+    assert_eq!(
+        w.dep()["metadata"]["generation"],
+        1,
+        "the Deployment is not touched either"
+    );
+    // Deleting it clears the block.
+    w.config_maps.clear();
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
+}
+
+#[test]
+fn invalid_spec_touches_nothing_and_names_the_field() {
+    let v: Value = serde_json::from_str(include_str!("fixtures/vectors.json")).unwrap();
+    for (label, case) in v["invalid"].as_object().unwrap() {
+        let mut w = World::new(case["resource"]["spec"].clone());
+        let (tags, ev) = w.step();
+        assert_eq!(tags, ["S"], "{label}");
+        assert!(ev.is_empty(), "{label}");
+        assert_eq!(w.status()["phase"], "Failed", "{label}");
+        assert_eq!(
+            w.conds(),
+            [
+                "F:InvalidSpec",
+                "F:Blocked",
+                "T:InvalidSpec",
+                "F:NotRequested"
+            ],
+            "{label}"
+        );
+        let msg = w.status()["conditions"][0]["message"].as_str().unwrap();
+        assert!(
+            msg.contains(case["field_hint"].as_str().unwrap()),
+            "{label}: {msg}"
+        );
+        assert!(w.config_maps.is_empty());
+        assert_eq!(w.dep()["metadata"]["generation"], 1);
+    }
+}
+
+#[test]
+fn an_invalid_edit_then_a_fix_resumes() {
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    w.converge();
+    let mut bad = spec(V2);
+    bad["replicas"] = json!(0);
+    w.set_spec(bad);
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(w.status()["phase"], "Failed");
+    assert_eq!(
+        w.status()["activeVersion"],
+        V1,
+        "what is serving is still reported"
+    );
+    w.set_spec(s1.clone());
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_status(
+        &w,
+        "Ready",
+        &s1,
+        Some(V1),
+        Some(&s1),
+        None,
+        Some(&s1),
+        None,
+        None,
+        None,
+        0,
+        READY,
+    );
+}
+
+// ---------------------------------------------------------------- deletion (section 7, 9.4)
+
+fn delete_pass(w: &mut World) -> (Tags, Vec<EventReason>) {
+    w.delete();
+    w.step()
+}
+
+#[test]
+fn delete_of_an_owned_target() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.model["metadata"]["finalizers"] = json!(["other.io/keep", "openmed.ai/finalizer"]);
+    let (tags, ev) = delete_pass(&mut w);
+    assert_eq!(tags, ["D~", "CM-", "F-"]);
+    assert_eq!(ev, [EventReason::ModelRemoved]);
+    assert_eq!(w.model["metadata"]["finalizers"], json!(["other.io/keep"]));
+    assert!(w.config_maps.is_empty());
+    let d = w.deployment.as_ref().unwrap();
+    assert!(d["metadata"]["annotations"]
+        .get("openmed.ai/model-resource")
+        .is_none());
+    assert_eq!(
+        d["spec"]["template"]["metadata"]["annotations"]["openmed.ai/model-manifest-hash"],
+        empty_manifest_hash().as_str()
+    );
+    assert_eq!(
+        w.preload_env(),
+        json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "value": ""})
+    );
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][1]["env"][0]["value"],
+        "not-mine"
+    );
+    // Again (a retry after a partial failure): nothing of ours is left to do.
+    w.model["metadata"]["finalizers"] = json!(["openmed.ai/finalizer"]);
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["F-"]);
+}
+
+#[test]
+fn delete_with_foreign_ownership_leaves_things_untouched() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.dep()["metadata"]["annotations"]["openmed.ai/model-resource"] = json!("openmed/other");
+    w.dep()["spec"]["template"]["metadata"]["annotations"]["openmed.ai/model-resource"] =
+        json!("openmed/other");
+    let cm = w
+        .config_maps
+        .get_mut("openmed-service-model-manifest")
+        .unwrap();
+    cm["metadata"]["ownerReferences"] = json!([]);
+    let before_dep = w.deployment.clone();
+    let (tags, ev) = delete_pass(&mut w);
+    assert_eq!(tags, ["F-"]);
+    assert_eq!(ev, [EventReason::ModelRemovalSkipped]);
+    assert_eq!(w.deployment, before_dep);
+    assert!(w.config_maps.contains_key("openmed-service-model-manifest"));
+}
+
+#[test]
+fn delete_of_a_resource_with_an_invalid_spec_falls_back_to_what_was_applied() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let mut bad = spec(V1);
+    bad["tier"] = json!("Huge");
+    w.set_spec(bad);
+    w.step();
+    assert_eq!(w.status()["phase"], "Failed");
+    let (tags, ev) = delete_pass(&mut w);
+    assert_eq!(tags, ["D~", "CM-", "F-"]);
+    assert_eq!(ev, [EventReason::ModelRemoved]);
+}
+
+#[test]
+fn delete_with_nothing_applied_just_releases() {
+    let mut w = World::new(json!({"family": "PII"}));
+    w.model["metadata"]["finalizers"] = json!(["openmed.ai/finalizer"]);
+    let (tags, ev) = delete_pass(&mut w);
+    assert_eq!(tags, ["F-"]);
+    assert!(ev.is_empty());
+    assert_eq!(w.model["metadata"]["finalizers"], json!([]));
+}
+
+#[test]
+fn delete_recognises_the_kopf_finalizer() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.model["metadata"]["finalizers"] = json!(["kopf.zalando.org/KopfFinalizerMarker"]);
+    let (tags, _) = delete_pass(&mut w);
+    assert_eq!(tags, ["D~", "CM-", "F-"]);
+    assert_eq!(w.model["metadata"]["finalizers"], json!([]));
+}
+
+#[test]
+fn delete_without_our_finalizer_does_nothing() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.model["metadata"]["finalizers"] = json!(["other.io/keep"]);
+    let (tags, ev) = delete_pass(&mut w);
+    assert!(tags.is_empty() && ev.is_empty());
+}
+
+#[test]
+fn no_finalizer_is_added_once_deletion_has_begun() {
+    let mut w = World::new(spec(V1));
+    w.delete();
+    let p = w.plan();
+    assert!(p
+        .writes
+        .iter()
+        .all(|x| !matches!(x, Write::AddFinalizer { .. })));
+    assert!(p.is_noop());
+}
+
+// ---------------------------------------------------------------- 9.1 and migration
+
+#[test]
+fn a_resource_adopted_from_the_reference_operator_is_not_restarted() {
+    // Status, ConfigMap and Deployment as the reference operator leaves them.
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.model["metadata"]["finalizers"] = json!(["kopf.zalando.org/KopfFinalizerMarker"]);
+    if let Some(l) = w.dep()["metadata"]["labels"].as_object_mut() {
+        l.remove("openmed.ai/managed");
+    }
+    let gen = w.dep()["metadata"]["generation"].clone();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["D~"], "only the claim label is added");
+    assert!(ev.is_empty());
+    assert_eq!(w.dep()["metadata"]["generation"], gen, "no pod restart");
+    assert!(w.plan().is_noop());
+}
+
+#[test]
+fn a_lost_finalizer_is_put_back() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.model["metadata"]["finalizers"] = json!([]);
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["F+"]);
+}
