@@ -36,3 +36,12 @@ pub const CLAIM_LABEL: (&str, &str) = ("openmed.ai/managed", "true");
 pub const PRELOAD_ENV: &str = "OPENMED_SERVICE_PRELOAD_MODELS";
 /// The ConfigMap key holding the manifest.
 pub const MANIFEST_KEY: &str = "manifest.json";
+
+/// The OpenMedModel kind, for request paths.
+pub const RESOURCE: crate::kube::ResourceType = crate::kube::ResourceType {
+    group: GROUP,
+    version: VERSION,
+    plural: "openmedmodels",
+    kind: KIND,
+    namespaced: true,
+};

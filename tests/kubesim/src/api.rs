@@ -26,6 +26,7 @@ pub struct Shared {
     pub stopping: AtomicBool,
     pub bookmark_interval: Duration,
     pub http: OnceLock<Arc<HttpServer>>,
+    pub started: Instant,
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -44,6 +45,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             bookmark_interval,
             http: OnceLock::new(),
+            started: Instant::now(),
         }
     }
 
@@ -195,6 +197,7 @@ fn is_watch(req: &Request) -> bool {
 
 /// Serve one API request.
 pub fn handle(shared: &Arc<Shared>, req: Request) -> Response {
+    let at_ms = shared.started.elapsed().as_millis() as u64;
     let latency = lock(&shared.faults).latency;
     if !latency.is_zero() {
         std::thread::sleep(latency);
@@ -224,6 +227,7 @@ pub fn handle(shared: &Arc<Shared>, req: Request) -> Response {
         resource,
         user_agent: req.header("user-agent").unwrap_or("").to_string(),
         accept: req.header("accept").unwrap_or("").to_string(),
+        at_ms,
     });
     resp
 }

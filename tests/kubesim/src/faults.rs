@@ -62,12 +62,14 @@ pub struct RequestRecord {
     pub resource: String,
     pub user_agent: String,
     pub accept: String,
+    /// Milliseconds since the simulator started, when the request arrived.
+    pub at_ms: u64,
 }
 
 impl RequestRecord {
     pub fn to_json(&self) -> Value {
         json!({"method": self.method, "path": self.path, "query": self.query, "contentType": self.content_type,
-               "status": self.status, "verb": self.verb, "resource": self.resource, "userAgent": self.user_agent, "accept": self.accept})
+               "status": self.status, "verb": self.verb, "resource": self.resource, "userAgent": self.user_agent, "accept": self.accept, "atMs": self.at_ms})
     }
 }
 

@@ -298,6 +298,98 @@ impl Sim {
     pub fn resource_version(&self) -> u64 {
         lock(&self.shared.store).rv
     }
+
+    /// Milliseconds since start, on the clock of [`RequestRecord::at_ms`].
+    pub fn clock_ms(&self) -> u64 {
+        self.shared.started.elapsed().as_millis() as u64
+    }
+
+    fn def_for(&self, api_version: &str, kind: &str) -> Result<resources::ResourceDef, String> {
+        lock(&self.shared.store)
+            .registry
+            .by_kind(api_version, kind)
+            .cloned()
+            .ok_or_else(|| format!("no kind {kind} in {api_version}"))
+    }
+
+    /// Create an object directly (not over HTTP, not counted), as another
+    /// client of the cluster would. Watches see it.
+    pub fn create(&self, obj: Value) -> Result<Value, String> {
+        let def = self.def_for(
+            obj["apiVersion"].as_str().unwrap_or(""),
+            obj["kind"].as_str().unwrap_or(""),
+        )?;
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        self.shared
+            .write(|st| {
+                st.create(
+                    &def,
+                    &ns,
+                    obj,
+                    kinds::FieldValidation::Strict,
+                    SystemTime::now(),
+                )
+            })
+            .map(|w| (*w.obj).clone())
+            .map_err(|e| e.message)
+    }
+
+    /// Merge-patch an object directly (main resource, not status).
+    pub fn merge_patch(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, String> {
+        let def = self.def_for(api_version, kind)?;
+        self.shared
+            .write(|st| {
+                let current = st
+                    .get(&def, namespace, name)
+                    .ok_or_else(|| errors::ApiErr::not_found(&def, name))?;
+                let next = patch::merge_patch(&current, patch);
+                st.update(
+                    &def,
+                    namespace,
+                    name,
+                    next,
+                    false,
+                    kinds::FieldValidation::Strict,
+                    false,
+                    SystemTime::now(),
+                )
+            })
+            .map(|w| (*w.obj).clone())
+            .map_err(|e| e.message)
+    }
+
+    /// Delete an object directly (finalizers are honoured).
+    pub fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), String> {
+        let def = self.def_for(api_version, kind)?;
+        self.shared
+            .write(|st| {
+                st.delete(
+                    &def,
+                    namespace,
+                    name,
+                    &store::Preconditions::default(),
+                    SystemTime::now(),
+                )
+            })
+            .map(|_| ())
+            .map_err(|e| e.message)
+    }
 }
 
 impl Drop for Sim {

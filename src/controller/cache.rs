@@ -1,0 +1,203 @@
+//! Caches filled by list+watch: compact views keyed by (namespace, name).
+
+use crate::reconcile::{ConfigMapView, DeploymentView, ModelView};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
+
+/// (namespace, name)
+pub type Key = (String, String);
+
+pub trait Versioned {
+    fn resource_version(&self) -> &str;
+}
+
+impl Versioned for ModelView {
+    fn resource_version(&self) -> &str {
+        &self.resource_version
+    }
+}
+impl Versioned for DeploymentView {
+    fn resource_version(&self) -> &str {
+        &self.resource_version
+    }
+}
+impl Versioned for ConfigMapView {
+    fn resource_version(&self) -> &str {
+        &self.resource_version
+    }
+}
+
+/// What the cheap metadata-only watch keeps of every Deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaView {
+    pub resource_version: String,
+    pub claimed: bool,
+}
+
+impl Versioned for MetaView {
+    fn resource_version(&self) -> &str {
+        &self.resource_version
+    }
+}
+
+/// Whether resourceVersion `a` is newer than `b`. Kubernetes calls them
+/// opaque; in practice they are etcd revisions, and this is only used to
+/// avoid putting an older copy from our own write over a newer watch event.
+pub fn newer(a: &str, b: &str) -> bool {
+    match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(x), Ok(y)) => x > y,
+        _ => false,
+    }
+}
+
+pub type Change<V> = (Key, Option<V>, Option<V>);
+
+pub struct Store<V> {
+    items: RwLock<HashMap<Key, V>>,
+    synced: AtomicBool,
+}
+
+impl<V: Clone + Versioned> Default for Store<V> {
+    fn default() -> Self {
+        Store {
+            items: RwLock::new(HashMap::new()),
+            synced: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<V: Clone + Versioned> Store<V> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Key, V>> {
+        self.items.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Key, V>> {
+        self.items.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, k: &Key) -> Option<V> {
+        self.read().get(k).cloned()
+    }
+
+    pub fn contains(&self, k: &Key) -> bool {
+        self.read().contains_key(k)
+    }
+
+    pub fn keys(&self) -> Vec<Key> {
+        self.read().keys().cloned().collect()
+    }
+
+    pub fn values(&self) -> Vec<V> {
+        self.read().values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A watch event: the server's word is final.
+    pub fn put(&self, k: Key, v: V) -> Option<V> {
+        self.write().insert(k, v)
+    }
+
+    pub fn remove(&self, k: &Key) -> Option<V> {
+        self.write().remove(k)
+    }
+
+    /// The response to our own write: kept only if newer than the cache,
+    /// so the next pass sees our write even before its watch event.
+    pub fn put_if_newer(&self, k: Key, v: V) -> bool {
+        let mut items = self.write();
+        let fresher = items
+            .get(&k)
+            .map(|old| newer(v.resource_version(), old.resource_version()))
+            .unwrap_or(true);
+        if fresher {
+            items.insert(k, v);
+        }
+        fresher
+    }
+
+    /// After a list: make the entries of `namespace` (None: all) exactly
+    /// `items`, returning what changed.
+    pub fn replace(&self, namespace: Option<&str>, items: Vec<(Key, V)>) -> Vec<Change<V>>
+    where
+        V: PartialEq,
+    {
+        let mut map = self.write();
+        let mut changes = Vec::new();
+        let fresh: HashMap<Key, V> = items.into_iter().collect();
+        let gone: Vec<Key> = map
+            .keys()
+            .filter(|k| namespace.map(|ns| k.0 == ns).unwrap_or(true) && !fresh.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in gone {
+            let old = map.remove(&k);
+            changes.push((k, old, None));
+        }
+        for (k, v) in fresh {
+            let old = map.insert(k.clone(), v.clone());
+            if old.as_ref() != Some(&v) {
+                changes.push((k, old, Some(v)));
+            }
+        }
+        changes
+    }
+
+    pub fn mark_synced(&self) {
+        self.synced.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mv(rv: &str) -> MetaView {
+        MetaView {
+            resource_version: rv.into(),
+            claimed: false,
+        }
+    }
+
+    fn k(ns: &str, n: &str) -> Key {
+        (ns.into(), n.into())
+    }
+
+    #[test]
+    fn own_writes_never_regress_the_cache() {
+        let s: Store<MetaView> = Store::default();
+        s.put(k("a", "x"), mv("10"));
+        assert!(!s.put_if_newer(k("a", "x"), mv("9")));
+        assert!(s.put_if_newer(k("a", "x"), mv("11")));
+        assert_eq!(s.get(&k("a", "x")).unwrap().resource_version, "11");
+        assert!(s.put_if_newer(k("a", "y"), mv("1")));
+    }
+
+    #[test]
+    fn replace_is_scoped_to_a_namespace_and_reports_changes() {
+        let s: Store<MetaView> = Store::default();
+        s.put(k("a", "x"), mv("1"));
+        s.put(k("a", "gone"), mv("1"));
+        s.put(k("b", "y"), mv("1"));
+        let ch = s.replace(
+            Some("a"),
+            vec![(k("a", "x"), mv("1")), (k("a", "new"), mv("2"))],
+        );
+        assert_eq!(ch.len(), 2);
+        assert!(s.contains(&k("b", "y")));
+        assert!(!s.contains(&k("a", "gone")));
+        assert!(s.contains(&k("a", "new")));
+        assert!(newer("10", "9") && !newer("9", "10") && !newer("x", "1"));
+    }
+}

@@ -1,0 +1,111 @@
+//! Which OpenMedModels care about a given Deployment or ConfigMap, so a
+//! change to either wakes exactly those resources.
+
+use super::cache::Key;
+use crate::kube::endpoint::lock;
+use crate::reconcile::Lookups;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Deployment,
+    ConfigMap,
+}
+
+type Target = (String, Kind, String);
+
+#[derive(Default)]
+struct Maps {
+    by_target: HashMap<Target, HashSet<Key>>,
+    by_model: HashMap<Key, Vec<Target>>,
+}
+
+#[derive(Default)]
+pub struct TargetIndex {
+    maps: Mutex<Maps>,
+}
+
+impl TargetIndex {
+    /// Record what `model` looks up now (None: the model is gone).
+    pub fn update(&self, model: &Key, lookups: Option<&Lookups>) {
+        let mut maps = lock(&self.maps);
+        if let Some(old) = maps.by_model.remove(model) {
+            for t in old {
+                if let Some(set) = maps.by_target.get_mut(&t) {
+                    set.remove(model);
+                    if set.is_empty() {
+                        maps.by_target.remove(&t);
+                    }
+                }
+            }
+        }
+        let Some(l) = lookups else { return };
+        let ns = &model.0;
+        let targets: Vec<Target> = l
+            .deployments
+            .iter()
+            .map(|d| (ns.clone(), Kind::Deployment, d.clone()))
+            .chain(
+                l.config_maps
+                    .iter()
+                    .map(|c| (ns.clone(), Kind::ConfigMap, c.clone())),
+            )
+            .collect();
+        for t in &targets {
+            maps.by_target
+                .entry(t.clone())
+                .or_default()
+                .insert(model.clone());
+        }
+        maps.by_model.insert(model.clone(), targets);
+    }
+
+    pub fn models_for(&self, namespace: &str, kind: Kind, name: &str) -> Vec<Key> {
+        let maps = lock(&self.maps);
+        let mut out: Vec<Key> = maps
+            .by_target
+            .get(&(namespace.to_string(), kind, name.to_string()))
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tracks_targets_per_model() {
+        let idx = TargetIndex::default();
+        let a = ("ns".to_string(), "a".to_string());
+        let b = ("ns".to_string(), "b".to_string());
+        let l = |d: &str| Lookups {
+            deployments: vec![d.to_string()],
+            config_maps: vec![format!("{d}-cm")],
+        };
+        idx.update(&a, Some(&l("svc")));
+        idx.update(&b, Some(&l("svc")));
+        assert_eq!(
+            idx.models_for("ns", Kind::Deployment, "svc"),
+            vec![a.clone(), b.clone()]
+        );
+        assert_eq!(
+            idx.models_for("other", Kind::Deployment, "svc"),
+            Vec::<Key>::new()
+        );
+        idx.update(&a, Some(&l("other")));
+        assert_eq!(
+            idx.models_for("ns", Kind::Deployment, "svc"),
+            vec![b.clone()]
+        );
+        assert_eq!(
+            idx.models_for("ns", Kind::ConfigMap, "other-cm"),
+            vec![a.clone()]
+        );
+        idx.update(&b, None);
+        assert!(idx.models_for("ns", Kind::Deployment, "svc").is_empty());
+    }
+}

@@ -1,0 +1,252 @@
+//! Counters, gauges and a histogram, rendered as Prometheus text.
+
+use crate::kube::endpoint::lock;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+const BUCKETS: [f64; 12] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+/// Outcome of one reconcile, for `openmed_operator_reconciles_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    /// Nothing needed writing.
+    Unchanged,
+    /// Writes were made.
+    Applied,
+    /// Failed; will be retried with backoff.
+    Error,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Unchanged => "unchanged",
+            Outcome::Applied => "applied",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    reconciles: Mutex<BTreeMap<Outcome, u64>>,
+    errors: Mutex<BTreeMap<String, u64>>,
+    duration: Mutex<Histogram>,
+    queue_depth: AtomicI64,
+    watch_restarts: Mutex<BTreeMap<&'static str, u64>>,
+    relists: Mutex<BTreeMap<&'static str, u64>>,
+    api_requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    phases: Mutex<BTreeMap<String, i64>>,
+    events_posted: Mutex<u64>,
+}
+
+impl Metrics {
+    pub fn reconciled(&self, outcome: Outcome, took: Duration) {
+        *lock(&self.reconciles).entry(outcome).or_default() += 1;
+        let secs = took.as_secs_f64();
+        let mut h = lock(&self.duration);
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if secs <= *b {
+                h.counts[i] += 1;
+            }
+        }
+        h.sum += secs;
+        h.count += 1;
+    }
+
+    /// A reconcile error by kind (api code, transport, timeout...).
+    pub fn error(&self, kind: &str) {
+        *lock(&self.errors).entry(kind.to_string()).or_default() += 1;
+    }
+
+    pub fn set_queue_depth(&self, n: usize) {
+        self.queue_depth.store(n as i64, Ordering::Relaxed);
+    }
+
+    pub fn watch_restarted(&self, resource: &'static str) {
+        *lock(&self.watch_restarts).entry(resource).or_default() += 1;
+    }
+
+    pub fn relisted(&self, resource: &'static str) {
+        *lock(&self.relists).entry(resource).or_default() += 1;
+    }
+
+    pub fn api_request(&self, verb: &'static str, code: u16) {
+        *lock(&self.api_requests).entry((verb, code)).or_default() += 1;
+    }
+
+    pub fn event_posted(&self) {
+        *lock(&self.events_posted) += 1;
+    }
+
+    /// Managed resources per phase, recomputed from the cache.
+    pub fn set_phases(&self, counts: BTreeMap<String, i64>) {
+        *lock(&self.phases) = counts;
+    }
+
+    pub fn api_requests_total(&self) -> u64 {
+        lock(&self.api_requests).values().sum()
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut lines = Vec::new();
+        let n = family_line(
+            &mut out,
+            "openmed_operator_reconciles_total",
+            "counter",
+            "Reconcile passes by result.",
+        );
+        for o in [Outcome::Unchanged, Outcome::Applied, Outcome::Error] {
+            let v = lock(&self.reconciles).get(&o).copied().unwrap_or(0);
+            lines.push(format!("{n}{{result=\"{}\"}} {v}", o.as_str()));
+        }
+        flush(&mut out, &mut lines);
+        let n = family_line(
+            &mut out,
+            "openmed_operator_reconcile_errors_total",
+            "counter",
+            "Reconcile errors by kind.",
+        );
+        for (k, v) in lock(&self.errors).iter() {
+            lines.push(format!("{n}{{kind=\"{k}\"}} {v}"));
+        }
+        flush(&mut out, &mut lines);
+        let n = family_line(
+            &mut out,
+            "openmed_operator_reconcile_duration_seconds",
+            "histogram",
+            "Time per reconcile pass.",
+        );
+        {
+            let h = lock(&self.duration);
+            for (i, b) in BUCKETS.iter().enumerate() {
+                lines.push(format!("{n}_bucket{{le=\"{b}\"}} {}", h.counts[i]));
+            }
+            lines.push(format!("{n}_bucket{{le=\"+Inf\"}} {}", h.count));
+            lines.push(format!("{n}_sum {}", h.sum));
+            lines.push(format!("{n}_count {}", h.count));
+        }
+        flush(&mut out, &mut lines);
+        let n = family_line(
+            &mut out,
+            "openmed_operator_queue_depth",
+            "gauge",
+            "Keys waiting in the work queue.",
+        );
+        lines.push(format!("{n} {}", self.queue_depth.load(Ordering::Relaxed)));
+        flush(&mut out, &mut lines);
+        let n = family_line(
+            &mut out,
+            "openmed_operator_watch_restarts_total",
+            "counter",
+            "Watches restarted, by resource.",
+        );
+        for (k, v) in lock(&self.watch_restarts).iter() {
+            lines.push(format!("{n}{{resource=\"{k}\"}} {v}"));
+        }
+        flush(&mut out, &mut lines);
+        let n = family_line(
+            &mut out,
+            "openmed_operator_relists_total",
+            "counter",
+            "Full lists (initial and after 410), by resource.",
+        );
+        for (k, v) in lock(&self.relists).iter() {
+            lines.push(format!("{n}{{resource=\"{k}\"}} {v}"));
+        }
+        flush(&mut out, &mut lines);
+        let n = family_line(
+            &mut out,
+            "openmed_operator_api_requests_total",
+            "counter",
+            "API requests by verb and HTTP status code (0: no response).",
+        );
+        for ((verb, code), v) in lock(&self.api_requests).iter() {
+            lines.push(format!("{n}{{verb=\"{verb}\",code=\"{code}\"}} {v}"));
+        }
+        flush(&mut out, &mut lines);
+        let n = family_line(
+            &mut out,
+            "openmed_operator_managed_resources",
+            "gauge",
+            "OpenMedModels by status phase.",
+        );
+        for (k, v) in lock(&self.phases).iter() {
+            lines.push(format!("{n}{{phase=\"{k}\"}} {v}"));
+        }
+        flush(&mut out, &mut lines);
+        let n = family_line(
+            &mut out,
+            "openmed_operator_events_posted_total",
+            "counter",
+            "Events created.",
+        );
+        lines.push(format!("{n} {}", lock(&self.events_posted)));
+        flush(&mut out, &mut lines);
+        out
+    }
+}
+
+fn family_line(out: &mut String, name: &str, kind: &str, help: &str) -> String {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    name.to_string()
+}
+
+fn flush(out: &mut String, lines: &mut Vec<String>) {
+    for l in lines.drain(..) {
+        out.push_str(&l);
+        out.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text() {
+        let m = Metrics::default();
+        m.reconciled(Outcome::Applied, Duration::from_millis(3));
+        m.reconciled(Outcome::Unchanged, Duration::from_secs(20));
+        m.api_request("patch", 200);
+        m.api_request("patch", 200);
+        m.api_request("get", 0);
+        m.watch_restarted("deployments");
+        m.relisted("openmedmodels");
+        m.error("api_409");
+        m.set_queue_depth(4);
+        m.set_phases([("Ready".to_string(), 3)].into());
+        let t = m.render();
+        for want in [
+            "openmed_operator_reconciles_total{result=\"applied\"} 1",
+            "openmed_operator_reconciles_total{result=\"error\"} 0",
+            "openmed_operator_reconcile_duration_seconds_bucket{le=\"0.005\"} 1",
+            "openmed_operator_reconcile_duration_seconds_bucket{le=\"+Inf\"} 2",
+            "openmed_operator_reconcile_duration_seconds_count 2",
+            "openmed_operator_api_requests_total{verb=\"patch\",code=\"200\"} 2",
+            "openmed_operator_api_requests_total{verb=\"get\",code=\"0\"} 1",
+            "openmed_operator_queue_depth 4",
+            "openmed_operator_watch_restarts_total{resource=\"deployments\"} 1",
+            "openmed_operator_relists_total{resource=\"openmedmodels\"} 1",
+            "openmed_operator_managed_resources{phase=\"Ready\"} 3",
+            "openmed_operator_reconcile_errors_total{kind=\"api_409\"} 1",
+            "# TYPE openmed_operator_reconcile_duration_seconds histogram",
+        ] {
+            assert!(t.contains(want), "missing {want}\n{t}");
+        }
+        assert_eq!(m.api_requests_total(), 3);
+    }
+}

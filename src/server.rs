@@ -1,0 +1,117 @@
+//! The health and metrics endpoint: /healthz, /readyz, /metrics.
+
+use crate::kube::endpoint::lock;
+use crate::metrics::Metrics;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Liveness of the operator's loops and readiness of its caches.
+#[derive(Default)]
+pub struct Health {
+    /// loop name → (last sign of life, longest silence that is still healthy)
+    beats: Mutex<BTreeMap<String, (Instant, Duration)>>,
+    /// Loops that ended; a loop that ends while the operator runs is dead.
+    dead: Mutex<Vec<String>>,
+    ready: AtomicBool,
+}
+
+impl Health {
+    pub fn register(&self, name: &str, max_silence: Duration) {
+        lock(&self.beats).insert(name.to_string(), (Instant::now(), max_silence));
+    }
+
+    pub fn beat(&self, name: &str) {
+        if let Some(b) = lock(&self.beats).get_mut(name) {
+            b.0 = Instant::now();
+        }
+    }
+
+    pub fn died(&self, name: &str) {
+        lock(&self.dead).push(name.to_string());
+    }
+
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// Ok, or the loops that look stuck or dead.
+    pub fn check(&self) -> Result<(), String> {
+        let mut bad: Vec<String> = lock(&self.dead)
+            .iter()
+            .map(|n| format!("{n} stopped"))
+            .collect();
+        for (name, (last, max)) in lock(&self.beats).iter() {
+            if last.elapsed() > *max {
+                bad.push(format!("{name} silent for {}s", last.elapsed().as_secs()));
+            }
+        }
+        if bad.is_empty() {
+            Ok(())
+        } else {
+            Err(bad.join(", "))
+        }
+    }
+}
+
+/// Serve until the process exits. Binding failure is returned to the caller.
+pub fn start(
+    addr: SocketAddr,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+) -> Result<SocketAddr, String> {
+    let server =
+        tiny_http::Server::http(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let bound = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| format!("cannot listen on {addr}: not an IP address"))?;
+    std::thread::Builder::new()
+        .name("health-server".into())
+        .spawn(move || {
+            for req in server.incoming_requests() {
+                let (code, body, ctype) = match req.url().split('?').next().unwrap_or("") {
+                    "/healthz" => match health.check() {
+                        Ok(()) => (200, "ok\n".to_string(), "text/plain"),
+                        Err(e) => (503, format!("unhealthy: {e}\n"), "text/plain"),
+                    },
+                    "/readyz" if health.is_ready() => (200, "ok\n".to_string(), "text/plain"),
+                    "/readyz" => (503, "caches not yet synced\n".to_string(), "text/plain"),
+                    "/metrics" => (200, metrics.render(), "text/plain; version=0.0.4"),
+                    _ => (404, "not found\n".to_string(), "text/plain"),
+                };
+                let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes());
+                let mut resp = tiny_http::Response::from_string(body).with_status_code(code);
+                if let Ok(h) = header {
+                    resp = resp.with_header(h);
+                }
+                let _ = req.respond(resp);
+            }
+        })
+        .map_err(|e| format!("cannot start the health server: {e}"))?;
+    Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn silent_or_dead_loops_are_unhealthy() {
+        let h = Health::default();
+        h.register("worker", Duration::from_secs(60));
+        assert!(h.check().is_ok());
+        h.register("watch", Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(h.check().unwrap_err().contains("watch silent"));
+        h.register("watch", Duration::from_secs(60));
+        h.died("worker");
+        assert!(h.check().unwrap_err().contains("worker stopped"));
+    }
+}

@@ -1,0 +1,818 @@
+//! End to end: the real operator binary against the simulated API server.
+//! Each test starts its own simulator (in process, 127.0.0.1, a free port)
+//! and operator process.
+
+use kubesim::{Sim, SimConfig};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+const NS: &str = "openmed";
+const V1: &str = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v1";
+const V2: &str = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v2";
+const BAD: &str = "OpenMed/OpenMed-PII-unloadable-v3";
+const MODEL: (&str, &str) = ("openmed.ai/v1alpha1", "OpenMedModel");
+const WAIT: Duration = Duration::from_secs(40);
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("omo-e2e-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Quick pods, a quick controller, frequent bookmarks.
+fn fast() -> SimConfig {
+    SimConfig {
+        warmup: Duration::from_millis(200),
+        tick: Duration::from_millis(20),
+        bookmark_interval: Duration::from_millis(500),
+        ..SimConfig::default()
+    }
+}
+
+fn start_sim(cfg: SimConfig) -> Sim {
+    let sim = Sim::start(cfg).unwrap();
+    let crd: Value = serde_json::from_str(include_str!("../manifests/crd.json")).unwrap();
+    sim.create(crd).unwrap();
+    sim.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
+        .unwrap();
+    sim
+}
+
+fn deployment(name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [
+                    {"name": "openmed-service", "image": "ghcr.io/openmed/openmed-service:1.4",
+                     "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "OPENMED_SERVICE_PRELOAD_MODELS", "value": ""}]},
+                    {"name": "proxy", "image": "envoy:1.30"}
+                ]},
+            },
+        },
+    })
+}
+
+fn model(name: &str, target: &str, version: &str, deadline: i64) -> Value {
+    json!({
+        "apiVersion": MODEL.0, "kind": MODEL.1,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "family": "PII", "version": version, "tier": "Small", "replicas": 2,
+            "rolloutStrategy": {"type": "RollingUpdate", "progressDeadlineSeconds": deadline},
+            "targetRef": {"name": target},
+        },
+    })
+}
+
+fn status(sim: &Sim, name: &str) -> Value {
+    sim.object("openmed.ai", "openmedmodels", NS, name)
+        .map(|m| m["status"].clone())
+        .unwrap_or(Value::Null)
+}
+
+fn ready_reason(s: &Value) -> String {
+    s["conditions"][0]["reason"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while t.elapsed() < WAIT {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn wait_phase(sim: &Sim, name: &str, phase: &str, reason: &str) -> Value {
+    let mut last = Value::Null;
+    let t = Instant::now();
+    while t.elapsed() < WAIT {
+        last = status(sim, name);
+        if last["phase"] == phase && (reason.is_empty() || ready_reason(&last) == reason) {
+            return last;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{name} never reached {phase}/{reason}; last status: {last:#}");
+}
+
+/// Ready, and serving `version` as the desired version.
+fn wait_serving(sim: &Sim, name: &str, version: &str) -> Value {
+    let mut last = Value::Null;
+    let t = Instant::now();
+    while t.elapsed() < WAIT {
+        last = status(sim, name);
+        if last["phase"] == "Ready"
+            && last["desiredVersion"] == version
+            && last["activeVersion"] == version
+        {
+            return last;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{name} never served {version}; last status: {last:#}");
+}
+
+fn set_version(sim: &Sim, name: &str, version: &str) {
+    sim.merge_patch(
+        MODEL.0,
+        MODEL.1,
+        NS,
+        name,
+        &json!({"spec": {"version": version}}),
+    )
+    .unwrap();
+}
+
+fn events(sim: &Sim, name: &str) -> Vec<String> {
+    let mut evs: Vec<(String, String)> = sim
+        .objects("", "events", Some(NS))
+        .into_iter()
+        .filter(|e| e["involvedObject"]["name"] == name)
+        .map(|e| {
+            (
+                e["metadata"]["name"].as_str().unwrap().to_string(),
+                e["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    evs.sort();
+    evs.into_iter().map(|(_, r)| r).collect()
+}
+
+fn preload(sim: &Sim, deploy: &str) -> Value {
+    let d = sim.object("apps", "deployments", NS, deploy).unwrap();
+    d["spec"]["template"]["spec"]["containers"][0]["env"][1].clone()
+}
+
+struct Operator {
+    child: Child,
+    log: PathBuf,
+    health: Option<SocketAddr>,
+}
+
+impl Operator {
+    fn start(sim_url: &str, dir: &PathBuf, extra: &[&str]) -> Operator {
+        Operator::start_cmd(
+            Command::new(env!("CARGO_BIN_EXE_openmed-operator")),
+            sim_url,
+            dir,
+            extra,
+        )
+    }
+
+    fn start_cmd(mut cmd: Command, sim_url: &str, dir: &PathBuf, extra: &[&str]) -> Operator {
+        let log = dir.join(format!(
+            "operator-{}.log",
+            Instant::now().elapsed().as_nanos() ^ std::process::id() as u128 ^ rand_tag()
+        ));
+        let f = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .args([
+                "--server",
+                sim_url,
+                "--health-addr",
+                "127.0.0.1:0",
+                "--resync-seconds",
+                "2",
+            ])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(f))
+            .spawn()
+            .unwrap();
+        Operator {
+            child,
+            log,
+            health: None,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn health_addr(&mut self) -> SocketAddr {
+        if let Some(a) = self.health {
+            return a;
+        }
+        let mut found = None;
+        wait_until("the health address in the log", || {
+            found = self
+                .log()
+                .split("health and metrics on http://")
+                .nth(1)
+                .map(|r| {
+                    r.chars()
+                        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                        .collect::<String>()
+                })
+                .and_then(|a| a.parse().ok());
+            found.is_some()
+        });
+        self.health = found;
+        found.unwrap()
+    }
+
+    fn http_get(&mut self, path: &str) -> (u16, String) {
+        let addr = self.health_addr();
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        let code = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+        (code, body)
+    }
+
+    fn wait_ready(&mut self) {
+        wait_until("/readyz", || self.http_get("/readyz").0 == 200);
+    }
+
+    /// SIGTERM, then the exit status (None if it did not exit in time).
+    fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let t = Instant::now();
+        while t.elapsed() < within {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn peak_rss_kib(&self) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        s.lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn rand_tag() -> u128 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u8(1);
+    h.finish() as u128
+}
+
+fn writes(sim: &Sim) -> u64 {
+    ["create", "update", "patch", "delete", "deletecollection"]
+        .iter()
+        .map(|v| sim.count(Some(v), None))
+        .sum()
+}
+
+#[test]
+fn rollout_upgrade_automatic_and_manual_rollback_then_delete() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("lifecycle");
+    sim.create(deployment("openmed-service", 2)).unwrap();
+    let mut op = Operator::start(&sim.url(), &dir, &[]);
+    op.wait_ready();
+    sim.create(model("openmed-service", "openmed-service", V1, 600))
+        .unwrap();
+    let s = wait_serving(&sim, "openmed-service", V1);
+    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+    let cm = sim
+        .object("", "configmaps", NS, "openmed-service-model-manifest")
+        .unwrap();
+    assert_eq!(cm["data"]["OPENMED_SERVICE_PRELOAD_MODELS"], V1);
+    assert_eq!(
+        preload(&sim, "openmed-service")["valueFrom"]["configMapKeyRef"]["name"],
+        "openmed-service-model-manifest"
+    );
+
+    // A version bump reaches Ready on v2.
+    set_version(&sim, "openmed-service", V2);
+    let s = wait_serving(&sim, "openmed-service", V2);
+    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+    assert_eq!(s["previousSuccessfulSpec"]["version"], V1);
+
+    // An unloadable version misses its deadline and rolls back by itself.
+    sim.merge_patch(
+        MODEL.0,
+        MODEL.1,
+        NS,
+        "openmed-service",
+        &json!({"spec": {"version": BAD, "rolloutStrategy": {"progressDeadlineSeconds": 2}}}),
+    )
+    .unwrap();
+    let s = wait_phase(&sim, "openmed-service", "RolledBack", "RolledBack");
+    let s = if s["conditions"][3]["reason"] == "RollbackSucceeded" {
+        s
+    } else {
+        let mut last = s;
+        wait_until("RollbackSucceeded", || {
+            last = status(&sim, "openmed-service");
+            last["conditions"][3]["reason"] == "RollbackSucceeded"
+        });
+        last
+    };
+    assert_eq!(s["desiredVersion"], BAD);
+    assert_eq!(s["activeVersion"], V2);
+    assert_eq!(s["rollbackRequest"], format!("automatic:{BAD}"));
+    assert_eq!(s["rollbackCount"], 1);
+    let evs = events(&sim, "openmed-service");
+    for want in ["RolloutFailed", "RollbackStarted", "RollbackSucceeded"] {
+        assert!(evs.iter().any(|e| e == want), "no {want} event in {evs:?}");
+    }
+
+    // Manual rollback to the previous retained version.
+    sim.merge_patch(
+        MODEL.0,
+        MODEL.1,
+        NS,
+        "openmed-service",
+        &json!({"metadata": {"annotations": {"openmed.ai/rollback-to": V1}}}),
+    )
+    .unwrap();
+    wait_until("manual rollback to v1", || {
+        let s = status(&sim, "openmed-service");
+        s["rollbackRequest"] == format!("manual:{V1}")
+            && s["conditions"][3]["reason"] == "RollbackSucceeded"
+    });
+    assert_eq!(
+        sim.object("", "configmaps", NS, "openmed-service-model-manifest")
+            .unwrap()["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
+        V1
+    );
+
+    // Delete: ConfigMap gone, preload blanked, finalizer released.
+    sim.delete(MODEL.0, MODEL.1, NS, "openmed-service").unwrap();
+    wait_until("the OpenMedModel to go", || {
+        sim.object("openmed.ai", "openmedmodels", NS, "openmed-service")
+            .is_none()
+    });
+    assert!(sim
+        .object("", "configmaps", NS, "openmed-service-model-manifest")
+        .is_none());
+    assert_eq!(
+        preload(&sim, "openmed-service"),
+        json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "value": ""})
+    );
+    let d = sim
+        .object("apps", "deployments", NS, "openmed-service")
+        .unwrap();
+    assert!(d["metadata"]["annotations"]
+        .get("openmed.ai/model-resource")
+        .is_none());
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][1]["name"], "proxy",
+        "the other container survives"
+    );
+
+    let (code, metrics) = op.http_get("/metrics");
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("openmed_operator_reconciles_total{result=\"applied\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("openmed_operator_api_requests_total{verb=\"patch\",code=\"200\"}"),
+        "{metrics}"
+    );
+    assert_eq!(op.http_get("/healthz").0, 200);
+    let status = op
+        .terminate(Duration::from_secs(10))
+        .expect("did not exit after SIGTERM");
+    assert!(status.success(), "{status:?}\n{}", op.log());
+    let log = op.log();
+    assert!(
+        log.contains("openmed/openmed-service: RolloutStarted"),
+        "{log}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+#[test]
+fn a_second_model_on_the_same_deployment_conflicts_then_takes_over() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("conflict");
+    sim.create(deployment("shared", 2)).unwrap();
+    let mut op = Operator::start(&sim.url(), &dir, &[]);
+    op.wait_ready();
+    sim.create(model("first", "shared", V1, 600)).unwrap();
+    wait_phase(&sim, "first", "Ready", "RolloutSucceeded");
+    sim.create(model("second", "shared", V2, 600)).unwrap();
+    let s = wait_phase(&sim, "second", "Failed", "TargetConflict");
+    assert!(
+        s["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("openmed/first"),
+        "{s:#}"
+    );
+    assert!(events(&sim, "second").contains(&"TargetConflict".to_string()));
+    assert!(s["failedSpecHash"].is_null());
+    sim.delete(MODEL.0, MODEL.1, NS, "first").unwrap();
+    let s = wait_serving(&sim, "second", V2);
+    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+    let d = sim.object("apps", "deployments", NS, "shared").unwrap();
+    assert_eq!(
+        d["metadata"]["annotations"]["openmed.ai/model-resource"],
+        "openmed/second"
+    );
+}
+
+#[test]
+fn killed_mid_rollout_and_restarted_finishes_without_duplicate_events() {
+    // Slow pods, so the operator can be killed while the rollout is under way.
+    let sim = start_sim(SimConfig {
+        warmup: Duration::from_millis(1500),
+        ..fast()
+    });
+    let dir = tmpdir("restart");
+    sim.create(deployment("svc", 2)).unwrap();
+    let mut op = Operator::start(&sim.url(), &dir, &[]);
+    op.wait_ready();
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_phase(&sim, "svc", "Ready", "");
+    set_version(&sim, "svc", V2);
+    wait_phase(&sim, "svc", "RollingOut", "");
+    op.kill();
+    let mut op2 = Operator::start(&sim.url(), &dir, &[]);
+    op2.wait_ready();
+    let s = wait_serving(&sim, "svc", V2);
+    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+    // Events follow the status write; give the last one a moment.
+    wait_until("the RolloutSucceeded Event", || {
+        events(&sim, "svc").len() >= 4
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let evs = events(&sim, "svc");
+    let mut sorted = evs.clone();
+    sorted.sort();
+    sorted.dedup();
+    // One Event per (reason, generation): started and succeeded for each generation.
+    assert_eq!(evs.len(), 4, "{evs:?}");
+    assert_eq!(sorted, ["RolloutStarted", "RolloutSucceeded"]);
+    for e in sim.objects("", "events", Some(NS)) {
+        assert_eq!(e["count"], 1);
+    }
+    assert!(op2
+        .terminate(Duration::from_secs(10))
+        .map(|s| s.success())
+        .unwrap_or(false));
+}
+
+#[test]
+fn cut_watches_and_forced_410s_lose_no_change() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("watches");
+    sim.create(deployment("svc", 2)).unwrap();
+    let mut op = Operator::start(&sim.url(), &dir, &["--resync-seconds", "3600"]);
+    op.wait_ready();
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_phase(&sim, "svc", "Ready", "");
+    // Mid-rollout: every watch cut, the history compacted, the next watches
+    // answered 410 both ways. With resync off, only the watches can tell.
+    set_version(&sim, "svc", V2);
+    sim.cut_watches();
+    sim.compact();
+    sim.expire_next_watches(3, false);
+    std::thread::sleep(Duration::from_millis(300));
+    sim.cut_watches();
+    sim.expire_next_watches(3, true);
+    let s = wait_serving(&sim, "svc", V2);
+    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+    // A change made while a watch is down is not lost either.
+    sim.cut_watches();
+    set_version(&sim, "svc", V1);
+    let s = wait_serving(&sim, "svc", V1);
+    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+    let (_, metrics) = op.http_get("/metrics");
+    let relists: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("openmed_operator_relists_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(relists > 4, "expected relists after 410s:\n{metrics}");
+}
+
+#[test]
+fn an_api_pause_and_a_burst_of_500s_are_survived() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("outage");
+    sim.create(deployment("svc", 2)).unwrap();
+    let mut op = Operator::start(&sim.url(), &dir, &[]);
+    op.wait_ready();
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_phase(&sim, "svc", "Ready", "");
+
+    // Ten seconds of refused connections, like an API server restart.
+    sim.pause(Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(2));
+    set_version(&sim, "svc", V2);
+    let s = wait_serving(&sim, "svc", V2);
+    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+
+    // A burst of 500s on everything.
+    sim.fail_next(None, ".*", 500, 40, None);
+    set_version(&sim, "svc", V1);
+    let s = wait_serving(&sim, "svc", V1);
+    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+    assert_eq!(op.http_get("/healthz").0, 200);
+    assert!(!op.log().contains("panicked"));
+}
+
+#[test]
+fn token_rotation_over_tls_is_survived() {
+    let sim = start_sim(SimConfig {
+        tls: true,
+        tokens: Some(vec!["token-one".into()]),
+        ..fast()
+    });
+    let dir = tmpdir("rotation");
+    let ca = dir.join("ca.crt");
+    std::fs::write(&ca, sim.ca_pem().unwrap()).unwrap();
+    let token = dir.join("token");
+    std::fs::write(&token, "token-one\n").unwrap();
+    sim.create(deployment("svc", 2)).unwrap();
+    let mut op = Operator::start(
+        &sim.url(),
+        &dir,
+        &[
+            "--token-file",
+            token.to_str().unwrap(),
+            "--ca-file",
+            ca.to_str().unwrap(),
+        ],
+    );
+    op.wait_ready();
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_phase(&sim, "svc", "Ready", "");
+
+    std::fs::write(&token, "token-two\n").unwrap();
+    sim.set_tokens(Some(vec!["token-two".into()]));
+    // Watches are dropped too, as a restarting API server would.
+    sim.cut_watches();
+    set_version(&sim, "svc", V2);
+    let s = wait_serving(&sim, "svc", V2);
+    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+    let log = op.log();
+    assert!(
+        !log.contains("token-one") && !log.contains("token-two"),
+        "a token leaked into the log"
+    );
+}
+
+#[test]
+fn a_converged_cluster_of_100_costs_no_writes_and_no_reads_per_resync() {
+    const N: usize = 100;
+    let sim = start_sim(fast());
+    let dir = tmpdir("scale");
+    for i in 0..N {
+        sim.create(deployment(&format!("svc-{i}"), 2)).unwrap();
+    }
+    let mut op = Operator::start(&sim.url(), &dir, &["--resync-seconds", "1"]);
+    op.wait_ready();
+    sim.reset_stats();
+    let t0 = Instant::now();
+    for i in 0..N {
+        sim.create(model(&format!("m-{i}"), &format!("svc-{i}"), V1, 600))
+            .unwrap();
+    }
+    wait_until("all Ready", || {
+        (0..N).all(|i| status(&sim, &format!("m-{i}"))["phase"] == "Ready")
+    });
+    let converge = t0.elapsed();
+    let by_verb = sim.stats_json()["byVerb"].clone();
+    std::thread::sleep(Duration::from_millis(1500));
+
+    // Steady state over several resync periods.
+    sim.reset_stats();
+    let (_, before) = op.http_get("/metrics");
+    std::thread::sleep(Duration::from_millis(4500));
+    let steady_writes = writes(&sim);
+    let steady_reads = sim.count(Some("get"), None) + sim.count(Some("list"), None);
+    let steady_total: u64 = sim.requests().len() as u64;
+    let (_, after) = op.http_get("/metrics");
+    let reconciles = |m: &str| -> u64 {
+        m.lines()
+            .filter(|l| l.starts_with("openmed_operator_reconciles_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    assert!(
+        reconciles(&after) >= reconciles(&before) + 2 * N as u64,
+        "resync did not re-evaluate every resource"
+    );
+    assert_eq!(steady_writes, 0, "{:#?}", sim.requests());
+    assert_eq!(steady_reads, 0, "{:#?}", sim.requests());
+
+    // Time from a version bump to the Deployment patch.
+    sim.reset_stats();
+    let bumped_at = sim.clock_ms();
+    set_version(&sim, "m-7", V2);
+    wait_until("the Deployment patch", || {
+        sim.requests()
+            .iter()
+            .any(|r| r.method == "PATCH" && r.path.ends_with("/deployments/svc-7"))
+    });
+    let patch_at = sim
+        .requests()
+        .iter()
+        .find(|r| r.method == "PATCH" && r.path.ends_with("/deployments/svc-7"))
+        .unwrap()
+        .at_ms;
+    eprintln!(
+        "FIGURES 100 resources: converged in {} ms; requests to converge by verb {by_verb}; steady state over 4.5 s: {steady_total} requests ({steady_writes} writes, {steady_reads} reads); version bump to Deployment patch {} ms; operator peak RSS {} KiB",
+        converge.as_millis(),
+        patch_at - bumped_at,
+        op.peak_rss_kib().unwrap_or(0),
+    );
+}
+
+#[test]
+fn runs_in_an_isolated_network_namespace() {
+    if std::env::var("OMO_IN_NETNS").is_ok() {
+        // Inside: only loopback exists. Bring it up and run a whole rollout.
+        let up = Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .unwrap();
+        assert!(up.success());
+        let sim = start_sim(fast());
+        let dir = tmpdir("netns-inner");
+        sim.create(deployment("svc", 2)).unwrap();
+        let mut op = Operator::start(&sim.url(), &dir, &[]);
+        op.wait_ready();
+        sim.create(model("svc", "svc", V1, 600)).unwrap();
+        wait_phase(&sim, "svc", "Ready", "RolloutSucceeded");
+        assert!(op
+            .terminate(Duration::from_secs(10))
+            .map(|s| s.success())
+            .unwrap_or(false));
+        return;
+    }
+    let me = std::env::current_exe().unwrap();
+    let out = Command::new("unshare")
+        .args(["-n", "--"])
+        .arg(&me)
+        .args([
+            "--exact",
+            "runs_in_an_isolated_network_namespace",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("OMO_IN_NETNS", "1")
+        .output()
+        .expect("unshare is needed for this test (util-linux)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+}
+
+#[test]
+fn bad_flags_and_unusable_endpoints_exit_with_one_clear_line() {
+    let bin = env!("CARGO_BIN_EXE_openmed-operator");
+    for (args, needle) in [
+        (vec!["--bogus"], "unknown flag"),
+        (
+            vec!["--server", "http://kubernetes.default.svc"],
+            "loopback",
+        ),
+        (vec!["--server", "https://10.0.0.1"], "CA file"),
+        (vec!["--server", "ftp://x"], "scheme"),
+        (
+            vec![
+                "--server",
+                "http://127.0.0.1:1",
+                "--token-file",
+                "/nonexistent",
+            ],
+            "token file",
+        ),
+        (
+            vec![
+                "--server",
+                "http://127.0.0.1:1",
+                "--health-addr",
+                "256.0.0.1:1",
+            ],
+            "--health-addr",
+        ),
+    ] {
+        let out = Command::new(bin)
+            .args(&args)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+        assert!(lines[0].contains(needle), "{args:?}: {err}");
+    }
+    let out = Command::new(bin)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("KUBERNETES_SERVICE_HOST"));
+    let help = Command::new(bin).arg("--help").output().unwrap();
+    assert!(
+        help.status.success() && String::from_utf8_lossy(&help.stdout).contains("--resync-seconds")
+    );
+    let v = Command::new(bin).arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&v.stdout).trim(),
+        format!("openmed-operator {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn json_logs_and_readiness_before_sync() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("json");
+    // The API is down at start: live but not ready, and it keeps trying.
+    sim.pause(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_millis(100));
+    let mut op = Operator::start(&sim.url(), &dir, &["--log-format", "json"]);
+    let addr = op.health_addr();
+    assert_eq!(op.http_get("/readyz").0, 503);
+    assert_eq!(op.http_get("/healthz").0, 200);
+    op.wait_ready();
+    let _ = addr;
+    for line in op.log().lines() {
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(v["ts"].is_string() && v["level"].is_string() && v["msg"].is_string());
+    }
+    assert!(op
+        .terminate(Duration::from_secs(10))
+        .map(|s| s.success())
+        .unwrap_or(false));
+}
+
+#[test]
+fn a_foreign_configmap_of_the_same_name_blocks_until_it_is_gone() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("foreign-cm");
+    sim.create(deployment("svc", 2)).unwrap();
+    let foreign = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "svc-model-manifest", "namespace": NS}, "data": {"owner": "someone else"}});
+    sim.create(foreign).unwrap();
+    let mut op = Operator::start(&sim.url(), &dir, &[]);
+    op.wait_ready();
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    let s = wait_phase(&sim, "svc", "Failed", "ConfigMapConflict");
+    assert!(s["failedSpecHash"].is_null());
+    let cm = sim
+        .object("", "configmaps", NS, "svc-model-manifest")
+        .unwrap();
+    assert_eq!(
+        cm["data"],
+        json!({"owner": "someone else"}),
+        "never modified"
+    );
+    let d = sim.object("apps", "deployments", NS, "svc").unwrap();
+    assert_eq!(
+        d["metadata"]["generation"], 1,
+        "the Deployment is not touched"
+    );
+    sim.delete("v1", "ConfigMap", NS, "svc-model-manifest")
+        .unwrap();
+    wait_serving(&sim, "svc", V1);
+}
