@@ -167,20 +167,9 @@ struct Operator {
 }
 
 impl Operator {
-    fn start(sim_url: &str, dir: &PathBuf, extra: &[&str]) -> Operator {
-        Operator::start_cmd(
-            Command::new(env!("CARGO_BIN_EXE_openmed-operator")),
-            sim_url,
-            dir,
-            extra,
-        )
-    }
-
-    fn start_cmd(mut cmd: Command, sim_url: &str, dir: &PathBuf, extra: &[&str]) -> Operator {
-        let log = dir.join(format!(
-            "operator-{}.log",
-            Instant::now().elapsed().as_nanos() ^ std::process::id() as u128 ^ rand_tag()
-        ));
+    fn start(sim_url: &str, dir: &Path, extra: &[&str]) -> Operator {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_openmed-operator"));
+        let log = dir.join(format!("operator-{:x}.log", rand_tag()));
         let f = std::fs::File::create(&log).unwrap();
         let child = cmd
             .args([
