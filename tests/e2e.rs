@@ -36,7 +36,7 @@ fn fast() -> SimConfig {
 
 fn start_sim(cfg: SimConfig) -> Sim {
     let sim = Sim::start(cfg).unwrap();
-    let crd: Value = serde_json::from_str(include_str!("../manifests/crd.json")).unwrap();
+    let crd: Value = serde_json::from_str(include_str!("../manifests/base/crd.json")).unwrap();
     sim.create(crd).unwrap();
     sim.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
         .unwrap();
@@ -363,6 +363,15 @@ fn rollout_upgrade_automatic_and_manual_rollback_then_delete() {
             .unwrap()["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
         V1
     );
+    // The manual rollback is a second RollbackStarted in this generation:
+    // the same Event, counted twice, with the latest message.
+    wait_until("the repeated RollbackStarted", || {
+        sim.objects("", "events", Some(NS)).iter().any(|e| {
+            e["reason"] == "RollbackStarted"
+                && e["count"] == 2
+                && e["message"].as_str().unwrap_or("").contains(V1)
+        })
+    });
 
     // Delete: ConfigMap gone, preload blanked, finalizer released.
     sim.delete(MODEL.0, MODEL.1, NS, "openmed-service").unwrap();

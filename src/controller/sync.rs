@@ -11,28 +11,29 @@ use crate::reconcile::{
     lookups, patches, plan, ConfigMapView, DeploymentView, ModelView, Observed, Write,
 };
 use serde_json::Value;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-/// Event names already posted (or found to exist), so each is posted once.
+/// Events already posted, by name, with the count last written, so each
+/// name is POSTed once and a repeat occurrence only bumps its count.
 #[derive(Default)]
 pub struct Posted {
-    names: HashSet<String>,
+    counts: HashMap<String, i64>,
     order: VecDeque<String>,
 }
 
 const POSTED_CAP: usize = 20_000;
 
 impl Posted {
-    fn contains(&self, n: &str) -> bool {
-        self.names.contains(n)
+    fn get(&self, n: &str) -> Option<i64> {
+        self.counts.get(n).copied()
     }
-    fn insert(&mut self, n: String) {
-        if self.names.insert(n.clone()) {
+    fn set(&mut self, n: String, count: i64) {
+        if self.counts.insert(n.clone(), count).is_none() {
             self.order.push_back(n);
             while self.order.len() > POSTED_CAP {
                 if let Some(old) = self.order.pop_front() {
-                    self.names.remove(&old);
+                    self.counts.remove(&old);
                 }
             }
         }
@@ -277,8 +278,11 @@ impl Ctx {
         Ok(Pass::Done(Outcome::Applied))
     }
 
-    /// Post an Event once per name. A failure is logged and never blocks
-    /// convergence; AlreadyExists means it was posted before.
+    /// Post an Event. Its name is fixed by (resource, reason, generation),
+    /// so a retried or restarted pass cannot duplicate it: the name is POSTed
+    /// once, and a later occurrence with the same name bumps the existing
+    /// Event's count, time and message, as Kubernetes' event recorder does.
+    /// A failure is logged and never blocks convergence.
     fn post_event(
         &self,
         model: &ModelView,
@@ -287,26 +291,61 @@ impl Ctx {
         now: &str,
     ) {
         let name = event_name(&model.name, reason.as_str(), model.generation);
-        if lock(&self.posted).contains(&name) {
-            return;
-        }
         let level = if reason.is_warning() {
             log::Level::Warn
         } else {
             log::Level::Info
         };
         log::log!(level, "{}: {reason}: {message}", model.owner());
-        let body = patches::event(model, &name, reason, message, now);
-        let result = ResourcePath::collection(EVENTS, Some(&model.namespace))
-            .and_then(|p| self.client.create(&p, &body));
+        let result = match lock(&self.posted).get(&name) {
+            None => self.create_event(model, &name, reason, message, now),
+            Some(count) => self.bump_event(model, &name, Some(count), message, now),
+        };
         match result {
-            Ok(_) => {
-                self.metrics.event_posted();
-                lock(&self.posted).insert(name);
-            }
-            Err(e) if e.is_already_exists() => lock(&self.posted).insert(name),
+            Ok(count) => lock(&self.posted).set(name, count),
             Err(e) => log::warn!("{}: could not post Event {reason}: {e}", model.owner()),
         }
+    }
+
+    fn create_event(
+        &self,
+        model: &ModelView,
+        name: &str,
+        reason: crate::model::EventReason,
+        message: &str,
+        now: &str,
+    ) -> Result<i64, Error> {
+        let body = patches::event(model, name, reason, message, now);
+        match self.client.create(
+            &ResourcePath::collection(EVENTS, Some(&model.namespace))?,
+            &body,
+        ) {
+            Ok(_) => {
+                self.metrics.event_posted();
+                Ok(1)
+            }
+            Err(e) if e.is_already_exists() => self.bump_event(model, name, None, message, now),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn bump_event(
+        &self,
+        model: &ModelView,
+        name: &str,
+        known: Option<i64>,
+        message: &str,
+        now: &str,
+    ) -> Result<i64, Error> {
+        let path = ResourcePath::object(EVENTS, Some(&model.namespace), name)?;
+        let count = match known {
+            Some(c) => c,
+            None => self.client.get(&path)?["count"].as_i64().unwrap_or(1),
+        };
+        let body = patches::event_repeat(count + 1, message, now);
+        self.client
+            .patch(&path, PatchType::Merge, &body, Retry::Write)?;
+        Ok(count + 1)
     }
 
     fn remember_model(&self, v: &Value) -> Option<String> {

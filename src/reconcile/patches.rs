@@ -182,3 +182,8 @@ pub fn event(m: &ModelView, name: &str, reason: EventReason, message: &str, now:
         "reportingInstance": COMPONENT,
     })
 }
+
+/// Merge patch recording another occurrence of an existing Event.
+pub fn event_repeat(count: i64, message: &str, now: &str) -> Value {
+    json!({"count": count, "lastTimestamp": now, "message": message})
+}

@@ -301,6 +301,17 @@ fn serve(shared: &Arc<Shared>, req: &Request, r: Route) -> Response {
 }
 
 fn parse_body(req: &Request) -> Result<Value, ApiErr> {
+    if req
+        .header("content-type")
+        .unwrap_or("")
+        .contains("protobuf")
+    {
+        return Err(ApiErr::new(
+            415,
+            "UnsupportedMediaType",
+            "kubesim speaks JSON only, not protobuf: use `kubectl apply -f` or `kubectl create -f` with a manifest instead of a generator such as `kubectl create namespace`",
+        ));
+    }
     serde_json::from_slice(&req.body).map_err(|e| {
         ApiErr::bad_request(format!(
             "the body of the request was in an unknown format: {e}"

@@ -128,8 +128,21 @@ impl Registry {
         .shorts(&["crd", "crds"]);
         crd.status_subresource = true;
         crd.generation = true;
+        let sa = ResourceDef::builtin("", "v1", "serviceaccounts", "ServiceAccount", true)
+            .shorts(&["sa"]);
+        let rbac = "rbac.authorization.k8s.io";
+        let cr = ResourceDef::builtin(rbac, "v1", "clusterroles", "ClusterRole", false);
+        let crb = ResourceDef::builtin(
+            rbac,
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            false,
+        );
+        let role = ResourceDef::builtin(rbac, "v1", "roles", "Role", true);
+        let rb = ResourceDef::builtin(rbac, "v1", "rolebindings", "RoleBinding", true);
         Registry {
-            defs: vec![ns, cm, ev, deploy, lease, crd],
+            defs: vec![ns, cm, ev, sa, deploy, lease, cr, crb, role, rb, crd],
         }
     }
 

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The dependency audit, run before admitting the binary: list every crate
+# compiled into the operator binary (and every build-time crate), with
+# version, licence and source, and fail on
+#   - a licence expression that the allow-list below cannot satisfy,
+#   - a source other than the crates.io registry (no git, path or other
+#     registries; the operator itself is the only path package),
+#   - a direct dependency outside the approved set.
+# Membership comes from `cargo tree` (feature-accurate); licence and source
+# from `cargo metadata`. Needs: cargo, python3. Takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TARGET="${AUDIT_TARGET:-x86_64-unknown-linux-gnu}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+cargo metadata --format-version 1 --locked >"$tmp/meta.json"
+cargo tree --locked -p openmed-operator --target "$TARGET" -e normal --prefix none --format '{p}' >"$tmp/normal.txt"
+cargo tree --locked -p openmed-operator --target "$TARGET" -e normal,build --prefix none --format '{p}' >"$tmp/build.txt"
+cargo tree --locked -p openmed-operator --target "$TARGET" -e normal --depth 1 --prefix none --format '{p}' >"$tmp/direct.txt"
+
+python3 - "$tmp" <<'PY'
+import json, re, sys
+
+tmp = sys.argv[1]
+# Permissive licences only. Unicode-3.0 covers the ICU4X data tables that
+# `url` (via idna) needs; Unlicense appears only as an alternative to MIT.
+ALLOWED = {"MIT", "Apache-2.0", "ISC", "BSD-2-Clause", "BSD-3-Clause", "Unicode-3.0",
+           "Unicode-DFS-2016", "Zlib", "Unlicense", "Apache-2.0 WITH LLVM-exception"}
+# The runtime dependencies the project fixed; anything else must be argued.
+APPROVED = {"ureq", "rustls", "serde", "serde_json", "sha2", "url", "tiny_http", "log", "env_logger"}
+CRATES_IO = "registry+https://github.com/rust-lang/crates.io-index"
+
+meta = json.load(open(f"{tmp}/meta.json"))
+by_nv = {(p["name"], p["version"]): p for p in meta["packages"]}
+
+def members(path):
+    out = set()
+    for line in open(path):
+        m = re.match(r"^(\S+) v(\S+)", line.strip())
+        if m:
+            out.add((m.group(1), m.group(2)))
+    return out
+
+def allowed(expr):
+    """Can the SPDX expression be satisfied with ALLOWED licences?"""
+    expr = expr.replace("/", " OR ")
+    tokens = re.findall(r"\(|\)|[A-Za-z0-9.\-+]+(?: WITH [A-Za-z0-9.\-]+)?", expr)
+    pos = 0
+    def parse_or():
+        nonlocal pos
+        v = parse_and()
+        while pos < len(tokens) and tokens[pos] == "OR":
+            pos += 1
+            v = parse_and() or v
+        return v
+    def parse_and():
+        nonlocal pos
+        v = parse_atom()
+        while pos < len(tokens) and tokens[pos] == "AND":
+            pos += 1
+            v = parse_atom() and v
+        return v
+    def parse_atom():
+        nonlocal pos
+        t = tokens[pos]; pos += 1
+        if t == "(":
+            v = parse_or(); pos += 1
+            return v
+        return t in ALLOWED
+    try:
+        return parse_or() and pos == len(tokens)
+    except IndexError:
+        return False
+
+# The evaluator itself must be able to say no.
+assert allowed("MIT OR Apache-2.0") and allowed("MIT/Apache-2.0") and allowed("(MIT OR Apache-2.0) AND Unicode-3.0")
+assert not allowed("GPL-3.0-only") and not allowed("MIT AND GPL-2.0") and not allowed("(none)")
+
+normal = members(f"{tmp}/normal.txt")
+build = members(f"{tmp}/build.txt") - normal
+direct = members(f"{tmp}/direct.txt") - {("openmed-operator", p["version"]) for p in meta["packages"] if p["name"] == "openmed-operator"}
+failures = []
+rows = []
+for kind, group in (("normal", normal), ("build", build)):
+    for nv in sorted(group):
+        p = by_nv.get(nv)
+        if p is None:
+            failures.append(f"{nv[0]} {nv[1]}: not in cargo metadata")
+            continue
+        lic = p.get("license") or "(none)"
+        src = p.get("source") or "path"
+        rows.append((kind, p["name"], p["version"], lic, "crates.io" if src == CRATES_IO else src))
+        if p["name"] == "openmed-operator":
+            continue
+        if src != CRATES_IO:
+            failures.append(f"{p['name']} {p['version']}: source {src} is not crates.io")
+        if not allowed(lic):
+            failures.append(f"{p['name']} {p['version']}: licence {lic!r} is outside the allow-list")
+for name, version in sorted(direct):
+    if name not in APPROVED:
+        failures.append(f"{name} {version}: direct dependency outside the approved set {sorted(APPROVED)}")
+
+w = [max(len(r[i]) for r in rows) for i in range(4)]
+print(f"{'kind':<{w[0]}}  {'crate':<{w[1]}}  {'version':<{w[2]}}  {'licence':<{w[3]}}  source")
+for r in rows:
+    print(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]:<{w[3]}}  {r[4]}")
+n_normal = len([r for r in rows if r[0] == "normal" and r[1] != "openmed-operator"])
+n_build = len([r for r in rows if r[0] == "build"])
+print(f"\n{n_normal} crates in the binary (besides openmed-operator), {n_build} more at build time only; "
+      f"direct: {', '.join(sorted(n for n, _ in direct))}")
+if failures:
+    print("\nAUDIT FAILED:")
+    for f in failures:
+        print("  " + f)
+    sys.exit(1)
+print("audit passed")
+PY

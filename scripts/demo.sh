@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The quickstart: run the operator against the bundled simulated cluster.
+# Starts kubesim, creates the CRD, a sample Deployment and the example
+# OpenMedModel, starts the operator, and shows the rollout reaching Ready, a
+# v2 rollout, and an automatic rollback of an unloadable version.
+#
+# Usage: scripts/demo.sh [--keep]
+#   --keep  leave the simulated cluster and the operator running afterwards,
+#           and print how to point kubectl at them.
+# Needs: cargo, kubectl. The first run builds (a few minutes); then ~30 s.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/scenario.sh
+source "$REPO/scripts/scenario.sh"
+KEEP=0
+[[ ${1:-} == --keep ]] && KEEP=1
+
+say "Building the operator and the simulated API server"
+(cd "$REPO" && cargo build --bin openmed-operator -p openmed-operator && cargo build -p kubesim --bins)
+
+WORK="$REPO/target/demo"
+rm -rf "$WORK"
+mkdir -p "$WORK"
+((KEEP)) || trap 'stop_all' EXIT
+
+say "Starting the simulated cluster (pods warm up in 1 s; versions containing 'unloadable' never get ready)"
+start_sim "$WORK/cluster" --warmup-ms 1000
+info "API server: $SIM_URL"
+kc apply -f "$REPO/manifests/base/crd.json"
+kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
+kc apply -f "$REPO/manifests/sample-deployment.yaml"
+
+say "Starting the operator"
+start_operator "$WORK/operator.log" --server "$SIM_URL" --health-addr 127.0.0.1:0
+wait_for 30 "the operator to sync" grep -q "caches synced" "$WORK/operator.log"
+grep "starting" "$WORK/operator.log" | sed 's/^/    /'
+
+NS=openmed
+TIMEOUT=90
+BAD_DEADLINE=5
+scenario_ready
+scenario_v2
+scenario_rollback
+
+say "Events on the OpenMedModel"
+kc -n "$NS" get events --field-selector involvedObject.kind=OpenMedModel
+say "What the operator logged"
+grep -E "openmed/openmed-service" "$WORK/operator.log" | sed 's/^/    /'
+
+if ((KEEP)); then
+  say "Left running. Try:"
+  info "export KUBECONFIG=$KUBECONFIG"
+  info "kubectl get omm -A; kubectl -n openmed describe omm openmed-service"
+  info "operator log: $WORK/operator.log; stop with: kill $OP_PID ${SIM_PIDS[*]}"
+  trap - EXIT
+else
+  stop_operator
+  say "Done. Run 'scripts/demo.sh --keep' to keep the cluster up and explore with kubectl."
+fi

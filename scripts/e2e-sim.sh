@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# End to end on the simulated cluster, with the real kubectl:
+#  1. kubectl against kubesim, plain and TLS+token: CRD, custom resource
+#     apply/get/patch/annotate/wait/describe/delete, a Deployment's
+#     `rollout status`, schema violations rejected with their field path;
+#  2. the manifests: `kubectl apply -k manifests/` and the namespaced overlay;
+#  3. the operator binary through the shared scenario (scenario.sh).
+# Needs: cargo, kubectl. Takes about a minute after the build.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/scenario.sh
+source "$REPO/scripts/scenario.sh"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/omo-e2e.XXXXXX")"
+trap 'stop_all; rm -rf "$WORK"' EXIT
+(cd "$REPO" && cargo build -q -p kubesim --bins && cargo build -q --bin openmed-operator)
+
+kubectl_checks() {
+  local mode=$1
+  say "kubectl against kubesim ($mode)"
+  kc version -o json >/dev/null
+  kc apply -f "$REPO/manifests/base/crd.json"
+  kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
+  kc api-resources --api-group=openmed.ai | grep -q omm || die "short name omm not discovered"
+  kc apply -f - <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: kc-check
+YAML
+  kc -n kc-check apply -f - <<'YAML'
+apiVersion: openmed.ai/v1alpha1
+kind: OpenMedModel
+metadata:
+  name: check
+spec:
+  family: PII
+  version: OpenMed/x-v1
+  tier: Small
+  replicas: 1
+  rolloutStrategy:
+    type: Recreate
+YAML
+  local header
+  header=$(kc -n kc-check get omm | head -1)
+  for col in FAMILY TIER DESIRED ACTIVE PHASE READY AGE; do
+    [[ $header == *"$col"* ]] || die "printer column $col missing from: $header"
+  done
+  [[ $(kc -n kc-check get omm check -o 'jsonpath={.spec.rolloutStrategy.progressDeadlineSeconds}') == 600 ]] \
+    || die "CRD defaults not applied"
+  kc -n kc-check patch omm check --type=merge -p '{"spec":{"replicas":3}}'
+  kc -n kc-check patch omm check --type=merge -p '{"spec":{"replicas":3}}' | grep -q "no change" \
+    || die "an unchanged patch should report (no change)"
+  kc -n kc-check annotate omm check openmed.ai/rollback-to=OpenMed/x-v0
+  kc -n kc-check wait --for=jsonpath='{.spec.replicas}'=3 --timeout=10s omm/check
+  kc -n kc-check describe omm check | grep -q "Replicas:  *3" || die "describe does not show the spec"
+  local err
+  err=$(kc -n kc-check patch omm check --type=merge -p '{"spec":{"tier":"Huge"}}' 2>&1 || true)
+  [[ $err == *spec.tier*Unsupported* ]] || die "bad tier not rejected with its field path: $err"
+  err=$(kc -n kc-check apply -f - 2>&1 <<'YAML' || true
+apiVersion: openmed.ai/v1alpha1
+kind: OpenMedModel
+metadata:
+  name: typo
+spec:
+  family: PII
+  version: OpenMed/x-v1
+  tier: Small
+  replicas: 1
+  replica: 2
+  rolloutStrategy:
+    type: Recreate
+YAML
+)
+  [[ $err == *'unknown field "spec.replica"'* ]] || die "unknown field not rejected with its path: $err"
+  err=$(kc -n kc-check patch omm check -p '{"spec":{"replicas":2}}' 2>&1 || true)
+  [[ $err == *"not supported"* || $err == *UnsupportedMediaType* || $err == *"unknown format"* ]] \
+    || die "strategic merge patch on a custom resource should be refused (415): $err"
+  kc -n kc-check apply -f - <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: nginx:1.27
+YAML
+  kc -n kc-check rollout status deploy/web --timeout=30s
+  kc -n kc-check set image deploy/web web=nginx:1.28 >/dev/null
+  kc -n kc-check rollout status deploy/web --timeout=30s
+  kc -n kc-check delete omm check --timeout=20s
+  [[ -z $(kc -n kc-check get omm -o name) ]] || die "delete did not remove the resource"
+  kc delete -f "$REPO/manifests/base/crd.json" --timeout=20s
+}
+
+say "kubesim, plain HTTP"
+start_sim "$WORK/plain" --warmup-ms 300
+kubectl_checks plain
+
+say "kubesim, TLS and a bearer token"
+start_sim "$WORK/tls" --tls --token "s3cr3t-$$" --warmup-ms 300
+kubectl_checks "tls+token"
+err=$(kc --token wrong get ns 2>&1 || true)
+[[ $err == *Unauthorized* ]] || die "a wrong token should be refused: $err"
+
+say "The manifests: kubectl apply -k manifests/ and the namespaced overlay"
+start_sim "$WORK/manifests"
+kc apply -k "$REPO/manifests/"
+for obj in namespace/openmed-system crd/openmedmodels.openmed.ai clusterrole/openmed-operator \
+  clusterrolebinding/openmed-operator; do
+  kc get "$obj" >/dev/null || die "$obj missing after apply -k"
+done
+kc -n openmed-system get serviceaccount/openmed-operator deployment/openmed-operator >/dev/null
+kc apply -f "$REPO/manifests/sample-deployment.yaml"
+kc apply -k "$REPO/manifests/overlays/namespaced/"
+kc -n openmed get role/openmed-operator rolebinding/openmed-operator >/dev/null
+args=$(kc -n openmed-system get deploy openmed-operator -o 'jsonpath={.spec.template.spec.containers[0].args}')
+[[ $args == *--namespace=openmed* ]] || die "the overlay did not set --namespace: $args"
+
+say "The operator, through the shared scenario"
+start_sim "$WORK/scenario" --warmup-ms 300
+kc apply -f "$REPO/manifests/base/crd.json"
+kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
+kc apply -f "$REPO/manifests/sample-deployment.yaml"
+start_operator "$WORK/operator.log" --server "$SIM_URL" --health-addr 127.0.0.1:0 --namespace openmed
+NS=openmed
+TIMEOUT=60
+scenario_all
+stop_operator
+grep -q "shutting down" "$WORK/operator.log" || die "no shutdown line in the operator log"
+say "e2e-sim: all passed"

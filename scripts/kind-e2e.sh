@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The same scenario as e2e-sim.sh on a real Kubernetes cluster (kind):
+# create a cluster, build the image from the Containerfile, load it, install
+# with `kubectl apply -k manifests/`, deploy a stand-in OpenMed service whose
+# readiness depends on the preload value, run the shared scenario
+# (scenario.sh), tear down.
+# Needs: docker, kind, kubectl, network access for images. About 5 minutes.
+# It cannot run on the CI machines (no container engine); CI shellchecks it.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/scenario.sh
+source "$REPO/scripts/scenario.sh"
+
+for tool in docker kind kubectl; do
+  command -v "$tool" >/dev/null || die "$tool is required"
+done
+CLUSTER="${CLUSTER:-openmed-e2e}"
+IMAGE="openmed-operator:e2e"
+
+say "Creating kind cluster $CLUSTER"
+kind create cluster --name "$CLUSTER" --wait 180s
+trap 'kind delete cluster --name "$CLUSTER"' EXIT
+kubectl config use-context "kind-$CLUSTER"
+
+say "Building $IMAGE from the Containerfile"
+docker build -f "$REPO/Containerfile" -t "$IMAGE" "$REPO"
+kind load docker-image "$IMAGE" --name "$CLUSTER"
+
+say "Installing with kubectl apply -k manifests/"
+kc apply -k "$REPO/manifests/"
+kc wait --for condition=established --timeout=60s crd/openmedmodels.openmed.ai
+kc -n openmed-system set image deployment/openmed-operator "operator=$IMAGE"
+kc -n openmed-system rollout status deployment/openmed-operator --timeout=180s
+
+say "Deploying a stand-in OpenMed service (busybox; a version containing 'unloadable' never gets ready)"
+kc apply -f - <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: openmed
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: openmed-service
+  namespace: openmed
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: openmed-service}
+  template:
+    metadata:
+      labels: {app: openmed-service}
+    spec:
+      containers:
+        - name: openmed-service
+          image: busybox:1.36
+          command: ["sh", "-c", "echo serving \"$OPENMED_SERVICE_PRELOAD_MODELS\"; exec sleep 86400"]
+          env:
+            - name: OPENMED_SERVICE_PRELOAD_MODELS
+              value: ""
+          readinessProbe:
+            exec:
+              command: ["sh", "-c", "case \"$OPENMED_SERVICE_PRELOAD_MODELS\" in *unloadable*) exit 1;; esac"]
+            periodSeconds: 2
+YAML
+kc -n openmed rollout status deployment/openmed-service --timeout=180s
+
+NS=openmed
+TIMEOUT=240
+BAD_DEADLINE=40
+scenario_all
+say "kind-e2e: all passed"
+kc -n openmed-system logs deployment/openmed-operator --tail=30

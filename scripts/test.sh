@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit, integration and end-to-end
+# tests, the kubectl end-to-end script, manifest validation, shellcheck, the
+# dependency audit and the static build with its checks. `.ci/run` runs
+# exactly this after installing what a fresh machine lacks.
+# Needs: cargo (rustfmt, clippy), kubectl, python3, shellcheck, unshare, the
+# static-build packages (see build-static.sh). About 10-15 minutes from cold
+# on 2 cores.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+cd "$REPO"
+start=$SECONDS
+step() {
+  say "$1"
+  local t=$SECONDS
+  shift
+  "$@"
+  info "($((SECONDS - t)) s)"
+}
+
+step "Formatting" cargo fmt --all -- --check
+step "Lints" cargo clippy --workspace --all-targets --locked -- -D warnings
+step "Unit, integration and end-to-end tests (Rust)" cargo test --workspace --locked
+step "kubectl end to end on the simulated cluster" scripts/e2e-sim.sh
+step "Manifests against the upstream Kubernetes schemas" scripts/check-manifests.sh
+step "shellcheck" shellcheck -x scripts/*.sh .ci/run
+step "Dependency audit" scripts/audit.sh
+step "Static musl binary, proven static and working" scripts/build-static.sh --check
+say "All checks passed in $((SECONDS - start)) s"
