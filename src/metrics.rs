@@ -102,114 +102,128 @@ impl Metrics {
 
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let mut lines = Vec::new();
-        let n = family_line(
+        let reconciles = lock(&self.reconciles);
+        family(
             &mut out,
             "openmed_operator_reconciles_total",
             "counter",
             "Reconcile passes by result.",
+            [Outcome::Unchanged, Outcome::Applied, Outcome::Error]
+                .iter()
+                .map(|o| {
+                    (
+                        format!("{{result=\"{}\"}}", o.as_str()),
+                        reconciles.get(o).copied().unwrap_or(0).to_string(),
+                    )
+                }),
         );
-        for o in [Outcome::Unchanged, Outcome::Applied, Outcome::Error] {
-            let v = lock(&self.reconciles).get(&o).copied().unwrap_or(0);
-            lines.push(format!("{n}{{result=\"{}\"}} {v}", o.as_str()));
-        }
-        flush(&mut out, &mut lines);
-        let n = family_line(
+        drop(reconciles);
+        family(
             &mut out,
             "openmed_operator_reconcile_errors_total",
             "counter",
             "Reconcile errors by kind.",
-        );
-        for (k, v) in lock(&self.errors).iter() {
-            lines.push(format!("{n}{{kind=\"{k}\"}} {v}"));
-        }
-        flush(&mut out, &mut lines);
-        let n = family_line(
-            &mut out,
-            "openmed_operator_reconcile_duration_seconds",
-            "histogram",
-            "Time per reconcile pass.",
+            labelled("kind", lock(&self.errors).iter()),
         );
         {
             let h = lock(&self.duration);
-            for (i, b) in BUCKETS.iter().enumerate() {
-                lines.push(format!("{n}_bucket{{le=\"{b}\"}} {}", h.counts[i]));
-            }
-            lines.push(format!("{n}_bucket{{le=\"+Inf\"}} {}", h.count));
-            lines.push(format!("{n}_sum {}", h.sum));
-            lines.push(format!("{n}_count {}", h.count));
+            let mut rows: Vec<(String, String)> = BUCKETS
+                .iter()
+                .zip(h.counts.iter())
+                .map(|(b, c)| (format!("_bucket{{le=\"{b}\"}}"), c.to_string()))
+                .collect();
+            rows.push(("_bucket{le=\"+Inf\"}".into(), h.count.to_string()));
+            rows.push(("_sum".into(), h.sum.to_string()));
+            rows.push(("_count".into(), h.count.to_string()));
+            family(
+                &mut out,
+                "openmed_operator_reconcile_duration_seconds",
+                "histogram",
+                "Time per reconcile pass.",
+                rows.into_iter(),
+            );
         }
-        flush(&mut out, &mut lines);
-        let n = family_line(
+        family(
             &mut out,
             "openmed_operator_queue_depth",
             "gauge",
             "Keys waiting in the work queue.",
+            std::iter::once((
+                String::new(),
+                self.queue_depth.load(Ordering::Relaxed).to_string(),
+            )),
         );
-        lines.push(format!("{n} {}", self.queue_depth.load(Ordering::Relaxed)));
-        flush(&mut out, &mut lines);
-        let n = family_line(
+        family(
             &mut out,
             "openmed_operator_watch_restarts_total",
             "counter",
             "Watches restarted, by resource.",
+            labelled("resource", lock(&self.watch_restarts).iter()),
         );
-        for (k, v) in lock(&self.watch_restarts).iter() {
-            lines.push(format!("{n}{{resource=\"{k}\"}} {v}"));
-        }
-        flush(&mut out, &mut lines);
-        let n = family_line(
+        family(
             &mut out,
             "openmed_operator_relists_total",
             "counter",
             "Full lists (initial and after 410), by resource.",
+            labelled("resource", lock(&self.relists).iter()),
         );
-        for (k, v) in lock(&self.relists).iter() {
-            lines.push(format!("{n}{{resource=\"{k}\"}} {v}"));
-        }
-        flush(&mut out, &mut lines);
-        let n = family_line(
+        family(
             &mut out,
             "openmed_operator_api_requests_total",
             "counter",
             "API requests by verb and HTTP status code (0: no response).",
+            lock(&self.api_requests)
+                .iter()
+                .map(|((verb, code), v)| {
+                    (
+                        format!("{{verb=\"{verb}\",code=\"{code}\"}}"),
+                        v.to_string(),
+                    )
+                })
+                .collect::<Vec<_>>()
+                .into_iter(),
         );
-        for ((verb, code), v) in lock(&self.api_requests).iter() {
-            lines.push(format!("{n}{{verb=\"{verb}\",code=\"{code}\"}} {v}"));
-        }
-        flush(&mut out, &mut lines);
-        let n = family_line(
+        family(
             &mut out,
             "openmed_operator_managed_resources",
             "gauge",
             "OpenMedModels by status phase.",
+            labelled("phase", lock(&self.phases).iter()),
         );
-        for (k, v) in lock(&self.phases).iter() {
-            lines.push(format!("{n}{{phase=\"{k}\"}} {v}"));
-        }
-        flush(&mut out, &mut lines);
-        let n = family_line(
+        family(
             &mut out,
             "openmed_operator_events_posted_total",
             "counter",
             "Events created.",
+            std::iter::once((String::new(), lock(&self.events_posted).to_string())),
         );
-        lines.push(format!("{n} {}", lock(&self.events_posted)));
-        flush(&mut out, &mut lines);
         out
     }
 }
 
-fn family_line(out: &mut String, name: &str, kind: &str, help: &str) -> String {
+/// One metric family: HELP and TYPE lines, then `name<suffix> value` rows.
+fn family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    rows: impl Iterator<Item = (String, String)>,
+) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    name.to_string()
+    for (suffix, value) in rows {
+        let _ = writeln!(out, "{name}{suffix} {value}");
+    }
 }
 
-fn flush(out: &mut String, lines: &mut Vec<String>) {
-    for l in lines.drain(..) {
-        out.push_str(&l);
-        out.push('\n');
-    }
+/// Rows with a single label.
+fn labelled<'a, K: std::fmt::Display + 'a, V: std::fmt::Display + 'a>(
+    label: &'a str,
+    items: impl Iterator<Item = (K, V)> + 'a,
+) -> impl Iterator<Item = (String, String)> + 'a {
+    items
+        .map(move |(k, v)| (format!("{{{label}=\"{k}\"}}"), v.to_string()))
+        .collect::<Vec<_>>()
+        .into_iter()
 }
 
 #[cfg(test)]

@@ -168,7 +168,11 @@ struct Operator {
 
 impl Operator {
     fn start(sim_url: &str, dir: &Path, extra: &[&str]) -> Operator {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_openmed-operator"));
+        // OMO_OPERATOR_BIN runs another build, e.g. the static release one
+        // for figures: OMO_OPERATOR_BIN=target/static/... cargo test --test e2e a_converged -- --nocapture
+        let bin = std::env::var("OMO_OPERATOR_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_openmed-operator").to_string());
+        let mut cmd = Command::new(bin);
         let log = dir.join(format!("operator-{:x}.log", rand_tag()));
         let f = std::fs::File::create(&log).unwrap();
         let child = cmd

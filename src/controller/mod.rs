@@ -103,64 +103,60 @@ pub fn run(cfg: Config) -> Result<(), String> {
             }
         }
     };
+    let common = reflector::Common {
+        client: client.clone(),
+        metrics: metrics.clone(),
+        health: health.clone(),
+        stop: stop.clone(),
+    };
+    let spawn_err = |e: std::io::Error| format!("cannot start a watch thread: {e}");
     for scope in &scopes {
         let ns = scope.as_deref();
-        let spawn_err = |e: std::io::Error| format!("cannot start a watch thread: {e}");
+        let path = |rt| ResourcePath::collection(rt, ns).map_err(|e| e.to_string());
         let (q, idx) = (queue.clone(), index.clone());
-        Reflector {
-            resource: "openmedmodels",
-            namespace: scope.clone(),
-            path: ResourcePath::collection(crate::model::RESOURCE, ns)
-                .map_err(|e| e.to_string())?,
-            label_selector: None,
-            metadata_only: false,
-            client: client.clone(),
-            store: ctx.models.clone(),
-            parse: ModelView::from_json,
-            on_change: Arc::new(move |(key, _old, new): cache::Change<ModelView>| {
-                idx.update(&key, new.as_ref().map(lookups).as_ref());
-                q.add(key);
-            }),
-            metrics: metrics.clone(),
-            health: health.clone(),
-            stop: stop.clone(),
-        }
+        let on_model: reflector::OnChange<ModelView> = Arc::new(move |(key, _old, new)| {
+            idx.update(&key, new.as_ref().map(lookups).as_ref());
+            q.add(key);
+        });
+        Reflector::new(
+            &common,
+            "openmedmodels",
+            path(crate::model::RESOURCE)?,
+            scope.clone(),
+            ctx.models.clone(),
+            ModelView::from_json,
+            on_model,
+        )
         .spawn()
         .map_err(spawn_err)?;
 
         let w = wake(index.clone(), queue.clone(), Kind::ConfigMap);
-        Reflector {
-            resource: "configmaps",
-            namespace: scope.clone(),
-            path: ResourcePath::collection(CONFIG_MAPS, ns).map_err(|e| e.to_string())?,
-            label_selector: Some(format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1)),
-            metadata_only: false,
-            client: client.clone(),
-            store: ctx.config_maps.clone(),
-            parse: ConfigMapView::from_json,
-            on_change: Arc::new(move |(key, _, _): cache::Change<ConfigMapView>| w(&key)),
-            metrics: metrics.clone(),
-            health: health.clone(),
-            stop: stop.clone(),
-        }
+        let on_cm: reflector::OnChange<ConfigMapView> = Arc::new(move |(key, _, _)| w(&key));
+        Reflector::new(
+            &common,
+            "configmaps",
+            path(CONFIG_MAPS)?,
+            scope.clone(),
+            ctx.config_maps.clone(),
+            ConfigMapView::from_json,
+            on_cm,
+        )
+        .selecting(MANAGED_BY_LABEL)
         .spawn()
         .map_err(spawn_err)?;
 
         let w = wake(index.clone(), queue.clone(), Kind::Deployment);
-        Reflector {
-            resource: "deployments",
-            namespace: scope.clone(),
-            path: ResourcePath::collection(DEPLOYMENTS, ns).map_err(|e| e.to_string())?,
-            label_selector: Some(format!("{}={}", CLAIM_LABEL.0, CLAIM_LABEL.1)),
-            metadata_only: false,
-            client: client.clone(),
-            store: ctx.deployments.clone(),
-            parse: DeploymentView::from_json,
-            on_change: Arc::new(move |(key, _, _): cache::Change<DeploymentView>| w(&key)),
-            metrics: metrics.clone(),
-            health: health.clone(),
-            stop: stop.clone(),
-        }
+        let on_deploy: reflector::OnChange<DeploymentView> = Arc::new(move |(key, _, _)| w(&key));
+        Reflector::new(
+            &common,
+            "deployments",
+            path(DEPLOYMENTS)?,
+            scope.clone(),
+            ctx.deployments.clone(),
+            DeploymentView::from_json,
+            on_deploy,
+        )
+        .selecting(CLAIM_LABEL)
         .spawn()
         .map_err(spawn_err)?;
 
@@ -168,28 +164,25 @@ pub fn run(cfg: Config) -> Result<(), String> {
         // disappearance and changes of unclaimed ones matter.
         let w = wake(index.clone(), queue.clone(), Kind::Deployment);
         let c2 = ctx.clone();
-        Reflector {
-            resource: "deployments-metadata",
-            namespace: scope.clone(),
-            path: ResourcePath::collection(DEPLOYMENTS, ns).map_err(|e| e.to_string())?,
-            label_selector: None,
-            metadata_only: true,
-            client: client.clone(),
-            store: ctx.deployment_meta.clone(),
-            parse: meta_view,
-            on_change: Arc::new(move |(key, old, new): cache::Change<MetaView>| {
-                if new.is_none() {
-                    crate::kube::endpoint::lock(&c2.fetched).remove(&key);
-                }
-                let unclaimed = new.as_ref().map(|n| !n.claimed).unwrap_or(true);
-                if old.is_none() || unclaimed {
-                    w(&key);
-                }
-            }),
-            metrics: metrics.clone(),
-            health: health.clone(),
-            stop: stop.clone(),
-        }
+        let on_meta: reflector::OnChange<MetaView> = Arc::new(move |(key, old, new)| {
+            if new.is_none() {
+                crate::kube::endpoint::lock(&c2.fetched).remove(&key);
+            }
+            let unclaimed = new.as_ref().map(|n| !n.claimed).unwrap_or(true);
+            if old.is_none() || unclaimed {
+                w(&key);
+            }
+        });
+        Reflector::new(
+            &common,
+            "deployments-metadata",
+            path(DEPLOYMENTS)?,
+            scope.clone(),
+            ctx.deployment_meta.clone(),
+            meta_view,
+            on_meta,
+        )
+        .metadata_only()
         .spawn()
         .map_err(spawn_err)?;
     }

@@ -20,6 +20,15 @@ pub const MAX_SILENCE: Duration = Duration::from_secs(600);
 
 pub type OnChange<V> = Arc<dyn Fn(Change<V>) + Send + Sync>;
 
+/// What every reflector shares.
+#[derive(Clone)]
+pub struct Common {
+    pub client: Arc<Client>,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+    pub stop: Arc<AtomicBool>,
+}
+
 pub struct Reflector<V> {
     /// For logs, metrics and health: the plural of what is watched.
     pub resource: &'static str,
@@ -45,6 +54,45 @@ fn key_of(o: &Value) -> Option<Key> {
 const BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
 
 impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
+    /// A reflector over every object of `path` (a collection); narrow it
+    /// with [`Reflector::selecting`] or [`Reflector::metadata_only`].
+    pub fn new(
+        common: &Common,
+        resource: &'static str,
+        path: ResourcePath,
+        namespace: Option<String>,
+        store: Arc<Store<V>>,
+        parse: fn(&Value) -> Option<V>,
+        on_change: OnChange<V>,
+    ) -> Reflector<V> {
+        Reflector {
+            resource,
+            namespace,
+            path,
+            label_selector: None,
+            metadata_only: false,
+            client: common.client.clone(),
+            store,
+            parse,
+            on_change,
+            metrics: common.metrics.clone(),
+            health: common.health.clone(),
+            stop: common.stop.clone(),
+        }
+    }
+
+    /// Only objects carrying this label (`key=value`).
+    pub fn selecting(mut self, label: (&str, &str)) -> Reflector<V> {
+        self.label_selector = Some(format!("{}={}", label.0, label.1));
+        self
+    }
+
+    /// Watch `PartialObjectMetadata` only: cheap for kinds with big objects.
+    pub fn metadata_only(mut self) -> Reflector<V> {
+        self.metadata_only = true;
+        self
+    }
+
     pub fn loop_name(&self) -> String {
         format!(
             "watch/{}/{}",

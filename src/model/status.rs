@@ -153,6 +153,26 @@ impl StatusDoc {
         self.get(f).and_then(Value::as_i64)
     }
 
+    /// A desired spec stored in status (lastSuccessfulSpec and friends), if
+    /// it is there and still valid.
+    pub fn spec(&self, f: Field, resource_name: &str) -> Option<super::DesiredSpec> {
+        self.get(f)
+            .and_then(|v| super::DesiredSpec::from_snapshot(resource_name, v))
+    }
+
+    /// Every spec status retains: rollbackSpec, lastSuccessfulSpec,
+    /// previousSuccessfulSpec, in that order.
+    pub fn retained_specs(&self, resource_name: &str) -> Vec<super::DesiredSpec> {
+        [
+            Field::RollbackSpec,
+            Field::LastSuccessfulSpec,
+            Field::PreviousSuccessfulSpec,
+        ]
+        .iter()
+        .filter_map(|f| self.spec(*f, resource_name))
+        .collect()
+    }
+
     pub fn phase(&self) -> Option<Phase> {
         self.str(Field::Phase).and_then(Phase::parse)
     }

@@ -21,15 +21,7 @@ fn cleanup_spec(m: &ModelView) -> Option<DesiredSpec> {
         return Some(s);
     }
     let st = StatusDoc::from_value(m.status.as_ref());
-    let stored: Vec<DesiredSpec> = [
-        Field::RollbackSpec,
-        Field::LastSuccessfulSpec,
-        Field::PreviousSuccessfulSpec,
-    ]
-    .iter()
-    .filter_map(|f| st.get(*f))
-    .filter_map(|v| DesiredSpec::from_snapshot(&m.name, v))
-    .collect();
+    let stored = st.retained_specs(&m.name);
     let applied = st.str(Field::AppliedSpecHash);
     stored
         .iter()

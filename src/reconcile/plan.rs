@@ -50,24 +50,10 @@ pub fn lookups(m: &ModelView) -> Lookups {
     if let Ok(s) = validate(&m.name, m.spec.as_ref()) {
         add(&s);
     }
-    for s in retained_specs(m) {
+    for s in StatusDoc::from_value(m.status.as_ref()).retained_specs(&m.name) {
         add(&s);
     }
     out
-}
-
-/// rollbackSpec, lastSuccessfulSpec, previousSuccessfulSpec, as stored.
-fn retained_specs(m: &ModelView) -> Vec<DesiredSpec> {
-    let st = StatusDoc::from_value(m.status.as_ref());
-    [
-        Field::RollbackSpec,
-        Field::LastSuccessfulSpec,
-        Field::PreviousSuccessfulSpec,
-    ]
-    .iter()
-    .filter_map(|f| st.get(*f))
-    .filter_map(|v| DesiredSpec::from_snapshot(&m.name, v))
-    .collect()
 }
 
 /// One write, in the order it must happen.
@@ -404,12 +390,7 @@ impl<'a> Pass<'a> {
 
     /// Step 12: watch a rollback through.
     fn monitor_rollback(&mut self, desired: &DesiredSpec, hash: &str) {
-        let r = self
-            .plan
-            .old
-            .get(Field::RollbackSpec)
-            .and_then(|v| DesiredSpec::from_snapshot(&self.m.name, v));
-        let Some(r) = r else {
+        let Some(r) = self.plan.old.spec(Field::RollbackSpec, &self.m.name) else {
             // A rollback with no readable rollbackSpec cannot be watched:
             // go back to the desired spec.
             self.start_rollout(desired, hash, Reason::InitialRollout);
@@ -528,10 +509,10 @@ impl<'a> Pass<'a> {
             self.monitor_rollback(desired, hash);
             return;
         }
+        // The last successful spec first, then the previous one.
         let retained = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
             .iter()
-            .filter_map(|f| self.plan.old.get(*f))
-            .filter_map(|v| DesiredSpec::from_snapshot(&self.m.name, v))
+            .filter_map(|f| self.plan.old.spec(*f, &self.m.name))
             .find(|s| s.version == target);
         match retained {
             None => {
@@ -674,10 +655,7 @@ impl<'a> Pass<'a> {
                     s.version, s.target.name
                 ),
             );
-            let last = old
-                .get(Field::LastSuccessfulSpec)
-                .and_then(|v| DesiredSpec::from_snapshot(&m.name, v));
-            match last {
+            match old.spec(Field::LastSuccessfulSpec, &m.name) {
                 Some(l) if s.rollout.rollback_on_failure && self.blocked(&l).is_none() => {
                     self.begin_rollback(&l, &hash, format!("automatic:{}", s.version));
                     let msg = format!("rolling back to {}", l.version);
