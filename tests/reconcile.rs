@@ -1367,3 +1367,124 @@ fn a_lost_finalizer_is_put_back() {
     let (tags, _) = w.step();
     assert_eq!(tags, ["F+"]);
 }
+
+// ---------------------------------------------------------------- more rows of section 6
+
+#[test]
+fn recreate_strategy_is_applied_without_rolling_update() {
+    let mut s = spec(V1);
+    s["rolloutStrategy"] = json!({"type": "Recreate", "progressDeadlineSeconds": 120});
+    let mut w = World::new(s.clone());
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
+    assert_eq!(w.dep()["spec"]["strategy"], json!({"type": "Recreate"}));
+    assert_eq!(w.dep()["spec"]["progressDeadlineSeconds"], 120);
+    w.rollout_completes();
+    w.step();
+    assert_status(
+        &w,
+        "Ready",
+        &s,
+        Some(V1),
+        Some(&s),
+        None,
+        Some(&s),
+        None,
+        None,
+        None,
+        0,
+        READY,
+    );
+    assert!(w.plan().is_noop());
+}
+
+#[test]
+fn a_foreign_owner_on_the_pod_template_alone_is_a_conflict() {
+    let mut w = World::new(spec(V1));
+    w.dep()["spec"]["template"]["metadata"]["annotations"]["openmed.ai/model-resource"] =
+        json!("other/model");
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::TargetConflict]);
+    assert!(w.status()["conditions"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("other/model"));
+}
+
+#[test]
+fn manual_rollback_first_match_wins() {
+    // Two retained specs with the same version: the last successful one is used.
+    let s1 = spec(V1);
+    let mut s1b = spec(V1);
+    s1b["replicas"] = json!(3);
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s1b.clone());
+    w.converge();
+    assert_eq!(w.status()["lastSuccessfulSpec"]["replicas"], 3);
+    assert_eq!(w.status()["previousSuccessfulSpec"]["replicas"], 2);
+    let s2 = spec(V2);
+    w.set_spec(s2.clone());
+    w.step();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    w.step();
+    assert_eq!(w.status()["rollbackSpec"]["replicas"], 3);
+    assert_eq!(w.dep()["spec"]["replicas"], 3);
+}
+
+#[test]
+fn drift_during_a_rollback_is_corrected_back_to_the_rollback_spec() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    assert_eq!(w.status()["phase"], "RolledBack");
+    w.config_maps
+        .get_mut("openmed-service-model-manifest")
+        .unwrap()["data"]["OPENMED_SERVICE_PRELOAD_MODELS"] = json!(V2);
+    let (tags, ev) = w.step();
+    // The ConfigMap is restored; status moves from "rollback started" to
+    // "rollback in progress" (step 12's conditions).
+    assert_eq!(tags, ["CM~", "S"]);
+    assert_eq!(
+        w.conds(),
+        [
+            "F:RolledBack",
+            "T:RollbackInProgress",
+            "T:DesiredVersionFailed",
+            "F:RollbackInProgress"
+        ]
+    );
+    assert!(ev.is_empty());
+    assert_eq!(
+        w.config_maps["openmed-service-model-manifest"]["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
+        V1
+    );
+    assert_eq!(w.status()["phase"], "RolledBack");
+    assert_eq!(
+        w.status()["rollbackCount"],
+        1,
+        "not counted as another rollback"
+    );
+}
+
+#[test]
+fn lookups_cover_the_desired_and_every_retained_target() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let mut moved = spec(V2);
+    moved["targetRef"] = json!({"name": "elsewhere"});
+    moved["manifestConfigMapName"] = json!("other-cm");
+    w.set_spec(moved);
+    let (m, _, _) = w.view();
+    let l = lookups(&m);
+    assert_eq!(l.deployments, ["elsewhere", "openmed-service"]);
+    assert_eq!(
+        l.config_maps,
+        ["other-cm", "openmed-service-model-manifest"]
+    );
+}

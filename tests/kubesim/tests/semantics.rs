@@ -1,0 +1,807 @@
+//! kubesim's own tests, over HTTP as a client sees it: discovery, object
+//! metadata, list, watch, patches, schemas, auth, faults, garbage collection
+//! and the Deployment controller.
+
+use kubesim::{Sim, SimConfig};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+struct Api {
+    base: String,
+    agent: ureq::Agent,
+    token: Option<String>,
+}
+
+struct Resp {
+    code: u16,
+    body: Value,
+    warnings: Vec<String>,
+}
+
+fn api(sim: &Sim) -> Api {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .build()
+        .new_agent();
+    Api {
+        base: sim.url(),
+        agent,
+        token: None,
+    }
+}
+
+impl Api {
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        ct: Option<&str>,
+        body: Option<&Value>,
+        accept: &str,
+    ) -> Resp {
+        let url = format!("{}{}", self.base, path);
+        let mut b = ureq::http::Request::builder()
+            .method(method)
+            .uri(url)
+            .header("Accept", accept);
+        if let Some(t) = &self.token {
+            b = b.header("Authorization", format!("Bearer {t}"));
+        }
+        if let Some(ct) = ct {
+            b = b.header("Content-Type", ct);
+        }
+        let bytes = body.map(|b| b.to_string()).unwrap_or_default().into_bytes();
+        let req = b.body(bytes).unwrap();
+        let mut resp = self.agent.run(req).unwrap();
+        let code = resp.status().as_u16();
+        let warnings = resp
+            .headers()
+            .get_all("warning")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect();
+        let text = resp.body_mut().read_to_string().unwrap_or_default();
+        Resp {
+            code,
+            body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            warnings,
+        }
+    }
+    fn get(&self, path: &str) -> Resp {
+        self.call("GET", path, None, None, "application/json")
+    }
+    fn get_as(&self, path: &str, accept: &str) -> Resp {
+        self.call("GET", path, None, None, accept)
+    }
+    fn post(&self, path: &str, body: Value) -> Resp {
+        self.call(
+            "POST",
+            path,
+            Some("application/json"),
+            Some(&body),
+            "application/json",
+        )
+    }
+    fn put(&self, path: &str, body: Value) -> Resp {
+        self.call(
+            "PUT",
+            path,
+            Some("application/json"),
+            Some(&body),
+            "application/json",
+        )
+    }
+    fn patch(&self, path: &str, ct: &str, body: Value) -> Resp {
+        self.call("PATCH", path, Some(ct), Some(&body), "application/json")
+    }
+    fn delete(&self, path: &str, body: Option<Value>) -> Resp {
+        self.call(
+            "DELETE",
+            path,
+            Some("application/json"),
+            body.as_ref(),
+            "application/json",
+        )
+    }
+    /// A watch that ends by itself after `secs`; returns the event lines.
+    fn watch(&self, path: &str, query: &str, secs: u64) -> Vec<Value> {
+        let url = format!(
+            "{}{}?watch=1&timeoutSeconds={secs}&{query}",
+            self.base, path
+        );
+        let resp = self.agent.get(&url).call().unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        let reader = BufReader::new(resp.into_body().into_reader());
+        reader
+            .lines()
+            .map_while(Result::ok)
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(&l).unwrap())
+            .collect()
+    }
+}
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+fn crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"], "categories": ["all"]},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["size"], "properties": {
+                        "size": {"type": "integer", "minimum": 1},
+                        "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+                    }},
+                    "status": {"type": "object", "properties": {"seen": {"type": "integer"}}},
+                }}},
+            }],
+        },
+    })
+}
+
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+
+#[test]
+fn discovery_follows_crds() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    assert_eq!(a.get("/api").body["versions"], json!(["v1"]));
+    assert_eq!(a.get("/version").body["minor"], "32");
+    let groups = |a: &Api| -> Vec<String> {
+        a.get("/apis").body["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(groups(&a).contains(&"apps".to_string()));
+    assert!(!groups(&a).contains(&"example.com".to_string()));
+    assert_eq!(
+        a.post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            crd()
+        )
+        .code,
+        201
+    );
+    assert!(groups(&a).contains(&"example.com".to_string()));
+    let rl = a.get("/apis/example.com/v1").body;
+    let w = &rl["resources"][0];
+    assert_eq!(
+        (w["name"].as_str(), w["namespaced"].as_bool()),
+        (Some("widgets"), Some(true))
+    );
+    assert_eq!(w["shortNames"], json!(["wd"]));
+    assert_eq!(w["categories"], json!(["all"]));
+    assert_eq!(rl["resources"][1]["name"], "widgets/status");
+    let deploys = a.get("/apis/apps/v1").body;
+    assert!(deploys["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"] == "deployments/status"));
+    let crd_obj = a
+        .get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
+        .body;
+    assert!(crd_obj["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Established" && c["status"] == "True"));
+    assert!(a.get("/openapi/v3").body["paths"]["apis/example.com/v1"].is_object());
+    assert_eq!(
+        a.delete(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com",
+            None
+        )
+        .code,
+        200
+    );
+    assert!(!groups(&a).contains(&"example.com".to_string()));
+    assert_eq!(a.get(WIDGETS).code, 404);
+}
+
+#[test]
+fn crds_the_real_server_refuses_are_refused() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    let mut bad = crd();
+    bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["additionalProperties"] = json!(false);
+    let r = a.post(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        bad,
+    );
+    assert_eq!(r.code, 422);
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("additionalProperties"),
+        "{}",
+        r.body
+    );
+}
+
+#[test]
+fn metadata_generation_and_status_subresource() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    a.post(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        crd(),
+    );
+    let w = a.post(WIDGETS, json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}, "status": {"seen": 9}})).body;
+    assert_eq!(w["metadata"]["generation"], 1);
+    assert!(w.get("status").is_none(), "status is ignored on create");
+    assert_eq!(w["spec"]["color"], "red", "defaults applied");
+    let rv1 = w["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Metadata-only change: new resourceVersion, same generation.
+    let w = a
+        .patch(
+            &format!("{WIDGETS}/w"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"a": "b"}}}),
+        )
+        .body;
+    assert_eq!(w["metadata"]["generation"], 1);
+    assert_ne!(w["metadata"]["resourceVersion"], rv1.as_str());
+    // Spec change bumps generation; status in a main-resource write is ignored.
+    let w = a
+        .patch(
+            &format!("{WIDGETS}/w"),
+            "application/merge-patch+json",
+            json!({"spec": {"size": 2}, "status": {"seen": 1}}),
+        )
+        .body;
+    assert_eq!(w["metadata"]["generation"], 2);
+    assert!(w.get("status").is_none());
+    // /status takes status only.
+    let w = a
+        .patch(
+            &format!("{WIDGETS}/w/status"),
+            "application/merge-patch+json",
+            json!({"spec": {"size": 99}, "status": {"seen": 1}}),
+        )
+        .body;
+    assert_eq!(w["status"]["seen"], 1);
+    assert_eq!(w["spec"]["size"], 2);
+    assert_eq!(w["metadata"]["generation"], 2);
+    // A write that changes nothing changes nothing.
+    let rv = w["metadata"]["resourceVersion"].clone();
+    let same = a
+        .patch(
+            &format!("{WIDGETS}/w"),
+            "application/merge-patch+json",
+            json!({"spec": {"size": 2}}),
+        )
+        .body;
+    assert_eq!(same["metadata"]["resourceVersion"], rv);
+    // PUT with a stale resourceVersion: 409; custom resources need one at all.
+    let mut stale = same.clone();
+    stale["metadata"]["resourceVersion"] = json!(rv1);
+    stale["spec"]["size"] = json!(5);
+    assert_eq!(a.put(&format!("{WIDGETS}/w"), stale.clone()).code, 409);
+    stale["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    assert_eq!(a.put(&format!("{WIDGETS}/w"), stale).code, 422);
+    // generateName.
+    let g = a
+        .post(CMS, json!({"metadata": {"generateName": "gen-"}}))
+        .body;
+    assert!(g["metadata"]["name"].as_str().unwrap().starts_with("gen-"));
+    assert_eq!(
+        a.post(CMS, json!({"metadata": {"name": g["metadata"]["name"]}}))
+            .body["reason"],
+        "AlreadyExists"
+    );
+}
+
+#[test]
+fn schema_violations_name_the_field() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    a.post(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        crd(),
+    );
+    let r = a.post(
+        WIDGETS,
+        json!({"metadata": {"name": "w"}, "spec": {"size": 0, "color": "green"}}),
+    );
+    assert_eq!(r.code, 422);
+    assert_eq!(r.body["reason"], "Invalid");
+    let msg = r.body["message"].as_str().unwrap();
+    assert!(
+        msg.contains("spec.size") && msg.contains("spec.color"),
+        "{msg}"
+    );
+    let mut fields: Vec<&str> = r.body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    fields.sort();
+    assert_eq!(fields, ["spec.color", "spec.size"]);
+    assert_eq!(
+        a.post(WIDGETS, json!({"metadata": {"name": "w"}, "spec": {}}))
+            .body["details"]["causes"][0]["field"],
+        "spec.size"
+    );
+    // Unknown fields: pruned, a warning under Warn, refused under Strict.
+    let r = a.post(
+        &format!("{WIDGETS}?fieldValidation=Strict"),
+        json!({"metadata": {"name": "s"}, "spec": {"size": 1, "bogus": 1}}),
+    );
+    assert_eq!(r.code, 400);
+    assert!(r.body["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown field \"spec.bogus\""));
+    let r = a.post(
+        &format!("{WIDGETS}?fieldValidation=Warn"),
+        json!({"metadata": {"name": "w1"}, "spec": {"size": 1, "bogus": 1}}),
+    );
+    assert_eq!(r.code, 201);
+    assert!(r.warnings.iter().any(|w| w.contains("spec.bogus")));
+    assert!(r.body["spec"].get("bogus").is_none());
+}
+
+#[test]
+fn patches_and_their_failures() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    a.post(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        crd(),
+    );
+    a.post(
+        WIDGETS,
+        json!({"metadata": {"name": "w"}, "spec": {"size": 1}}),
+    );
+    let r = a.patch(
+        &format!("{WIDGETS}/w"),
+        "application/strategic-merge-patch+json",
+        json!({"spec": {"size": 2}}),
+    );
+    assert_eq!(
+        r.code, 415,
+        "strategic merge patch is not for custom resources"
+    );
+    let r = a.patch(
+        &format!("{WIDGETS}/w"),
+        "application/merge-patch+json",
+        json!({"metadata": {"resourceVersion": "1"}, "spec": {"size": 2}}),
+    );
+    assert_eq!(
+        r.code, 409,
+        "a resourceVersion in a merge patch is a precondition"
+    );
+    let r = a.patch(&format!("{WIDGETS}/w"), "application/json-patch+json", json!([{"op": "test", "path": "/spec/size", "value": 7}, {"op": "replace", "path": "/spec/size", "value": 3}]));
+    assert_eq!(r.code, 422);
+    let r = a.patch(&format!("{WIDGETS}/w"), "application/json-patch+json", json!([{"op": "test", "path": "/spec/size", "value": 1}, {"op": "replace", "path": "/spec/size", "value": 3}]));
+    assert_eq!(r.body["spec"]["size"], 3);
+    assert_eq!(
+        a.patch(
+            &format!("{WIDGETS}/nope"),
+            "application/merge-patch+json",
+            json!({})
+        )
+        .code,
+        404
+    );
+}
+
+#[test]
+fn list_selectors_paging_and_representations() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    for (i, tier) in ["fe", "be", "fe"].iter().enumerate() {
+        a.post(CMS, json!({"metadata": {"name": format!("c{i}"), "labels": {"tier": tier}}, "data": {"k": "v"}}));
+    }
+    let names = |r: Resp| -> Vec<String> {
+        r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(a.get(&format!("{CMS}?labelSelector=tier%3Dfe"))),
+        ["c0", "c2"]
+    );
+    assert_eq!(
+        names(a.get(&format!("{CMS}?labelSelector=tier+notin+(fe)"))),
+        ["c1"]
+    );
+    assert_eq!(
+        names(a.get(&format!("{CMS}?fieldSelector=metadata.name%3Dc1"))),
+        ["c1"]
+    );
+    assert_eq!(a.get(&format!("{CMS}?fieldSelector=data.k%3Dv")).code, 400);
+    let p1 = a.get(&format!("{CMS}?limit=2")).body;
+    assert_eq!(p1["items"].as_array().unwrap().len(), 2);
+    let cont = p1["metadata"]["continue"].as_str().unwrap();
+    assert_eq!(
+        names(a.get(&format!("{CMS}?limit=2&continue={cont}"))),
+        ["c2"]
+    );
+    assert_eq!(
+        names(a.get("/api/v1/configmaps")).len(),
+        3,
+        "all namespaces"
+    );
+    let t = a
+        .get_as(
+            CMS,
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body;
+    assert_eq!(t["kind"], "Table");
+    assert_eq!(t["columnDefinitions"][1]["name"], "Data");
+    assert_eq!(t["rows"][0]["cells"][1], 1);
+    let m = a
+        .get_as(
+            CMS,
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )
+        .body;
+    assert_eq!(m["items"][0]["kind"], "PartialObjectMetadata");
+    assert!(m["items"][0].get("data").is_none());
+}
+
+#[test]
+fn watch_replays_translates_selectors_bookmarks_and_expires() {
+    let sim = Sim::start(SimConfig {
+        bookmark_interval: Duration::from_millis(200),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let a = api(&sim);
+    let rv = a.get(CMS).body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    a.post(
+        CMS,
+        json!({"metadata": {"name": "w", "labels": {"on": "yes"}}}),
+    );
+    a.patch(
+        &format!("{CMS}/w"),
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"on": "no"}}}),
+    );
+    a.patch(
+        &format!("{CMS}/w"),
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"on": "yes"}}}),
+    );
+    a.delete(&format!("{CMS}/w"), None);
+    let evs = a.watch(
+        CMS,
+        &format!("resourceVersion={rv}&labelSelector=on%3Dyes&allowWatchBookmarks=true"),
+        1,
+    );
+    let types: Vec<&str> = evs
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .filter(|t| *t != "BOOKMARK")
+        .collect();
+    // Leaving the selector is a DELETED, entering it an ADDED.
+    assert_eq!(types, ["ADDED", "DELETED", "ADDED", "DELETED"]);
+    assert!(
+        evs.iter()
+            .any(|e| e["type"] == "BOOKMARK"
+                && e["object"]["metadata"]["resourceVersion"].is_string())
+    );
+    // Without a resourceVersion: the current state first.
+    a.post(CMS, json!({"metadata": {"name": "x"}}));
+    let evs = a.watch(CMS, "", 1);
+    assert_eq!(evs[0]["type"], "ADDED");
+    assert_eq!(evs[0]["object"]["metadata"]["name"], "x");
+    // Older than the retained history: 410 Expired.
+    sim.compact();
+    let r = a.get(&format!("{CMS}?watch=1&resourceVersion={rv}"));
+    assert_eq!((r.code, r.body["reason"].as_str()), (410, Some("Expired")));
+}
+
+#[test]
+fn finalizers_hold_deletion_and_gc_follows_owners() {
+    let sim = Sim::start(SimConfig {
+        tick: Duration::from_millis(20),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let a = api(&sim);
+    let owner = a
+        .post(
+            CMS,
+            json!({"metadata": {"name": "owner", "finalizers": ["example.com/hold"]}}),
+        )
+        .body;
+    let uid = owner["metadata"]["uid"].as_str().unwrap();
+    a.post(CMS, json!({"metadata": {"name": "dep", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid, "controller": true}]}}));
+    let r = a.delete(
+        &format!("{CMS}/owner"),
+        Some(json!({"preconditions": {"uid": "wrong"}})),
+    );
+    assert_eq!(r.code, 409);
+    let r = a.delete(&format!("{CMS}/owner"), None);
+    assert!(r.body["metadata"]["deletionTimestamp"].is_string());
+    let r = a.patch(
+        &format!("{CMS}/owner"),
+        "application/merge-patch+json",
+        json!({"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}}),
+    );
+    assert_eq!(r.code, 422, "no new finalizer once deleting");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(a.get(&format!("{CMS}/dep")).code, 200, "owner still there");
+    a.patch(
+        &format!("{CMS}/owner"),
+        "application/merge-patch+json",
+        json!({"metadata": {"finalizers": null}}),
+    );
+    assert_eq!(a.get(&format!("{CMS}/owner")).code, 404);
+    let t = Instant::now();
+    while a.get(&format!("{CMS}/dep")).code == 200 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "dependent not collected"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn auth_and_faults() {
+    let sim = Sim::start(SimConfig {
+        tokens: Some(vec!["t1".into()]),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let mut a = api(&sim);
+    assert_eq!(a.get(CMS).code, 401);
+    assert_eq!(a.get("/version").code, 200, "version is public");
+    a.token = Some("t1".into());
+    assert_eq!(a.get(CMS).code, 200);
+    sim.set_tokens(Some(vec!["t2".into()]));
+    assert_eq!(a.get(CMS).code, 401);
+    sim.set_tokens(None);
+    sim.fail_next(Some("GET"), "/configmaps$", 429, 1, Some(3));
+    let r = a.get(CMS);
+    assert_eq!(
+        (r.code, r.body["details"]["retryAfterSeconds"].as_u64()),
+        (429, Some(3))
+    );
+    assert_eq!(a.get(CMS).code, 200, "only the next one");
+    // 401, 200, 401, 429, 200: every attempt is counted, with its code.
+    assert_eq!(sim.count(Some("list"), Some("configmaps")), 5);
+    // Control endpoint: same faults over HTTP.
+    let r = a.post(
+        "/__sim/fail",
+        json!({"method": "POST", "path": "/configmaps$", "code": 503, "count": 1}),
+    );
+    assert_eq!(r.code, 200);
+    assert_eq!(a.post(CMS, json!({"metadata": {"name": "x"}})).code, 503);
+    assert_eq!(a.post(CMS, json!({"metadata": {"name": "x"}})).code, 201);
+    assert!(a
+        .get("/__sim/requests")
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["status"] == 503));
+    // A pause refuses connections and keeps state.
+    sim.pause(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(std::net::TcpStream::connect(sim.addr()).is_err());
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(a.get(&format!("{CMS}/x")).code, 200);
+}
+
+fn deployment(name: &str, replicas: i64, strategy: Value, preload: Value) -> Value {
+    json!({"metadata": {"name": name}, "spec": {
+        "replicas": replicas, "progressDeadlineSeconds": 1, "strategy": strategy,
+        "selector": {"matchLabels": {"app": name}},
+        "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+            {"name": "c", "image": "i:1", "env": [preload]}]}},
+    }})
+}
+
+/// Poll a Deployment's status until `done`, checking `invariant` on each.
+fn follow(
+    a: &Api,
+    name: &str,
+    mut invariant: impl FnMut(&Value),
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let t = Instant::now();
+    loop {
+        let d = a
+            .get(&format!(
+                "/apis/apps/v1/namespaces/default/deployments/{name}"
+            ))
+            .body;
+        invariant(&d["status"]);
+        if done(&d) {
+            return d;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "deployment {name} stuck: {:#}",
+            d["status"]
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn progressing(d: &Value) -> (String, String) {
+    let c = d["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Progressing").cloned())
+        .unwrap_or_default();
+    (
+        c["status"].as_str().unwrap_or("").into(),
+        c["reason"].as_str().unwrap_or("").into(),
+    )
+}
+
+#[test]
+fn deployment_controller_rolls_and_judges_pods() {
+    let sim = Sim::start(SimConfig {
+        warmup: Duration::from_millis(100),
+        tick: Duration::from_millis(10),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let a = api(&sim);
+    let d = "/apis/apps/v1/namespaces/default/deployments";
+    a.post(
+        CMS,
+        json!({"metadata": {"name": "models"}, "data": {"good": "m/v1", "bad": "m/unloadable"}}),
+    );
+    let cm_ref = |key: &str| json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "valueFrom": {"configMapKeyRef": {"name": "models", "key": key}}});
+    let ru =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    assert_eq!(
+        a.post(d, deployment("roll", 3, ru, cm_ref("good"))).code,
+        201
+    );
+    let ok = |d: &Value| {
+        d["status"]["observedGeneration"] == d["metadata"]["generation"]
+            && progressing(d).1 == "NewReplicaSetAvailable"
+    };
+    let first = follow(&a, "roll", |_| {}, ok);
+    assert_eq!(first["status"]["availableReplicas"], 3);
+    assert!(
+        first["status"].get("unavailableReplicas").is_none(),
+        "zero counts are omitted"
+    );
+
+    // A new template: never more than replicas + maxSurge pods, never fewer
+    // than replicas - maxUnavailable available.
+    let p = json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}});
+    a.patch(
+        &format!("{d}/roll"),
+        "application/strategic-merge-patch+json",
+        p,
+    );
+    let mut saw_progress = false;
+    follow(
+        &a,
+        "roll",
+        |s| {
+            assert!(s["replicas"].as_i64().unwrap_or(0) <= 4, "{s}");
+            assert!(s["availableReplicas"].as_i64().unwrap_or(0) >= 3, "{s}");
+            saw_progress |= s["updatedReplicas"].as_i64().unwrap_or(0) < 3;
+        },
+        |d| ok(d) && d["status"]["updatedReplicas"] == 3,
+    );
+    assert!(saw_progress);
+
+    // Recreate: old pods all go first.
+    let rc = json!({"type": "Recreate"});
+    a.post(d, deployment("recreate", 2, rc, cm_ref("good")));
+    follow(&a, "recreate", |_| {}, ok);
+    a.patch(
+        &format!("{d}/recreate"),
+        "application/strategic-merge-patch+json",
+        json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
+    );
+    follow(
+        &a,
+        "recreate",
+        |s| {
+            let (total, updated) = (
+                s["replicas"].as_i64().unwrap_or(0),
+                s["updatedReplicas"].as_i64().unwrap_or(0),
+            );
+            assert!(
+                updated == 0 || total == updated,
+                "old and new pods together under Recreate: {s}"
+            );
+        },
+        |d| ok(d) && d["status"]["updatedReplicas"] == 2,
+    );
+
+    // An unloadable model never gets ready: the deadline passes.
+    a.patch(&format!("{d}/roll"), "application/strategic-merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "env": [cm_ref("bad")]}]}}}}));
+    let stuck = follow(
+        &a,
+        "roll",
+        |_| {},
+        |d| progressing(d) == ("False".into(), "ProgressDeadlineExceeded".into()),
+    );
+    assert_eq!(
+        stuck["status"]["observedGeneration"],
+        stuck["metadata"]["generation"]
+    );
+    assert_eq!(
+        stuck["status"]["availableReplicas"], 3,
+        "old pods keep serving"
+    );
+    // Rolling back to the previous template reuses its pods and completes.
+    a.patch(&format!("{d}/roll"), "application/strategic-merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "env": [cm_ref("good")]}]}}}}));
+    follow(
+        &a,
+        "roll",
+        |_| {},
+        |d| ok(d) && d["status"]["updatedReplicas"] == 3,
+    );
+
+    // A missing ConfigMap key keeps the pod from starting at all.
+    let ru =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    a.post(d, deployment("nokey", 1, ru, cm_ref("absent")));
+    let d = follow(
+        &a,
+        "nokey",
+        |_| {},
+        |d| progressing(d).1 == "ProgressDeadlineExceeded",
+    );
+    assert!(d["status"].get("readyReplicas").is_none());
+}
+
+#[test]
+fn deployment_validation_catches_client_mistakes() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    let d = "/apis/apps/v1/namespaces/default/deployments";
+    let both = json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "value": "x", "valueFrom": {"configMapKeyRef": {"name": "a", "key": "b"}}});
+    let r = a.post(
+        d,
+        deployment("bad", 1, json!({"type": "RollingUpdate"}), both),
+    );
+    assert_eq!(r.code, 422);
+    assert!(r.body["message"].as_str().unwrap().contains("valueFrom"));
+    let r = a.post(
+        d,
+        deployment(
+            "bad",
+            1,
+            json!({"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}),
+            json!({"name": "A", "value": "1"}),
+        ),
+    );
+    assert!(r.body["message"]
+        .as_str()
+        .unwrap()
+        .contains("spec.strategy.rollingUpdate: Forbidden"));
+}
