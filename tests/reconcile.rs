@@ -1488,3 +1488,35 @@ fn lookups_cover_the_desired_and_every_retained_target() {
         ["other-cm", "openmed-service-model-manifest"]
     );
 }
+
+#[test]
+fn a_rejected_rollback_over_a_rolled_back_resource_returns_to_rolled_back() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    w.rollout_completes();
+    w.step();
+    let rolled_back = w.conds();
+    assert_eq!(
+        rolled_back,
+        [
+            "F:RolledBack",
+            "F:RollbackComplete",
+            "T:DesiredVersionFailed",
+            "T:RollbackSucceeded"
+        ]
+    );
+    w.annotate("openmed.ai/rollback-to", Some("OpenMed/never"));
+    w.step();
+    assert_eq!(w.conds()[0], "F:RollbackTargetUnavailable");
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(w.status()["phase"], "RolledBack");
+    assert_eq!(w.conds(), rolled_back);
+    assert_eq!(w.status()["activeVersion"], V1);
+}

@@ -221,7 +221,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let (ctx, queue, metrics, health) =
             (ctx.clone(), queue.clone(), metrics.clone(), health.clone());
         let name = format!("worker-{i}");
-        health.register(&name, Duration::from_secs(120));
+        // A pass can spend minutes in request retries against a black-holed API
+        // server; only a worker silent longer than a watch is stuck.
+        health.register(&name, reflector::MAX_SILENCE);
         let handle = std::thread::Builder::new()
             .name(name.clone())
             .spawn(move || worker(&name, &ctx, &queue, &metrics, &health))

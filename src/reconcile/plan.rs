@@ -609,21 +609,16 @@ impl<'a> Pass<'a> {
         if matches!(phase, Some(Phase::Failed) | Some(Phase::RolledBack))
             && old.str(Field::FailedSpecHash) == Some(hash.as_str())
         {
-            if phase == Some(Phase::RolledBack) {
+            let unblocked = phase == Some(Phase::Failed) && is_block_reason(old.ready_reason());
+            if phase == Some(Phase::RolledBack)
+                || (unblocked && old.get(Field::RollbackSpec).is_some())
+            {
+                // A rollback, or a block over one that has now cleared (9.2,
+                // 9.3): judge the rollback by what the Deployment shows.
                 self.monitor_rollback(&s, &hash);
-            } else if is_block_reason(old.ready_reason()) {
-                // The block that overwrote the failure is gone (9.2, 9.3):
-                // show the failure again.
-                match old
-                    .get(Field::RollbackSpec)
-                    .and_then(|v| v["version"].as_str())
-                {
-                    Some(rv) => {
-                        let rv = rv.to_string();
-                        self.rollback_failed_conds(&rv, &s.target.name);
-                    }
-                    None => self.rollout_failed_conds(&s),
-                }
+            } else if unblocked {
+                // A block over a failed rollout has cleared: show the failure again.
+                self.rollout_failed_conds(&s);
             }
             return;
         }
