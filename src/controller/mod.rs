@@ -195,15 +195,14 @@ pub fn run(cfg: Config) -> Result<(), String> {
             && ctx.deployment_meta.is_synced()
             && ctx.config_maps.is_synced()
     };
-    let waiting_since = Instant::now();
+    let mut next_warning = Instant::now() + Duration::from_secs(30);
     while !synced() {
         if crate::signals::stop_requested() {
             log::info!("stopped before the caches synced");
             return Ok(());
         }
-        if waiting_since.elapsed() > Duration::from_secs(30)
-            && waiting_since.elapsed().as_millis() % 30_000 < 100
-        {
+        if Instant::now() >= next_warning {
+            next_warning += Duration::from_secs(30);
             log::warn!("still waiting for the initial lists (is the API server reachable?)");
         }
         std::thread::sleep(Duration::from_millis(50));
