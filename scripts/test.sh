@@ -4,8 +4,8 @@
 # dependency audit and the static build with its checks. `.ci/run` runs
 # exactly this after installing what a fresh machine lacks.
 # Needs: cargo (rustfmt, clippy), kubectl, python3, shellcheck, unshare, the
-# static-build packages (see build-static.sh). About 10-15 minutes from cold
-# on 2 cores.
+# static-build packages (see build-static.sh). About 6 minutes from a clean
+# clone on 2 cores (5 min 47 s measured), the static build being half of it.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
