@@ -376,6 +376,25 @@ fn started(reason: &'static str) -> [&'static str; 4] {
     ["F:RolloutStarted", reason, "F:Healthy", "F:NotRequested"]
 }
 
+/// Ready on the only spec it has ever had: nothing previous, no rollback.
+fn assert_ready_on_first(w: &World, s: &Value) {
+    let v = s["version"].as_str().unwrap();
+    assert_status(
+        w,
+        "Ready",
+        s,
+        Some(v),
+        Some(s),
+        None,
+        Some(s),
+        None,
+        None,
+        None,
+        0,
+        READY,
+    );
+}
+
 // ---------------------------------------------------------------- walk-throughs
 
 #[test]
@@ -441,20 +460,7 @@ fn first_rollout_to_ready_then_a_pass_that_plans_nothing() {
     let (tags, ev) = w.step();
     assert_eq!(tags, ["S"]);
     assert_eq!(ev, [EventReason::RolloutSucceeded]);
-    assert_status(
-        &w,
-        "Ready",
-        &s1,
-        Some(V1),
-        Some(&s1),
-        None,
-        Some(&s1),
-        None,
-        None,
-        None,
-        0,
-        READY,
-    );
+    assert_ready_on_first(&w, &s1);
 
     // Converged: a pass plans no write, no status patch, no Event.
     let p = w.plan();
@@ -508,20 +514,7 @@ fn configmap_tampered_then_drift_corrected() {
     );
     let (tags, _) = w.step();
     assert_eq!(tags, ["S"]);
-    assert_status(
-        &w,
-        "Ready",
-        &s1,
-        Some(V1),
-        Some(&s1),
-        None,
-        Some(&s1),
-        None,
-        None,
-        None,
-        0,
-        READY,
-    );
+    assert_ready_on_first(&w, &s1);
 
     // Deleted outright: recreated.
     w.config_maps.clear();
@@ -574,20 +567,7 @@ fn deployment_tampered_then_drift_corrected() {
         );
         w.rollout_completes();
         w.step();
-        assert_status(
-            &w,
-            "Ready",
-            &s1,
-            Some(V1),
-            Some(&s1),
-            None,
-            Some(&s1),
-            None,
-            None,
-            None,
-            0,
-            READY,
-        );
+        assert_ready_on_first(&w, &s1);
     }
 }
 
@@ -1079,20 +1059,7 @@ fn container_not_found_and_target_conflict_clear_by_themselves() {
         ["S"],
         "judged as it stands: still ours, still serving"
     );
-    assert_status(
-        &w,
-        "Ready",
-        &s1,
-        Some(V1),
-        Some(&s1),
-        None,
-        Some(&s1),
-        None,
-        None,
-        None,
-        0,
-        READY,
-    );
+    assert_ready_on_first(&w, &s1);
 }
 
 #[test]
@@ -1209,20 +1176,7 @@ fn an_invalid_edit_then_a_fix_resumes() {
     w.set_spec(s1.clone());
     let (tags, _) = w.step();
     assert_eq!(tags, ["S"]);
-    assert_status(
-        &w,
-        "Ready",
-        &s1,
-        Some(V1),
-        Some(&s1),
-        None,
-        Some(&s1),
-        None,
-        None,
-        None,
-        0,
-        READY,
-    );
+    assert_ready_on_first(&w, &s1);
 }
 
 // ---------------------------------------------------------------- deletion (section 7, 9.4)
