@@ -155,6 +155,21 @@ fn events(sim: &Sim, name: &str) -> Vec<String> {
     evs.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Events are written after the status patch that announces them, so a test
+/// that has just seen a status must wait for the Event rather than read once.
+fn wait_event(sim: &Sim, name: &str, reason: &str) {
+    let mut last = Vec::new();
+    let t = Instant::now();
+    while t.elapsed() < WAIT {
+        last = events(sim, name);
+        if last.iter().any(|e| e == reason) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("no {reason} event for {name}; events: {last:?}");
+}
+
 fn preload(sim: &Sim, deploy: &str) -> Value {
     let d = sim.object("apps", "deployments", NS, deploy).unwrap();
     d["spec"]["template"]["spec"]["containers"][0]["env"][1].clone()
@@ -352,9 +367,8 @@ fn rollout_upgrade_automatic_and_manual_rollback_then_delete() {
     assert_eq!(s["activeVersion"], V2);
     assert_eq!(s["rollbackRequest"], format!("automatic:{BAD}"));
     assert_eq!(s["rollbackCount"], 1);
-    let evs = events(&sim, "openmed-service");
     for want in ["RolloutFailed", "RollbackStarted", "RollbackSucceeded"] {
-        assert!(evs.iter().any(|e| e == want), "no {want} event in {evs:?}");
+        wait_event(&sim, "openmed-service", want);
     }
 
     // Manual rollback to the previous retained version.
@@ -451,7 +465,7 @@ fn a_second_model_on_the_same_deployment_conflicts_then_takes_over() {
             .contains("openmed/first"),
         "{s:#}"
     );
-    assert!(events(&sim, "second").contains(&"TargetConflict".to_string()));
+    wait_event(&sim, "second", "TargetConflict");
     assert!(s["failedSpecHash"].is_null());
     sim.delete(MODEL.0, MODEL.1, NS, "first").unwrap();
     let s = wait_serving(&sim, "second", V2);
@@ -627,7 +641,19 @@ fn a_converged_cluster_of_100_costs_no_writes_and_no_reads_per_resync() {
     let converge = t0.elapsed();
     let cpu_converge = op.cpu_ms().unwrap_or(0);
     let by_verb = sim.stats_json()["byVerb"].clone();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The last Events trail the last status writes; on a loaded machine that
+    // can take a while, so wait for a full second without writes.
+    let mut seen = writes(&sim);
+    let mut quiet_since = Instant::now();
+    wait_until("the writes to settle", || {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = writes(&sim);
+        if now != seen {
+            seen = now;
+            quiet_since = Instant::now();
+        }
+        quiet_since.elapsed() >= Duration::from_secs(1)
+    });
 
     // Steady state over several resync periods.
     sim.reset_stats();
