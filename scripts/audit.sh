@@ -46,20 +46,18 @@ def allowed(expr):
     expr = expr.replace("/", " OR ")
     tokens = re.findall(r"\(|\)|[A-Za-z0-9.\-+]+(?: WITH [A-Za-z0-9.\-]+)?", expr)
     pos = 0
+    def chain(op, operand, join):
+        # operand() is called before join, so every token is consumed.
+        nonlocal pos
+        v = operand()
+        while pos < len(tokens) and tokens[pos] == op:
+            pos += 1
+            v = join(operand(), v)
+        return v
     def parse_or():
-        nonlocal pos
-        v = parse_and()
-        while pos < len(tokens) and tokens[pos] == "OR":
-            pos += 1
-            v = parse_and() or v
-        return v
+        return chain("OR", parse_and, lambda a, b: a or b)
     def parse_and():
-        nonlocal pos
-        v = parse_atom()
-        while pos < len(tokens) and tokens[pos] == "AND":
-            pos += 1
-            v = parse_atom() and v
-        return v
+        return chain("AND", parse_atom, lambda a, b: a and b)
     def parse_atom():
         nonlocal pos
         t = tokens[pos]; pos += 1

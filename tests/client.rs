@@ -111,16 +111,27 @@ fn crud_and_typed_errors() {
     assert!(types.contains(&"application/json-patch+json"));
 }
 
-#[test]
-fn paged_list_follows_continue() {
+/// A simulator holding ConfigMaps c0..c{n-1} (labelled `even`), and a
+/// client that lists `page_size` at a time.
+fn paged(page_size: u32, n: usize) -> (Sim, Client) {
     let sim = Sim::start(SimConfig::default()).unwrap();
     let mut cfg = fast();
-    cfg.page_size = 3;
+    cfg.page_size = page_size;
     let c = client(&sim.url(), None, None, cfg);
-    for i in 0..7 {
-        c.create(&cms("default"), &json!({"metadata": {"name": format!("c{i}"), "labels": {"even": (i % 2 == 0).to_string()}}}))
-            .unwrap();
+    for i in 0..n {
+        let even = (i % 2 == 0).to_string();
+        c.create(
+            &cms("default"),
+            &json!({"metadata": {"name": format!("c{i}"), "labels": {"even": even}}}),
+        )
+        .unwrap();
     }
+    (sim, c)
+}
+
+#[test]
+fn paged_list_follows_continue() {
+    let (sim, c) = paged(3, 7);
     sim.reset_stats();
     let all = c.list_all(&cms("default"), &ListParams::default()).unwrap();
     let names: Vec<&str> = all
@@ -156,17 +167,7 @@ fn paged_list_follows_continue() {
 
 #[test]
 fn paged_list_restarts_when_continue_expires() {
-    let sim = Sim::start(SimConfig::default()).unwrap();
-    let mut cfg = fast();
-    cfg.page_size = 2;
-    let c = client(&sim.url(), None, None, cfg);
-    for i in 0..5 {
-        c.create(
-            &cms("default"),
-            &json!({"metadata": {"name": format!("c{i}")}}),
-        )
-        .unwrap();
-    }
+    let (sim, c) = paged(2, 5);
     // A continue token older than the retained history is 410 Expired ...
     let p = ListParams {
         limit: Some(2),

@@ -87,45 +87,47 @@ fn ready_reason(s: &Value) -> String {
         .to_string()
 }
 
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+/// Polls `probe` until `done` holds, and returns what it saw; on timeout the
+/// panic shows the last observation.
+fn wait_for<T: std::fmt::Debug>(
+    what: &str,
+    mut probe: impl FnMut() -> T,
+    done: impl Fn(&T) -> bool,
+) -> T {
     let t = Instant::now();
-    while t.elapsed() < WAIT {
-        if f() {
-            return;
+    loop {
+        let last = probe();
+        if done(&last) {
+            return last;
+        }
+        if t.elapsed() >= WAIT {
+            panic!("timed out waiting for {what}; last seen: {last:#?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("timed out waiting for {what}");
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    wait_for(what, &mut f, |ok| *ok);
 }
 
 fn wait_phase(sim: &Sim, name: &str, phase: &str, reason: &str) -> Value {
-    let mut last = Value::Null;
-    let t = Instant::now();
-    while t.elapsed() < WAIT {
-        last = status(sim, name);
-        if last["phase"] == phase && (reason.is_empty() || ready_reason(&last) == reason) {
-            return last;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{name} never reached {phase}/{reason}; last status: {last:#}");
+    wait_for(
+        &format!("{name} to reach {phase}/{reason}"),
+        || status(sim, name),
+        |s| s["phase"] == phase && (reason.is_empty() || ready_reason(s) == reason),
+    )
 }
 
 /// Ready, and serving `version` as the desired version.
 fn wait_serving(sim: &Sim, name: &str, version: &str) -> Value {
-    let mut last = Value::Null;
-    let t = Instant::now();
-    while t.elapsed() < WAIT {
-        last = status(sim, name);
-        if last["phase"] == "Ready"
-            && last["desiredVersion"] == version
-            && last["activeVersion"] == version
-        {
-            return last;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{name} never served {version}; last status: {last:#}");
+    wait_for(
+        &format!("{name} to serve {version}"),
+        || status(sim, name),
+        |s| {
+            s["phase"] == "Ready" && s["desiredVersion"] == version && s["activeVersion"] == version
+        },
+    )
 }
 
 fn set_version(sim: &Sim, name: &str, version: &str) {
@@ -158,16 +160,11 @@ fn events(sim: &Sim, name: &str) -> Vec<String> {
 /// Events are written after the status patch that announces them, so a test
 /// that has just seen a status must wait for the Event rather than read once.
 fn wait_event(sim: &Sim, name: &str, reason: &str) {
-    let mut last = Vec::new();
-    let t = Instant::now();
-    while t.elapsed() < WAIT {
-        last = events(sim, name);
-        if last.iter().any(|e| e == reason) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("no {reason} event for {name}; events: {last:?}");
+    wait_for(
+        &format!("a {reason} Event for {name}"),
+        || events(sim, name),
+        |evs| evs.iter().any(|e| e == reason),
+    );
 }
 
 fn preload(sim: &Sim, deploy: &str) -> Value {
@@ -274,6 +271,14 @@ impl Operator {
         None
     }
 
+    /// SIGTERM must end the operator with exit 0 within a few seconds.
+    fn assert_clean_exit(&mut self) {
+        match self.terminate(Duration::from_secs(10)) {
+            Some(st) => assert!(st.success(), "{st:?}\n{}", self.log()),
+            None => panic!("did not exit after SIGTERM\n{}", self.log()),
+        }
+    }
+
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -352,17 +357,15 @@ fn rollout_upgrade_automatic_and_manual_rollback_then_delete() {
         &json!({"spec": {"version": BAD, "rolloutStrategy": {"progressDeadlineSeconds": 2}}}),
     )
     .unwrap();
-    let s = wait_phase(&sim, "openmed-service", "RolledBack", "RolledBack");
-    let s = if s["conditions"][3]["reason"] == "RollbackSucceeded" {
-        s
-    } else {
-        let mut last = s;
-        wait_until("RollbackSucceeded", || {
-            last = status(&sim, "openmed-service");
-            last["conditions"][3]["reason"] == "RollbackSucceeded"
-        });
-        last
-    };
+    let s = wait_for(
+        "RolledBack with RollbackSucceeded",
+        || status(&sim, "openmed-service"),
+        |s| {
+            s["phase"] == "RolledBack"
+                && ready_reason(s) == "RolledBack"
+                && s["conditions"][3]["reason"] == "RollbackSucceeded"
+        },
+    );
     assert_eq!(s["desiredVersion"], BAD);
     assert_eq!(s["activeVersion"], V2);
     assert_eq!(s["rollbackRequest"], format!("automatic:{BAD}"));
@@ -435,10 +438,7 @@ fn rollout_upgrade_automatic_and_manual_rollback_then_delete() {
         "{metrics}"
     );
     assert_eq!(op.http_get("/healthz").0, 200);
-    let status = op
-        .terminate(Duration::from_secs(10))
-        .expect("did not exit after SIGTERM");
-    assert!(status.success(), "{status:?}\n{}", op.log());
+    op.assert_clean_exit();
     let log = op.log();
     assert!(
         log.contains("openmed/openmed-service: RolloutStarted"),
@@ -512,10 +512,7 @@ fn killed_mid_rollout_and_restarted_finishes_without_duplicate_events() {
     for e in sim.objects("", "events", Some(NS)) {
         assert_eq!(e["count"], 1);
     }
-    assert!(op2
-        .terminate(Duration::from_secs(10))
-        .map(|s| s.success())
-        .unwrap_or(false));
+    op2.assert_clean_exit();
 }
 
 #[test]
@@ -717,10 +714,7 @@ fn runs_in_an_isolated_network_namespace() {
         op.wait_ready();
         sim.create(model("svc", "svc", V1, 600)).unwrap();
         wait_phase(&sim, "svc", "Ready", "RolloutSucceeded");
-        assert!(op
-            .terminate(Duration::from_secs(10))
-            .map(|s| s.success())
-            .unwrap_or(false));
+        op.assert_clean_exit();
         return;
     }
     let me = std::env::current_exe().unwrap();
@@ -821,10 +815,7 @@ fn json_logs_and_readiness_before_sync() {
             serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
         assert!(v["ts"].is_string() && v["level"].is_string() && v["msg"].is_string());
     }
-    assert!(op
-        .terminate(Duration::from_secs(10))
-        .map(|s| s.success())
-        .unwrap_or(false));
+    op.assert_clean_exit();
 }
 
 #[test]

@@ -297,22 +297,55 @@ fn manifest_hash_of(spec: &Value) -> String {
     validate(NAME, Some(spec)).unwrap().manifest_hash()
 }
 
-/// Assert the whole status: every field of contract section 5.
-#[allow(clippy::too_many_arguments)]
-fn assert_status(
-    w: &World,
-    phase: &str,
-    desired: &Value,
-    active: Option<&str>,
-    applied: Option<&Value>,
-    failed: Option<&Value>,
-    last: Option<&Value>,
-    prev: Option<&Value>,
-    rollback: Option<&Value>,
-    request: Option<&str>,
+/// The whole expected status (contract section 5); a field left unset must
+/// be absent from the status.
+struct Want<'a> {
+    phase: &'a str,
+    desired: &'a Value,
+    conds: [&'a str; 4],
+    active: Option<&'a str>,
+    applied: Option<&'a Value>,
+    failed: Option<&'a Value>,
+    last: Option<&'a Value>,
+    prev: Option<&'a Value>,
+    rollback: Option<&'a Value>,
+    request: Option<&'a str>,
     count: i64,
-    conds: [&str; 4],
-) {
+}
+
+impl<'a> Want<'a> {
+    fn new(phase: &'a str, desired: &'a Value, conds: [&'a str; 4]) -> Self {
+        Want {
+            phase,
+            desired,
+            conds,
+            active: None,
+            applied: None,
+            failed: None,
+            last: None,
+            prev: None,
+            rollback: None,
+            request: None,
+            count: 0,
+        }
+    }
+}
+
+/// Assert the whole status: every field of contract section 5.
+fn assert_status(w: &World, want: Want) {
+    let Want {
+        phase,
+        desired,
+        conds,
+        active,
+        applied,
+        failed,
+        last,
+        prev,
+        rollback,
+        request,
+        count,
+    } = want;
     let s = w.status();
     let to_json = |sp: &Value| validate(NAME, Some(sp)).unwrap().to_json();
     assert_eq!(s["phase"], phase, "{s:#}");
@@ -381,17 +414,41 @@ fn assert_ready_on_first(w: &World, s: &Value) {
     let v = s["version"].as_str().unwrap();
     assert_status(
         w,
-        "Ready",
-        s,
-        Some(v),
-        Some(s),
-        None,
-        Some(s),
-        None,
-        None,
-        None,
-        0,
-        READY,
+        Want {
+            active: Some(v),
+            applied: Some(s),
+            last: Some(s),
+            ..Want::new("Ready", s, READY)
+        },
+    );
+}
+
+/// The first pass over a new resource: finalizer, ConfigMap, Deployment and
+/// status written, one RolloutStarted, the rollout under way.
+fn assert_first_pass_starts_rollout(w: &mut World, s: &Value) {
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_status(
+        w,
+        Want {
+            applied: Some(s),
+            ..Want::new("RollingOut", s, started("T:InitialRollout"))
+        },
+    );
+}
+
+/// Ready on `s`, then drift put right: rolling out the same spec again.
+fn assert_drift_corrected(w: &World, s: &Value) {
+    let v = s["version"].as_str().unwrap();
+    assert_status(
+        w,
+        Want {
+            active: Some(v),
+            applied: Some(s),
+            last: Some(s),
+            ..Want::new("RollingOut", s, started("T:DriftCorrected"))
+        },
     );
 }
 
@@ -401,23 +458,7 @@ fn assert_ready_on_first(w: &World, s: &Value) {
 fn first_rollout_to_ready_then_a_pass_that_plans_nothing() {
     let s1 = spec(V1);
     let mut w = World::new(s1.clone());
-    let (tags, ev) = w.step();
-    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
-    assert_eq!(ev, [EventReason::RolloutStarted]);
-    assert_status(
-        &w,
-        "RollingOut",
-        &s1,
-        None,
-        Some(&s1),
-        None,
-        None,
-        None,
-        None,
-        None,
-        0,
-        started("T:InitialRollout"),
-    );
+    assert_first_pass_starts_rollout(&mut w, &s1);
     assert_eq!(
         w.model["metadata"]["finalizers"],
         json!(["openmed.ai/finalizer"])
@@ -436,22 +477,19 @@ fn first_rollout_to_ready_then_a_pass_that_plans_nothing() {
     assert!(ev.is_empty());
     assert_status(
         &w,
-        "RollingOut",
-        &s1,
-        None,
-        Some(&s1),
-        None,
-        None,
-        None,
-        None,
-        None,
-        0,
-        [
-            "F:RolloutInProgress",
-            "T:DeploymentProgressing",
-            "F:Healthy",
-            "F:NotRequested",
-        ],
+        Want {
+            applied: Some(&s1),
+            ..Want::new(
+                "RollingOut",
+                &s1,
+                [
+                    "F:RolloutInProgress",
+                    "T:DeploymentProgressing",
+                    "F:Healthy",
+                    "F:NotRequested",
+                ],
+            )
+        },
     );
     let (tags, _) = w.step();
     assert!(tags.is_empty(), "{tags:?}");
@@ -490,20 +528,7 @@ fn configmap_tampered_then_drift_corrected() {
     let (tags, ev) = w.step();
     assert_eq!(tags, ["CM~", "S"], "only the ConfigMap needs fixing");
     assert_eq!(ev, [EventReason::RolloutStarted]);
-    assert_status(
-        &w,
-        "RollingOut",
-        &s1,
-        Some(V1),
-        Some(&s1),
-        None,
-        Some(&s1),
-        None,
-        None,
-        None,
-        0,
-        started("T:DriftCorrected"),
-    );
+    assert_drift_corrected(&w, &s1);
     assert_eq!(
         w.config_maps["openmed-service-model-manifest"]["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
         V1
@@ -546,20 +571,7 @@ fn deployment_tampered_then_drift_corrected() {
         let (tags, ev) = w.step();
         assert_eq!(tags, ["D~", "S"], "{tamper}");
         assert_eq!(ev, [EventReason::RolloutStarted]);
-        assert_status(
-            &w,
-            "RollingOut",
-            &s1,
-            Some(V1),
-            Some(&s1),
-            None,
-            Some(&s1),
-            None,
-            None,
-            None,
-            0,
-            started("T:DriftCorrected"),
-        );
+        assert_drift_corrected(&w, &s1);
         assert_eq!(w.dep()["spec"]["replicas"], 2);
         assert_eq!(
             w.preload_env()["valueFrom"]["configMapKeyRef"]["key"],
@@ -582,17 +594,12 @@ fn v2_misses_its_deadline_rolls_back_automatically() {
     assert_eq!(ev, [EventReason::RolloutStarted]);
     assert_status(
         &w,
-        "RollingOut",
-        &s2,
-        Some(V1),
-        Some(&s2),
-        None,
-        Some(&s1),
-        None,
-        None,
-        None,
-        0,
-        started("T:SpecChanged"),
+        Want {
+            active: Some(V1),
+            applied: Some(&s2),
+            last: Some(&s1),
+            ..Want::new("RollingOut", &s2, started("T:SpecChanged"))
+        },
     );
 
     w.rollout_misses_deadline();
@@ -605,22 +612,25 @@ fn v2_misses_its_deadline_rolls_back_automatically() {
     let auto = format!("automatic:{V2}");
     assert_status(
         &w,
-        "RolledBack",
-        &s2,
-        Some(V1),
-        Some(&s1),
-        Some(&s2),
-        Some(&s1),
-        None,
-        Some(&s1),
-        Some(auto.as_str()),
-        1,
-        [
-            "F:RolledBack",
-            "T:RollbackInProgress",
-            "T:RolloutFailed",
-            "F:RollbackInProgress",
-        ],
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            failed: Some(&s2),
+            last: Some(&s1),
+            rollback: Some(&s1),
+            request: Some(auto.as_str()),
+            count: 1,
+            ..Want::new(
+                "RolledBack",
+                &s2,
+                [
+                    "F:RolledBack",
+                    "T:RollbackInProgress",
+                    "T:RolloutFailed",
+                    "F:RollbackInProgress",
+                ],
+            )
+        },
     );
     assert_eq!(
         w.config_maps["openmed-service-model-manifest"]["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
@@ -633,22 +643,25 @@ fn v2_misses_its_deadline_rolls_back_automatically() {
     assert_eq!(ev, [EventReason::RollbackSucceeded]);
     assert_status(
         &w,
-        "RolledBack",
-        &s2,
-        Some(V1),
-        Some(&s1),
-        Some(&s2),
-        Some(&s1),
-        None,
-        Some(&s1),
-        Some(auto.as_str()),
-        1,
-        [
-            "F:RolledBack",
-            "F:RollbackComplete",
-            "T:DesiredVersionFailed",
-            "T:RollbackSucceeded",
-        ],
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            failed: Some(&s2),
+            last: Some(&s1),
+            rollback: Some(&s1),
+            request: Some(auto.as_str()),
+            count: 1,
+            ..Want::new(
+                "RolledBack",
+                &s2,
+                [
+                    "F:RolledBack",
+                    "F:RollbackComplete",
+                    "T:DesiredVersionFailed",
+                    "T:RollbackSucceeded",
+                ],
+            )
+        },
     );
     // The failed spec is not retried by itself.
     assert!(w.plan().is_noop());
@@ -660,33 +673,26 @@ fn v2_misses_its_deadline_rolls_back_automatically() {
     assert_eq!(tags, ["CM~", "D~", "S"]);
     assert_status(
         &w,
-        "RollingOut",
-        &s3,
-        Some(V1),
-        Some(&s3),
-        None,
-        Some(&s1),
-        None,
-        None,
-        None,
-        1,
-        started("T:SpecChanged"),
+        Want {
+            active: Some(V1),
+            applied: Some(&s3),
+            last: Some(&s1),
+            count: 1,
+            ..Want::new("RollingOut", &s3, started("T:SpecChanged"))
+        },
     );
     w.rollout_completes();
     w.step();
     assert_status(
         &w,
-        "Ready",
-        &s3,
-        Some(V3),
-        Some(&s3),
-        None,
-        Some(&s3),
-        Some(&s1),
-        None,
-        None,
-        1,
-        READY,
+        Want {
+            active: Some(V3),
+            applied: Some(&s3),
+            last: Some(&s3),
+            prev: Some(&s1),
+            count: 1,
+            ..Want::new("Ready", &s3, READY)
+        },
     );
 }
 
@@ -706,22 +712,25 @@ fn rollback_also_fails_terminal_failed_no_retry() {
     let auto = format!("automatic:{V2}");
     assert_status(
         &w,
-        "Failed",
-        &s2,
-        Some(V1),
-        Some(&s1),
-        Some(&s2),
-        Some(&s1),
-        None,
-        Some(&s1),
-        Some(auto.as_str()),
-        1,
-        [
-            "F:RollbackFailed",
-            "F:ProgressDeadlineExceeded",
-            "T:RollbackFailed",
-            "F:RollbackFailed",
-        ],
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            failed: Some(&s2),
+            last: Some(&s1),
+            rollback: Some(&s1),
+            request: Some(auto.as_str()),
+            count: 1,
+            ..Want::new(
+                "Failed",
+                &s2,
+                [
+                    "F:RollbackFailed",
+                    "F:ProgressDeadlineExceeded",
+                    "T:RollbackFailed",
+                    "F:RollbackFailed",
+                ],
+            )
+        },
     );
     for _ in 0..3 {
         let (tags, ev) = w.step();
@@ -744,22 +753,22 @@ fn rollback_disabled_gives_failed() {
     assert_eq!(ev, [EventReason::RolloutFailed]);
     assert_status(
         &w,
-        "Failed",
-        &s2,
-        Some(V1),
-        Some(&s2),
-        Some(&s2),
-        Some(&s1),
-        None,
-        None,
-        None,
-        0,
-        [
-            "F:RolloutFailed",
-            "F:ProgressDeadlineExceeded",
-            "T:RolloutFailed",
-            "F:RollbackDisabled",
-        ],
+        Want {
+            active: Some(V1),
+            applied: Some(&s2),
+            failed: Some(&s2),
+            last: Some(&s1),
+            ..Want::new(
+                "Failed",
+                &s2,
+                [
+                    "F:RolloutFailed",
+                    "F:ProgressDeadlineExceeded",
+                    "T:RolloutFailed",
+                    "F:RollbackDisabled",
+                ],
+            )
+        },
     );
     assert!(w.plan().is_noop());
 }
@@ -774,22 +783,20 @@ fn first_rollout_failing_has_nothing_to_roll_back_to() {
     assert_eq!(ev, [EventReason::RolloutFailed]);
     assert_status(
         &w,
-        "Failed",
-        &s1,
-        None,
-        Some(&s1),
-        Some(&s1),
-        None,
-        None,
-        None,
-        None,
-        0,
-        [
-            "F:RolloutFailed",
-            "F:ProgressDeadlineExceeded",
-            "T:RolloutFailed",
-            "F:RollbackDisabled",
-        ],
+        Want {
+            applied: Some(&s1),
+            failed: Some(&s1),
+            ..Want::new(
+                "Failed",
+                &s1,
+                [
+                    "F:RolloutFailed",
+                    "F:ProgressDeadlineExceeded",
+                    "T:RolloutFailed",
+                    "F:RollbackDisabled",
+                ],
+            )
+        },
     );
 }
 
@@ -802,17 +809,13 @@ fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
     w.converge();
     assert_status(
         &w,
-        "Ready",
-        &s2,
-        Some(V2),
-        Some(&s2),
-        None,
-        Some(&s2),
-        Some(&s1),
-        None,
-        None,
-        0,
-        READY,
+        Want {
+            active: Some(V2),
+            applied: Some(&s2),
+            last: Some(&s2),
+            prev: Some(&s1),
+            ..Want::new("Ready", &s2, READY)
+        },
     );
 
     w.annotate("openmed.ai/rollback-to", Some(&format!(" {V1} ")));
@@ -822,22 +825,26 @@ fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
     let manual = format!("manual:{V1}");
     assert_status(
         &w,
-        "RolledBack",
-        &s2,
-        Some(V1),
-        Some(&s1),
-        Some(&s2),
-        Some(&s2),
-        Some(&s1),
-        Some(&s1),
-        Some(manual.as_str()),
-        1,
-        [
-            "F:ManualRollback",
-            "T:RollbackInProgress",
-            "T:ManualRollback",
-            "F:RollbackInProgress",
-        ],
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            failed: Some(&s2),
+            last: Some(&s2),
+            prev: Some(&s1),
+            rollback: Some(&s1),
+            request: Some(manual.as_str()),
+            count: 1,
+            ..Want::new(
+                "RolledBack",
+                &s2,
+                [
+                    "F:ManualRollback",
+                    "T:RollbackInProgress",
+                    "T:ManualRollback",
+                    "F:RollbackInProgress",
+                ],
+            )
+        },
     );
 
     w.rollout_completes();
@@ -845,22 +852,26 @@ fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
     assert_eq!(ev, [EventReason::RollbackSucceeded]);
     assert_status(
         &w,
-        "RolledBack",
-        &s2,
-        Some(V1),
-        Some(&s1),
-        Some(&s2),
-        Some(&s2),
-        Some(&s1),
-        Some(&s1),
-        Some(manual.as_str()),
-        1,
-        [
-            "F:RolledBack",
-            "F:RollbackComplete",
-            "T:DesiredVersionFailed",
-            "T:RollbackSucceeded",
-        ],
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            failed: Some(&s2),
+            last: Some(&s2),
+            prev: Some(&s1),
+            rollback: Some(&s1),
+            request: Some(manual.as_str()),
+            count: 1,
+            ..Want::new(
+                "RolledBack",
+                &s2,
+                [
+                    "F:RolledBack",
+                    "F:RollbackComplete",
+                    "T:DesiredVersionFailed",
+                    "T:RollbackSucceeded",
+                ],
+            )
+        },
     );
     assert!(w.plan().is_noop(), "a completed manual rollback is stable");
 
@@ -871,33 +882,27 @@ fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
     assert_eq!(tags, ["S"], "the Deployment already serves v1");
     assert_status(
         &w,
-        "RollingOut",
-        &s1,
-        Some(V1),
-        Some(&s1),
-        None,
-        Some(&s2),
-        Some(&s1),
-        None,
-        None,
-        1,
-        started("T:SpecChanged"),
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            last: Some(&s2),
+            prev: Some(&s1),
+            count: 1,
+            ..Want::new("RollingOut", &s1, started("T:SpecChanged"))
+        },
     );
     let (_, ev) = w.step();
     assert_eq!(ev, [EventReason::RolloutSucceeded]);
     assert_status(
         &w,
-        "Ready",
-        &s1,
-        Some(V1),
-        Some(&s1),
-        None,
-        Some(&s1),
-        Some(&s2),
-        None,
-        None,
-        1,
-        READY,
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            last: Some(&s1),
+            prev: Some(&s2),
+            count: 1,
+            ..Want::new("Ready", &s1, READY)
+        },
     );
 }
 
@@ -916,22 +921,23 @@ fn manual_rollback_to_an_unretained_version_is_rejected_then_cleared() {
     assert_eq!(ev, [EventReason::RollbackRejected]);
     assert_status(
         &w,
-        "Failed",
-        &s2,
-        Some(V2),
-        Some(&s2),
-        None,
-        Some(&s2),
-        Some(&s1),
-        None,
-        Some("manual:OpenMed/never-deployed"),
-        0,
-        [
-            "F:RollbackTargetUnavailable",
-            "F:Blocked",
-            "T:RollbackTargetUnavailable",
-            "F:RollbackRejected",
-        ],
+        Want {
+            active: Some(V2),
+            applied: Some(&s2),
+            last: Some(&s2),
+            prev: Some(&s1),
+            request: Some("manual:OpenMed/never-deployed"),
+            ..Want::new(
+                "Failed",
+                &s2,
+                [
+                    "F:RollbackTargetUnavailable",
+                    "F:Blocked",
+                    "T:RollbackTargetUnavailable",
+                    "F:RollbackRejected",
+                ],
+            )
+        },
     );
     let (tags, _) = w.step();
     assert!(tags.is_empty());
@@ -990,23 +996,7 @@ fn target_not_found_then_the_deployment_appears() {
     );
 
     w.deployment = d;
-    let (tags, ev) = w.step();
-    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
-    assert_eq!(ev, [EventReason::RolloutStarted]);
-    assert_status(
-        &w,
-        "RollingOut",
-        &s1,
-        None,
-        Some(&s1),
-        None,
-        None,
-        None,
-        None,
-        None,
-        0,
-        started("T:InitialRollout"),
-    );
+    assert_first_pass_starts_rollout(&mut w, &s1);
 }
 
 #[test]
@@ -1337,17 +1327,12 @@ fn recreate_strategy_is_applied_without_rolling_update() {
     w.step();
     assert_status(
         &w,
-        "Ready",
-        &s,
-        Some(V1),
-        Some(&s),
-        None,
-        Some(&s),
-        None,
-        None,
-        None,
-        0,
-        READY,
+        Want {
+            active: Some(V1),
+            applied: Some(&s),
+            last: Some(&s),
+            ..Want::new("Ready", &s, READY)
+        },
     );
     assert!(w.plan().is_noop());
 }

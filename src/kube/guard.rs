@@ -107,32 +107,17 @@ mod tests {
 
     #[test]
     fn accepts_origins() {
-        assert_eq!(
-            Origin::parse("https://10.0.0.1").unwrap().base_url(),
-            "https://10.0.0.1:443"
-        );
-        assert_eq!(
-            Origin::parse("https://api.example:6443/")
-                .unwrap()
-                .base_url(),
-            "https://api.example:6443"
-        );
-        assert_eq!(
-            Origin::parse("http://127.0.0.1:8001").unwrap().base_url(),
-            "http://127.0.0.1:8001"
-        );
-        assert_eq!(
-            Origin::parse("http://127.9.9.9:8001").unwrap().base_url(),
-            "http://127.9.9.9:8001"
-        );
-        assert_eq!(
-            Origin::parse("http://localhost:8001").unwrap().base_url(),
-            "http://localhost:8001"
-        );
-        assert_eq!(
-            Origin::parse("http://[::1]:8001").unwrap().base_url(),
-            "http://[::1]:8001"
-        );
+        for (given, base) in [
+            ("https://10.0.0.1", "https://10.0.0.1:443"),
+            ("https://api.example:6443/", "https://api.example:6443"),
+            ("http://127.0.0.1:8001", "http://127.0.0.1:8001"),
+            ("http://127.9.9.9:8001", "http://127.9.9.9:8001"),
+            ("http://localhost:8001", "http://localhost:8001"),
+            ("http://[::1]:8001", "http://[::1]:8001"),
+        ] {
+            let origin = Origin::parse(given).unwrap_or_else(|e| panic!("{given}: {e}"));
+            assert_eq!(origin.base_url(), base, "{given}");
+        }
     }
 
     #[test]

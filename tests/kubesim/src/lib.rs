@@ -474,12 +474,9 @@ fn control(shared: &Arc<Shared>, req: Request) -> Response {
             done()
         }
         ("POST", "tokens") => {
-            let tokens = body["tokens"].as_array().map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            });
+            let tokens = body["tokens"]
+                .is_array()
+                .then(|| resources::str_list(body.get("tokens")));
             *lock(&shared.tokens) = tokens;
             done()
         }

@@ -327,7 +327,8 @@ impl Registry {
     }
 }
 
-fn str_list(v: Option<&Value>) -> Vec<String> {
+/// The strings of a JSON array; anything else reads as empty.
+pub(crate) fn str_list(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .map(|a| {
             a.iter()

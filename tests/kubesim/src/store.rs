@@ -5,7 +5,7 @@
 
 use crate::errors::{ApiErr, Cause};
 use crate::kinds::{self, FieldValidation};
-use crate::resources::{def_from_crd, Registry, ResourceDef};
+use crate::resources::{def_from_crd, str_list, Registry, ResourceDef};
 use crate::time::rfc3339;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -85,15 +85,7 @@ fn meta_str<'a>(obj: &'a Value, k: &str) -> Option<&'a str> {
 }
 
 fn finalizers(obj: &Value) -> Vec<String> {
-    obj["metadata"]["finalizers"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    str_list(obj["metadata"].get("finalizers"))
 }
 
 /// Equal apart from bookkeeping the server itself maintains.
@@ -680,30 +672,14 @@ mod tests {
             .code,
             409
         );
-        assert_eq!(
-            s.create(
-                &def,
-                "default",
-                json!({"metadata": {"name": "a"}}),
-                FieldValidation::Ignore,
-                now
-            )
-            .unwrap_err()
-            .code,
-            409
-        );
-        assert_eq!(
-            s.create(
-                &def,
-                "nope",
-                json!({"metadata": {"name": "a"}}),
-                FieldValidation::Ignore,
-                now
-            )
-            .unwrap_err()
-            .code,
-            404
-        );
+        // The name is taken in "default"; "nope" is no namespace.
+        for (ns, code) in [("default", 409), ("nope", 404)] {
+            let body = json!({"metadata": {"name": "a"}});
+            let err = s
+                .create(&def, ns, body, FieldValidation::Ignore, now)
+                .unwrap_err();
+            assert_eq!(err.code, code, "{ns}");
+        }
         let g = s
             .create(
                 &def,
