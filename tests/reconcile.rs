@@ -405,6 +405,22 @@ const READY: [&str; 4] = [
     "F:NotRequested",
 ];
 
+/// Back on the retained spec after a failed rollout.
+const ROLLBACK_SUCCEEDED: [&str; 4] = [
+    "F:RolledBack",
+    "F:RollbackComplete",
+    "T:DesiredVersionFailed",
+    "T:RollbackSucceeded",
+];
+
+/// Missed its deadline with automatic rollback turned off.
+const FAILED_NO_ROLLBACK: [&str; 4] = [
+    "F:RolloutFailed",
+    "F:ProgressDeadlineExceeded",
+    "T:RolloutFailed",
+    "F:RollbackDisabled",
+];
+
 fn started(reason: &'static str) -> [&'static str; 4] {
     ["F:RolloutStarted", reason, "F:Healthy", "F:NotRequested"]
 }
@@ -651,16 +667,7 @@ fn v2_misses_its_deadline_rolls_back_automatically() {
             rollback: Some(&s1),
             request: Some(auto.as_str()),
             count: 1,
-            ..Want::new(
-                "RolledBack",
-                &s2,
-                [
-                    "F:RolledBack",
-                    "F:RollbackComplete",
-                    "T:DesiredVersionFailed",
-                    "T:RollbackSucceeded",
-                ],
-            )
+            ..Want::new("RolledBack", &s2, ROLLBACK_SUCCEEDED)
         },
     );
     // The failed spec is not retried by itself.
@@ -758,16 +765,7 @@ fn rollback_disabled_gives_failed() {
             applied: Some(&s2),
             failed: Some(&s2),
             last: Some(&s1),
-            ..Want::new(
-                "Failed",
-                &s2,
-                [
-                    "F:RolloutFailed",
-                    "F:ProgressDeadlineExceeded",
-                    "T:RolloutFailed",
-                    "F:RollbackDisabled",
-                ],
-            )
+            ..Want::new("Failed", &s2, FAILED_NO_ROLLBACK)
         },
     );
     assert!(w.plan().is_noop());
@@ -786,16 +784,7 @@ fn first_rollout_failing_has_nothing_to_roll_back_to() {
         Want {
             applied: Some(&s1),
             failed: Some(&s1),
-            ..Want::new(
-                "Failed",
-                &s1,
-                [
-                    "F:RolloutFailed",
-                    "F:ProgressDeadlineExceeded",
-                    "T:RolloutFailed",
-                    "F:RollbackDisabled",
-                ],
-            )
+            ..Want::new("Failed", &s1, FAILED_NO_ROLLBACK)
         },
     );
 }
@@ -861,16 +850,7 @@ fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
             rollback: Some(&s1),
             request: Some(manual.as_str()),
             count: 1,
-            ..Want::new(
-                "RolledBack",
-                &s2,
-                [
-                    "F:RolledBack",
-                    "F:RollbackComplete",
-                    "T:DesiredVersionFailed",
-                    "T:RollbackSucceeded",
-                ],
-            )
+            ..Want::new("RolledBack", &s2, ROLLBACK_SUCCEEDED)
         },
     );
     assert!(w.plan().is_noop(), "a completed manual rollback is stable");
@@ -1440,15 +1420,7 @@ fn a_rejected_rollback_over_a_rolled_back_resource_returns_to_rolled_back() {
     w.rollout_completes();
     w.step();
     let rolled_back = w.conds();
-    assert_eq!(
-        rolled_back,
-        [
-            "F:RolledBack",
-            "F:RollbackComplete",
-            "T:DesiredVersionFailed",
-            "T:RollbackSucceeded"
-        ]
-    );
+    assert_eq!(rolled_back, ROLLBACK_SUCCEEDED);
     w.annotate("openmed.ai/rollback-to", Some("OpenMed/never"));
     w.step();
     assert_eq!(w.conds()[0], "F:RollbackTargetUnavailable");
