@@ -43,6 +43,22 @@ fn start_sim(cfg: SimConfig) -> Sim {
     sim
 }
 
+/// A simulated cluster holding Deployment `deploy` (2 replicas), and the
+/// operator running against it, ready. The directory holds the operator's log.
+fn cluster_with(
+    cfg: SimConfig,
+    tag: &str,
+    deploy: &str,
+    args: &[&str],
+) -> (Sim, PathBuf, Operator) {
+    let sim = start_sim(cfg);
+    let dir = tmpdir(tag);
+    sim.create(deployment(deploy, 2)).unwrap();
+    let mut op = Operator::start(&sim.url(), &dir, args);
+    op.wait_ready();
+    (sim, dir, op)
+}
+
 fn deployment(name: &str, replicas: i64) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -324,11 +340,7 @@ fn writes(sim: &Sim) -> u64 {
 
 #[test]
 fn rollout_upgrade_automatic_and_manual_rollback_then_delete() {
-    let sim = start_sim(fast());
-    let dir = tmpdir("lifecycle");
-    sim.create(deployment("openmed-service", 2)).unwrap();
-    let mut op = Operator::start(&sim.url(), &dir, &[]);
-    op.wait_ready();
+    let (sim, _, mut op) = cluster_with(fast(), "lifecycle", "openmed-service", &[]);
     sim.create(model("openmed-service", "openmed-service", V1, 600))
         .unwrap();
     let s = wait_serving(&sim, "openmed-service", V1);
@@ -449,11 +461,7 @@ fn rollout_upgrade_automatic_and_manual_rollback_then_delete() {
 
 #[test]
 fn a_second_model_on_the_same_deployment_conflicts_then_takes_over() {
-    let sim = start_sim(fast());
-    let dir = tmpdir("conflict");
-    sim.create(deployment("shared", 2)).unwrap();
-    let mut op = Operator::start(&sim.url(), &dir, &[]);
-    op.wait_ready();
+    let (sim, _, _op) = cluster_with(fast(), "conflict", "shared", &[]);
     sim.create(model("first", "shared", V1, 600)).unwrap();
     wait_phase(&sim, "first", "Ready", "RolloutSucceeded");
     sim.create(model("second", "shared", V2, 600)).unwrap();
@@ -480,14 +488,15 @@ fn a_second_model_on_the_same_deployment_conflicts_then_takes_over() {
 #[test]
 fn killed_mid_rollout_and_restarted_finishes_without_duplicate_events() {
     // Slow pods, so the operator can be killed while the rollout is under way.
-    let sim = start_sim(SimConfig {
-        warmup: Duration::from_millis(1500),
-        ..fast()
-    });
-    let dir = tmpdir("restart");
-    sim.create(deployment("svc", 2)).unwrap();
-    let mut op = Operator::start(&sim.url(), &dir, &[]);
-    op.wait_ready();
+    let (sim, dir, mut op) = cluster_with(
+        SimConfig {
+            warmup: Duration::from_millis(1500),
+            ..fast()
+        },
+        "restart",
+        "svc",
+        &[],
+    );
     sim.create(model("svc", "svc", V1, 600)).unwrap();
     wait_phase(&sim, "svc", "Ready", "");
     set_version(&sim, "svc", V2);
@@ -517,11 +526,7 @@ fn killed_mid_rollout_and_restarted_finishes_without_duplicate_events() {
 
 #[test]
 fn cut_watches_and_forced_410s_lose_no_change() {
-    let sim = start_sim(fast());
-    let dir = tmpdir("watches");
-    sim.create(deployment("svc", 2)).unwrap();
-    let mut op = Operator::start(&sim.url(), &dir, &["--resync-seconds", "3600"]);
-    op.wait_ready();
+    let (sim, _, mut op) = cluster_with(fast(), "watches", "svc", &["--resync-seconds", "3600"]);
     sim.create(model("svc", "svc", V1, 600)).unwrap();
     wait_phase(&sim, "svc", "Ready", "");
     // Mid-rollout: every watch cut, the history compacted, the next watches
@@ -551,11 +556,7 @@ fn cut_watches_and_forced_410s_lose_no_change() {
 
 #[test]
 fn an_api_pause_and_a_burst_of_500s_are_survived() {
-    let sim = start_sim(fast());
-    let dir = tmpdir("outage");
-    sim.create(deployment("svc", 2)).unwrap();
-    let mut op = Operator::start(&sim.url(), &dir, &[]);
-    op.wait_ready();
+    let (sim, _, mut op) = cluster_with(fast(), "outage", "svc", &[]);
     sim.create(model("svc", "svc", V1, 600)).unwrap();
     wait_phase(&sim, "svc", "Ready", "");
 
@@ -707,11 +708,7 @@ fn runs_in_an_isolated_network_namespace() {
             .status()
             .unwrap();
         assert!(up.success());
-        let sim = start_sim(fast());
-        let dir = tmpdir("netns-inner");
-        sim.create(deployment("svc", 2)).unwrap();
-        let mut op = Operator::start(&sim.url(), &dir, &[]);
-        op.wait_ready();
+        let (sim, _, mut op) = cluster_with(fast(), "netns-inner", "svc", &[]);
         sim.create(model("svc", "svc", V1, 600)).unwrap();
         wait_phase(&sim, "svc", "Ready", "RolloutSucceeded");
         op.assert_clean_exit();
