@@ -96,6 +96,9 @@ impl Api {
     fn patch(&self, path: &str, ct: &str, body: Value) -> Resp {
         self.call("PATCH", path, Some(ct), Some(&body), "application/json")
     }
+    fn merge(&self, path: &str, body: Value) -> Resp {
+        self.patch(path, "application/merge-patch+json", body)
+    }
     fn delete(&self, path: &str, body: Option<Value>) -> Resp {
         self.call(
             "DELETE",
@@ -251,9 +254,8 @@ fn metadata_generation_and_status_subresource() {
         .to_string();
     // Metadata-only change: new resourceVersion, same generation.
     let w = a
-        .patch(
+        .merge(
             &format!("{WIDGETS}/w"),
-            "application/merge-patch+json",
             json!({"metadata": {"labels": {"a": "b"}}}),
         )
         .body;
@@ -261,9 +263,8 @@ fn metadata_generation_and_status_subresource() {
     assert_ne!(w["metadata"]["resourceVersion"], rv1.as_str());
     // Spec change bumps generation; status in a main-resource write is ignored.
     let w = a
-        .patch(
+        .merge(
             &format!("{WIDGETS}/w"),
-            "application/merge-patch+json",
             json!({"spec": {"size": 2}, "status": {"seen": 1}}),
         )
         .body;
@@ -271,9 +272,8 @@ fn metadata_generation_and_status_subresource() {
     assert!(w.get("status").is_none());
     // /status takes status only.
     let w = a
-        .patch(
+        .merge(
             &format!("{WIDGETS}/w/status"),
-            "application/merge-patch+json",
             json!({"spec": {"size": 99}, "status": {"seen": 1}}),
         )
         .body;
@@ -283,11 +283,7 @@ fn metadata_generation_and_status_subresource() {
     // A write that changes nothing changes nothing.
     let rv = w["metadata"]["resourceVersion"].clone();
     let same = a
-        .patch(
-            &format!("{WIDGETS}/w"),
-            "application/merge-patch+json",
-            json!({"spec": {"size": 2}}),
-        )
+        .merge(&format!("{WIDGETS}/w"), json!({"spec": {"size": 2}}))
         .body;
     assert_eq!(same["metadata"]["resourceVersion"], rv);
     // PUT with a stale resourceVersion: 409; custom resources need one at all.
@@ -384,9 +380,8 @@ fn patches_and_their_failures() {
         r.code, 415,
         "strategic merge patch is not for custom resources"
     );
-    let r = a.patch(
+    let r = a.merge(
         &format!("{WIDGETS}/w"),
-        "application/merge-patch+json",
         json!({"metadata": {"resourceVersion": "1"}, "spec": {"size": 2}}),
     );
     assert_eq!(
@@ -397,15 +392,7 @@ fn patches_and_their_failures() {
     assert_eq!(r.code, 422);
     let r = a.patch(&format!("{WIDGETS}/w"), "application/json-patch+json", json!([{"op": "test", "path": "/spec/size", "value": 1}, {"op": "replace", "path": "/spec/size", "value": 3}]));
     assert_eq!(r.body["spec"]["size"], 3);
-    assert_eq!(
-        a.patch(
-            &format!("{WIDGETS}/nope"),
-            "application/merge-patch+json",
-            json!({})
-        )
-        .code,
-        404
-    );
+    assert_eq!(a.merge(&format!("{WIDGETS}/nope"), json!({})).code, 404);
 }
 
 #[test]
@@ -483,14 +470,12 @@ fn watch_replays_translates_selectors_bookmarks_and_expires() {
         CMS,
         json!({"metadata": {"name": "w", "labels": {"on": "yes"}}}),
     );
-    a.patch(
+    a.merge(
         &format!("{CMS}/w"),
-        "application/merge-patch+json",
         json!({"metadata": {"labels": {"on": "no"}}}),
     );
-    a.patch(
+    a.merge(
         &format!("{CMS}/w"),
-        "application/merge-patch+json",
         json!({"metadata": {"labels": {"on": "yes"}}}),
     );
     a.delete(&format!("{CMS}/w"), None);
@@ -545,17 +530,15 @@ fn finalizers_hold_deletion_and_gc_follows_owners() {
     assert_eq!(r.code, 409);
     let r = a.delete(&format!("{CMS}/owner"), None);
     assert!(r.body["metadata"]["deletionTimestamp"].is_string());
-    let r = a.patch(
+    let r = a.merge(
         &format!("{CMS}/owner"),
-        "application/merge-patch+json",
         json!({"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}}),
     );
     assert_eq!(r.code, 422, "no new finalizer once deleting");
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(a.get(&format!("{CMS}/dep")).code, 200, "owner still there");
-    a.patch(
+    a.merge(
         &format!("{CMS}/owner"),
-        "application/merge-patch+json",
         json!({"metadata": {"finalizers": null}}),
     );
     assert_eq!(a.get(&format!("{CMS}/owner")).code, 404);
