@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Check every manifest, and what Kustomize renders from them, against the
 # upstream Kubernetes schemas with kubernetes-validate (from PyPI, installed
-# into target/pyenv on first use). Custom resources are checked against the
-# CRD by the simulated API server in e2e-sim.sh.
+# into target/pyenv on first use), then install both renderings on the
+# simulated API server, which refuses a CRD that is not a structural schema as
+# kube-apiserver does (kubesim's structural.rs). Custom resources are checked
+# against the CRD by the simulated API server in e2e-sim.sh.
 # Needs: python3, kubectl (for `kubectl kustomize`, offline). Takes seconds
 # after the first install.
 set -euo pipefail
@@ -34,3 +36,33 @@ if "$VENV/bin/kubernetes-validate" --quiet -k "$K8S_VERSION" "$OUT/broken.yaml" 
   die "kubernetes-validate accepted a broken manifest"
 fi
 info "${#files[@]} files and 2 rendered installs valid"
+
+say "Both installs on the simulated API server (structural CRD schemas, as kube-apiserver)"
+trap stop_all EXIT
+start_sim "$OUT/sim"
+# The namespaced overlay expects its namespace to exist (issue 16 is about that).
+printf '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"openmed"}}\n' >"$OUT/ns-openmed.json"
+kc apply -f "$OUT/ns-openmed.json" >/dev/null
+for install in cluster-wide namespaced; do
+  kc apply -f "$OUT/$install.yaml" >"$OUT/$install.applied" 2>&1 || {
+    cat "$OUT/$install.applied" >&2
+    die "the $install install was refused"
+  }
+done
+# The check must be able to fail: the int-or-string form a real server refused.
+python3 - "$REPO/manifests/base/crd.json" >"$OUT/crd-nonstructural.json" <<'PY'
+import json, sys
+crd = json.load(open(sys.argv[1]))
+crd["spec"]["group"] = "nonstructural.example"
+crd["metadata"]["name"] = crd["spec"]["names"]["plural"] + ".nonstructural.example"
+for v in crd["spec"]["versions"]:
+    s = v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["rolloutStrategy"]["properties"]
+    s["maxSurge"]["anyOf"] = [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[0-9]+%$"}]
+print(json.dumps(crd))
+PY
+if kc apply -f "$OUT/crd-nonstructural.json" >"$OUT/refused.txt" 2>&1; then
+  die "kubesim accepted a CRD that is not a structural schema"
+fi
+grep -q 'anyOf\[0\].type: Forbidden: must be empty to be structural' "$OUT/refused.txt" ||
+  die "kubesim refused the non-structural CRD for another reason: $(cat "$OUT/refused.txt")"
+info "CRDs accepted; a non-structural one refused"

@@ -42,6 +42,14 @@ impl Cause {
     pub fn required(field: &str) -> Cause {
         Cause::new(field, "FieldValueRequired", "Required value")
     }
+    /// `field.Required` with a detail, rendered as the real server renders it.
+    pub fn required_because(field: &str, why: &str) -> Cause {
+        Cause::new(
+            field,
+            "FieldValueRequired",
+            format!("Required value: {why}"),
+        )
+    }
     pub fn forbidden(field: &str, why: &str) -> Cause {
         Cause::new(field, "FieldValueForbidden", format!("Forbidden: {why}"))
     }

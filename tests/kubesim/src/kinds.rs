@@ -5,6 +5,7 @@
 use crate::errors::{ApiErr, Cause};
 use crate::resources::ResourceDef;
 use crate::schema;
+use crate::structural;
 use serde_json::{json, Value};
 
 /// The `fieldValidation` query parameter.
@@ -522,16 +523,30 @@ fn validate_crd(obj: &mut Value, causes: &mut Vec<Cause>) {
             "must have exactly one version marked as storage version",
         ));
     }
+    crd_schemas(&versions, causes);
+}
+
+/// Each version's schema through the structural rules. The real server first
+/// converts to its internal type, which holds one shared schema at
+/// `spec.validation` when every version's schema is the same, so errors for a
+/// single-version CRD name `spec.validation.openAPIV3Schema`.
+fn crd_schemas(versions: &[Value], causes: &mut Vec<Cause>) {
+    let schema_of = |v: &Value| v.pointer("/schema/openAPIV3Schema").cloned();
+    let shared = versions
+        .first()
+        .map(schema_of)
+        .filter(|first| first.is_some() && versions.iter().all(|v| schema_of(v) == *first));
+    let with_status = |v: &Value| v.pointer("/subresources/status").is_some();
+    if let Some(Some(s)) = shared {
+        let status = versions.iter().any(with_status);
+        structural::check_crd_schema(&s, "spec.validation.openAPIV3Schema", status, causes);
+        return;
+    }
     for (i, v) in versions.iter().enumerate() {
-        match v.pointer("/schema/openAPIV3Schema") {
-            Some(s) => schema::check_crd_schema(
-                s,
-                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                causes,
-            ),
-            None => causes.push(Cause::required(&format!(
-                "spec.versions[{i}].schema.openAPIV3Schema"
-            ))),
+        let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        match schema_of(v) {
+            Some(s) => structural::check_crd_schema(&s, &path, with_status(v), causes),
+            None => causes.push(Cause::required_because(&path, "schemas are required")),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod resources;
 pub mod schema;
 pub mod selector;
 pub mod store;
+pub mod structural;
 pub mod table;
 pub mod time;
 pub mod tls;

@@ -157,7 +157,8 @@ pub fn validate(v: &Value, schema: &Value, path: &str, root: bool, causes: &mut 
                 validate(v, branch, path, false, causes);
             }
         }
-        return;
+        // Value validation beside the bare `anyOf` (the structural form)
+        // follows: `pattern` binds strings only, bounds bind numbers only.
     }
     if let Some(want) = schema.get("type").and_then(Value::as_str) {
         let got = type_name(v);
@@ -305,43 +306,6 @@ fn validate_object(
     }
 }
 
-/// The structural-schema rules a real API server enforces on a CRD that
-/// matter here: no `additionalProperties: false`, never next to
-/// `properties`, and a `type` on every declared property.
-pub fn check_crd_schema(schema: &Value, path: &str, causes: &mut Vec<Cause>) {
-    let Some(map) = schema.as_object() else {
-        return;
-    };
-    match map.get("additionalProperties") {
-        Some(Value::Bool(false)) => causes.push(Cause::forbidden(
-            &format!("{path}.additionalProperties"),
-            "additionalProperties cannot be set to false",
-        )),
-        Some(a) if a.is_object() && map.contains_key("properties") => {
-            causes.push(Cause::forbidden(
-                &format!("{path}.additionalProperties"),
-                "additionalProperties and properties are mutual exclusive",
-            ))
-        }
-        Some(a) if a.is_object() => {
-            check_crd_schema(a, &format!("{path}.additionalProperties"), causes)
-        }
-        _ => {}
-    }
-    if let Some(props) = map.get("properties").and_then(Value::as_object) {
-        for (k, ps) in props {
-            let p = format!("{path}.properties[{k}]");
-            if ps.get("type").is_none() && !int_or_string(ps) && !preserves(ps) {
-                causes.push(Cause::required(&format!("{p}.type")));
-            }
-            check_crd_schema(ps, &p, causes);
-        }
-    }
-    if let Some(items) = map.get("items") {
-        check_crd_schema(items, &format!("{path}.items"), causes);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,25 +406,5 @@ mod tests {
             &mut causes,
         );
         assert_eq!(causes.len(), 2, "{causes:?}");
-    }
-
-    #[test]
-    fn crd_schema_rules() {
-        let mut causes = vec![];
-        check_crd_schema(
-            &json!({"type": "object", "properties": {"spec": {"type": "object", "additionalProperties": false, "properties": {"a": {"type": "string"}}}}}),
-            "spec.validation.openAPIV3Schema",
-            &mut causes,
-        );
-        assert!(causes[0]
-            .render()
-            .contains("additionalProperties cannot be set to false"));
-        let mut causes = vec![];
-        check_crd_schema(
-            &json!({"type": "object", "properties": {"a": {}}}),
-            "s",
-            &mut causes,
-        );
-        assert_eq!(causes[0].render(), "s.properties[a].type: Required value");
     }
 }

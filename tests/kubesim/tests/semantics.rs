@@ -214,26 +214,65 @@ fn discovery_follows_crds() {
     assert_eq!(a.get(WIDGETS).code, 404);
 }
 
+/// The structural-schema rules of apiextensions-apiserver
+/// (`ValidateStructural`, `ValidateCustomResourceDefinitionOpenAPISchema`)
+/// over HTTP: a single-version CRD's errors name `spec.validation`.
 #[test]
 fn crds_the_real_server_refuses_are_refused() {
     let sim = Sim::start(SimConfig::default()).unwrap();
     let a = api(&sim);
-    let mut bad = crd();
-    bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        ["additionalProperties"] = json!(false);
+    let refused = |mutate: &dyn Fn(&mut Value)| {
+        let mut bad = crd();
+        mutate(&mut bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]);
+        let r = a.post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            bad,
+        );
+        assert_eq!(r.code, 422, "{}", r.body);
+        r.body["message"].as_str().unwrap_or_default().to_string()
+    };
+    let msg = refused(&|spec| spec["additionalProperties"] = json!(false));
+    assert!(msg.contains("spec.validation.openAPIV3Schema.properties[spec].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"), "{msg}");
+    // Bounds inside int-or-string branches: what a real server refused in our CRD.
+    let msg = refused(&|spec| {
+        spec["properties"]["surge"] = json!({"x-kubernetes-int-or-string": true, "anyOf": [
+            {"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[0-9]+%$"}]})
+    });
+    assert!(msg.contains("spec.validation.openAPIV3Schema.properties[spec].properties[surge].anyOf[0].type: Forbidden: must be empty to be structural"), "{msg}");
+    assert!(
+        msg.contains("properties[surge].anyOf[1].type: Forbidden: must be empty to be structural"),
+        "{msg}"
+    );
+    // The structural form of the same rules is accepted and enforced.
+    let mut good = crd();
+    good["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["surge"] = json!({"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}],
+               "minimum": 0, "pattern": "^[0-9]+%$"});
     let r = a.post(
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        bad,
+        good,
     );
-    assert_eq!(r.code, 422);
-    assert!(
-        r.body["message"]
-            .as_str()
-            .unwrap()
-            .contains("additionalProperties"),
-        "{}",
-        r.body
-    );
+    assert_eq!(r.code, 201, "{}", r.body);
+    let widget = |surge: Value| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"generateName": "w-"}, "spec": {"size": 1, "surge": surge}})
+    };
+    for ok in [json!(3), json!("25%")] {
+        assert_eq!(a.post(WIDGETS, widget(ok)).code, 201);
+    }
+    for (bad, why) in [
+        (json!(-1), "greater than or equal to 0"),
+        (json!("x%"), "should match"),
+        (json!(true), "integer,string"),
+    ] {
+        let r = a.post(WIDGETS, widget(bad));
+        assert_eq!(r.code, 422);
+        assert!(
+            r.body["message"].as_str().unwrap_or_default().contains(why),
+            "{}",
+            r.body
+        );
+    }
 }
 
 #[test]
