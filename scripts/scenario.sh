@@ -83,7 +83,9 @@ scenario_delete() {
   local env
   env=$(kc -n "$NS" get deploy openmed-service -o 'jsonpath={.spec.template.spec.containers[?(@.name=="openmed-service")].env[?(@.name=="OPENMED_SERVICE_PRELOAD_MODELS")]}')
   info "preload env now: $env"
-  [[ $env == *'"value":""'* && $env != *valueFrom* ]] || die "preload env not blanked: $env"
+  # The operator writes `value: ""`; API servers drop an empty value (omitempty).
+  [[ $env == *OPENMED_SERVICE_PRELOAD_MODELS* && $env != *valueFrom* && ($env != *'"value"'* || $env == *'"value":""'*) ]] ||
+    die "preload env not blanked: $env"
 }
 
 scenario_all() {

@@ -185,7 +185,14 @@ fn wait_event(sim: &Sim, name: &str, reason: &str) {
 
 fn preload(sim: &Sim, deploy: &str) -> Value {
     let d = sim.object("apps", "deployments", NS, deploy).unwrap();
-    d["spec"]["template"]["spec"]["containers"][0]["env"][1].clone()
+    d["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .and_then(|e| {
+            e.iter()
+                .find(|v| v["name"] == "OPENMED_SERVICE_PRELOAD_MODELS")
+        })
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 struct Operator {
@@ -424,9 +431,11 @@ fn rollout_upgrade_automatic_and_manual_rollback_then_delete() {
     assert!(sim
         .object("", "configmaps", NS, "openmed-service-model-manifest")
         .is_none());
+    // `value: ""` is what the operator writes; the API server drops an
+    // empty value (omitempty), as the real one does.
     assert_eq!(
         preload(&sim, "openmed-service"),
-        json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "value": ""})
+        json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS"})
     );
     let d = sim
         .object("apps", "deployments", NS, "openmed-service")
@@ -522,6 +531,83 @@ fn killed_mid_rollout_and_restarted_finishes_without_duplicate_events() {
         assert_eq!(e["count"], 1);
     }
     op2.assert_clean_exit();
+}
+
+/// Issue 15: versions applied in quick succession with replicas 1 and 2
+/// (surge 1, unavailable 0): an unloadable version is never recorded as
+/// successful, and the automatic rollback goes to a version that served.
+/// With `ready_between` v2 serves before the unloadable version comes;
+/// otherwise the unloadable one replaces v2 while v2's pods are starting.
+fn quick_changes(replicas: i64, ready_between: bool) {
+    let tag = format!("quick-{replicas}-{ready_between}");
+    let slow = SimConfig {
+        warmup: Duration::from_millis(800),
+        ..fast()
+    };
+    let (sim, _, mut op) = cluster_with(slow, &tag, "svc", &[]);
+    let mut m = model("svc", "svc", V1, 600);
+    m["spec"]["replicas"] = json!(replicas);
+    m["spec"]["rolloutStrategy"] = json!({"type": "RollingUpdate", "maxSurge": 1, "maxUnavailable": 0, "progressDeadlineSeconds": 3});
+    sim.create(m).unwrap();
+    wait_serving(&sim, "svc", V1);
+    set_version(&sim, "svc", V2);
+    if ready_between {
+        wait_serving(&sim, "svc", V2);
+    } else {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    set_version(&sim, "svc", BAD);
+    let served = if ready_between { V2 } else { V1 };
+    let s = wait_for(
+        "the automatic rollback to succeed",
+        || {
+            let s = status(&sim, "svc");
+            for field in [
+                "activeVersion",
+                "lastSuccessfulSpec",
+                "previousSuccessfulSpec",
+            ] {
+                let v = if field == "activeVersion" {
+                    &s[field]
+                } else {
+                    &s[field]["version"]
+                };
+                assert_ne!(v, BAD, "{field} holds the unloadable version: {s:#}");
+            }
+            assert!(s["desiredVersion"] != BAD || s["phase"] != "Ready", "{s:#}");
+            s
+        },
+        |s| s["phase"] == "RolledBack" && s["conditions"][3]["reason"] == "RollbackSucceeded",
+    );
+    assert_eq!(s["activeVersion"], served, "{s:#}");
+    assert_eq!(s["rollbackRequest"], format!("automatic:{BAD}"));
+    let cm = sim
+        .object("", "configmaps", NS, "svc-model-manifest")
+        .unwrap();
+    assert_eq!(cm["data"]["OPENMED_SERVICE_PRELOAD_MODELS"], served);
+    let d = sim.object("apps", "deployments", NS, "svc").unwrap();
+    assert_eq!(
+        d["status"]["availableReplicas"], replicas,
+        "{:#}",
+        d["status"]
+    );
+    assert_eq!(
+        d["status"]["replicas"], replicas,
+        "no pod of another version is left"
+    );
+    op.assert_clean_exit();
+}
+
+#[test]
+fn quick_changes_with_one_replica_roll_back_to_what_served() {
+    quick_changes(1, false);
+    quick_changes(1, true);
+}
+
+#[test]
+fn quick_changes_with_two_replicas_roll_back_to_what_served() {
+    quick_changes(2, false);
+    quick_changes(2, true);
 }
 
 #[test]

@@ -275,8 +275,15 @@ impl World {
     }
 
     fn preload_env(&self) -> Value {
-        self.deployment.as_ref().unwrap()["spec"]["template"]["spec"]["containers"][0]["env"][1]
-            .clone()
+        let env =
+            &self.deployment.as_ref().unwrap()["spec"]["template"]["spec"]["containers"][0]["env"];
+        env.as_array()
+            .and_then(|e| {
+                e.iter()
+                    .find(|v| v["name"] == "OPENMED_SERVICE_PRELOAD_MODELS")
+            })
+            .cloned()
+            .unwrap_or(Value::Null)
     }
 
     /// Run to Ready on `version` from wherever the world is (one pass to

@@ -45,25 +45,39 @@ pub fn needs_apply(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
         || !d.claimed
 }
 
-/// The rollout of `target_generation` is complete.
+/// The rollout of `target_generation` is complete, judged as `kubectl
+/// rollout status` judges it (contract section 4 with 9.9 and 9.12): the
+/// controller has seen the Deployment as it is now, every pod is of the new
+/// template (`status.replicas == updatedReplicas`, so a ready old pod cannot
+/// stand in for an unready new one), the new pods are available, and the
+/// deadline has not been exceeded.
 pub fn ready(d: &DeploymentView, replicas: i64, target_generation: i64) -> bool {
     d.generation >= target_generation
         && d.observed_generation >= target_generation
+        && d.observed_generation >= d.generation
         && d.updated_replicas >= replicas
         && d.ready_replicas >= replicas
         && d.available_replicas >= replicas
         && d.unavailable_replicas == 0
+        && d.status_replicas == d.updated_replicas
+        && d.available_replicas >= d.updated_replicas
+        && !timed_out(d)
+}
+
+/// `Progressing=False` with `ProgressDeadlineExceeded`.
+fn timed_out(d: &DeploymentView) -> bool {
+    d.conditions.iter().any(|c| {
+        c.type_ == "Progressing" && c.status == "False" && c.reason == "ProgressDeadlineExceeded"
+    })
 }
 
 /// The rollout of `target_generation` has failed.
 pub fn failed(d: &DeploymentView, target_generation: i64) -> bool {
     d.observed_generation >= target_generation
-        && d.conditions.iter().any(|c| {
-            (c.type_ == "Progressing"
-                && c.status == "False"
-                && c.reason == "ProgressDeadlineExceeded")
-                || (c.type_ == "ReplicaFailure" && c.status == "True")
-        })
+        && (timed_out(d)
+            || d.conditions
+                .iter()
+                .any(|c| c.type_ == "ReplicaFailure" && c.status == "True"))
 }
 
 /// Names this resource as its owner, on the Deployment or its pod template.

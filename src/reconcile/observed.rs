@@ -115,6 +115,8 @@ pub struct DeploymentView {
     pub template_hash: Option<String>,
     pub containers: Vec<ContainerView>,
     pub observed_generation: i64,
+    /// `status.replicas`: pods of every ReplicaSet, old ones included.
+    pub status_replicas: i64,
     pub updated_replicas: i64,
     pub ready_replicas: i64,
     pub available_replicas: i64,
@@ -176,6 +178,7 @@ impl DeploymentView {
             template_hash: s(&tmpl_ann[HASH_ANNOTATION]),
             containers,
             observed_generation: n("observedGeneration"),
+            status_replicas: n("replicas"),
             updated_replicas: n("updatedReplicas"),
             ready_replicas: n("readyReplicas"),
             available_replicas: n("availableReplicas"),

@@ -1,14 +1,14 @@
 //! Request routing and the API verbs: discovery, get, list, watch, create,
 //! update, patch, delete, plus auth, faults and accounting around them.
 
-use crate::errors::ApiErr;
+use crate::errors::{ApiErr, Cause};
 use crate::faults::{Faults, RequestRecord, Stats};
 use crate::http::{ChunkWriter, HttpServer, Request, Response};
 use crate::kinds::FieldValidation;
 use crate::patch;
 use crate::resources::{Registry, ResourceDef};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{EvKind, HistEvent, Preconditions, Store};
+use crate::store::{EvKind, HistEvent, Preconditions, Propagation, Store};
 use crate::table;
 use serde_json::{json, Value};
 use std::io;
@@ -158,19 +158,44 @@ fn route(reg: &Registry, path: &str) -> Route {
 enum Output {
     Json,
     Table,
+    /// `as=PartialObjectMetadata`: one object (a get, or each watch event).
     Partial,
+    /// `as=PartialObjectMetadataList`: a list.
+    PartialList,
 }
 
 fn output_of(req: &Request) -> Output {
     let accept = req.header("accept").unwrap_or("");
     let first = accept.split(',').next().unwrap_or("");
-    if first.contains("as=Table") {
-        Output::Table
-    } else if first.contains("as=PartialObjectMetadata") {
-        Output::Partial
-    } else {
-        Output::Json
+    let target = first
+        .split(';')
+        .map(str::trim)
+        .find_map(|p| p.strip_prefix("as="));
+    match target {
+        Some("Table") => Output::Table,
+        Some("PartialObjectMetadata") => Output::Partial,
+        Some("PartialObjectMetadataList") => Output::PartialList,
+        _ => Output::Json,
     }
+}
+
+/// The Go type the real server names in a 406 (`%T` of its internal type).
+fn go_type(def: &ResourceDef, list: bool) -> String {
+    let suffix = if list { "List" } else { "" };
+    if def.custom {
+        return format!("*unstructured.Unstructured{suffix}");
+    }
+    let pkg = match def.group.split('.').next().unwrap_or("") {
+        "" => "core",
+        other => other,
+    };
+    format!("*{pkg}.{}{suffix}", def.kind)
+}
+
+/// `asPartialObjectMetadata` / `asPartialObjectMetadataList` refusing the
+/// wrong shape (endpoints/handlers/response.go `errNotAcceptable`).
+fn not_acceptable(msg: String) -> ApiErr {
+    ApiErr::new(406, "NotAcceptable", msg)
 }
 
 fn verb_of(req: &Request, r: &Route) -> &'static str {
@@ -360,7 +385,7 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
                 .ok_or_else(|| ApiErr::not_found(&def, name))?;
             let rv = st.rv.to_string();
             drop(st);
-            Ok(ok(200, &render_one(req, &res, &obj, &rv, now)))
+            Ok(ok(200, &render_one(req, &res, &obj, &rv, now)?))
         }
         ("POST", None) => {
             let body = parse_body(req)?;
@@ -415,14 +440,31 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
             } else {
                 parse_body(req)?
             };
+            let (propagation, orphan_false) = delete_options(req, &opts)?;
             let pre = Preconditions {
                 uid: opts["preconditions"]["uid"].as_str().map(str::to_string),
                 resource_version: opts["preconditions"]["resourceVersion"]
                     .as_str()
                     .map(str::to_string),
             };
-            let obj = shared.write(|st| st.delete(&def, &ns, name, &pre, now))?;
-            Ok(ok(200, &present(&obj, &res)))
+            let done =
+                shared.write(|st| st.delete_with(&def, &ns, name, &pre, propagation, now))?;
+            // handlers/delete.go: 202 only for a pending delete asked with
+            // orphanDependents=false; store.go `finalizeDelete`: a Status
+            // unless the store returns the deleted object.
+            let code = if !done.gone && orphan_false { 202 } else { 200 };
+            if done.gone && !returns_deleted_object(&def) {
+                let mut details = json!({"name": name, "kind": def.plural});
+                if !def.group.is_empty() {
+                    details["group"] = json!(def.group);
+                }
+                if let Some(uid) = done.obj["metadata"]["uid"].as_str() {
+                    details["uid"] = json!(uid);
+                }
+                let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details});
+                return Ok(ok(code, &status));
+            }
+            Ok(ok(code, &present(&done.obj, &res)))
         }
         ("DELETE", None) => {
             let (l, f) = selectors(req, &def)?;
@@ -457,6 +499,61 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
     }
 }
 
+/// Stores built with `ReturnDeletedObject: true` (pods, namespaces,
+/// serviceaccounts among the kinds served here); the others answer a delete
+/// that took effect with a `Status`.
+fn returns_deleted_object(def: &ResourceDef) -> bool {
+    !def.custom
+        && def.group.is_empty()
+        && matches!(def.plural.as_str(), "namespaces" | "serviceaccounts")
+}
+
+/// `ValidateDeleteOptions` (apimachinery meta/v1/validation) and the
+/// propagation it asks for, from the body or, without one, from the query
+/// (handlers/delete.go). Also whether `orphanDependents` is false.
+fn delete_options(req: &Request, opts: &Value) -> Result<(Propagation, bool), ApiErr> {
+    let (policy, orphan) = if req.body.is_empty() {
+        (
+            req.q("propagationPolicy").map(|p| json!(p)),
+            req.q("orphanDependents").map(|o| json!(o == "true")),
+        )
+    } else {
+        let field = |k: &str| opts.get(k).filter(|v| !v.is_null()).cloned();
+        (field("propagationPolicy"), field("orphanDependents"))
+    };
+    let mut causes = Vec::new();
+    if let (Some(p), Some(_)) = (&policy, &orphan) {
+        causes.push(Cause::invalid(
+            "propagationPolicy",
+            p,
+            "orphanDependents and deletionPropagation cannot be both set",
+        ));
+    }
+    let propagation = match policy.as_ref().map(|p| p.as_str().unwrap_or("")) {
+        None => match orphan.as_ref().and_then(Value::as_bool) {
+            Some(true) => Propagation::Orphan,
+            Some(false) => Propagation::Background,
+            None => Propagation::Default,
+        },
+        Some("Foreground") => Propagation::Foreground,
+        Some("Background") => Propagation::Background,
+        Some("Orphan") => Propagation::Orphan,
+        Some(_) => {
+            causes.push(Cause::not_supported(
+                "propagationPolicy",
+                policy.as_ref().unwrap_or(&Value::Null),
+                &["Foreground", "Background", "Orphan", "nil"],
+            ));
+            Propagation::Default
+        }
+    };
+    if !causes.is_empty() {
+        return Err(ApiErr::invalid_options("DeleteOptions", causes));
+    }
+    let orphan_false = orphan.and_then(|o| o.as_bool()) == Some(false);
+    Ok((propagation, orphan_false))
+}
+
 fn sub_is_status(res: &Res) -> Result<bool, ApiErr> {
     match res.sub.as_deref() {
         None => Ok(false),
@@ -469,16 +566,44 @@ fn sub_is_status(res: &Res) -> Result<bool, ApiErr> {
     }
 }
 
-fn render_one(req: &Request, res: &Res, obj: &Value, rv: &str, now: SystemTime) -> Value {
-    match output_of(req) {
+fn render_one(
+    req: &Request,
+    res: &Res,
+    obj: &Value,
+    rv: &str,
+    now: SystemTime,
+) -> Result<Value, ApiErr> {
+    Ok(match output_of(req) {
         Output::Json => present(obj, res),
         Output::Partial => partial(obj),
+        Output::PartialList => {
+            return Err(not_acceptable(format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+            go_type(&res.def, false)
+        )))
+        }
         Output::Table => table::table(&res.def, &res.version, &[obj], rv, now),
-    }
+    })
 }
 
 fn list(shared: &Arc<Shared>, req: &Request, res: &Res) -> Result<Response, ApiErr> {
     let def = &res.def;
+    // ValidateListOptions (apimachinery meta/internalversion/validation).
+    if req.q("sendInitialEvents").is_some() {
+        return Err(ApiErr::invalid_options(
+            "ListOptions",
+            vec![Cause::forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            )],
+        ));
+    }
+    if output_of(req) == Output::Partial {
+        return Err(not_acceptable(format!(
+            "you requested PartialObjectMetadata, but the requested object is a list ({})",
+            go_type(def, true)
+        )));
+    }
     let (l, f) = selectors(req, def)?;
     let limit: usize = req
         .q("limit")
@@ -523,10 +648,10 @@ fn list(shared: &Arc<Shared>, req: &Request, res: &Res) -> Result<Response, ApiE
             t["metadata"] = meta;
             t
         }
-        Output::Partial => {
+        Output::PartialList => {
             json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": page.iter().map(|o| partial(o)).collect::<Vec<_>>()})
         }
-        Output::Json => json!({
+        Output::Json | Output::Partial => json!({
             "kind": format!("{}List", def.kind),
             "apiVersion": def.api_version(&res.version),
             "metadata": meta,
@@ -583,7 +708,9 @@ impl WatchSpec {
 
     fn line(&self, ty: &str, obj: &Value, rv: &str) -> Vec<u8> {
         let object = match self.output {
-            Output::Json => {
+            // Each event is one object: `asPartialObjectMetadataList` fails
+            // on it and the watch encoder sends the object untransformed.
+            Output::Json | Output::PartialList => {
                 let mut o = obj.clone();
                 o["apiVersion"] = json!(self.def.api_version(&self.version));
                 o
@@ -600,6 +727,27 @@ impl WatchSpec {
 
     /// The event this watcher sees for a stored change, with selector
     /// transitions turned into ADDED / DELETED as the real server does.
+    /// A BOOKMARK: an empty object of the watched kind carrying only the
+    /// resourceVersion (and the annotations given), transformed like any
+    /// event object (`PartialObjectMetadata` when asked for).
+    fn bookmark(&self, rv: u64, annotations: Option<Value>) -> Vec<u8> {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if let Some(a) = annotations {
+            meta["annotations"] = a;
+        }
+        let (kind, api_version) = match self.output {
+            Output::Partial => (
+                "PartialObjectMetadata".to_string(),
+                "meta.k8s.io/v1".to_string(),
+            ),
+            _ => (self.def.kind.clone(), self.def.api_version(&self.version)),
+        };
+        let mark = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": meta}});
+        let mut l = mark.to_string().into_bytes();
+        l.push(b'\n');
+        l
+    }
+
     fn translate(&self, ev: &HistEvent) -> Option<Vec<u8>> {
         if ev.res != self.def.key() {
             return None;
@@ -631,7 +779,50 @@ fn expired_line(msg: &str) -> Vec<u8> {
     l
 }
 
+/// `validateWatchOptions` (apimachinery meta/internalversion/validation),
+/// with the WatchList feature on as in 1.32: `sendInitialEvents` needs
+/// `resourceVersionMatch=NotOlderThan`, which needs `sendInitialEvents`.
+fn watch_options(req: &Request) -> Result<Option<bool>, ApiErr> {
+    let send = req.q("sendInitialEvents").map(|v| v == "true" || v == "1");
+    let matched = req.q("resourceVersionMatch").unwrap_or("");
+    let mut causes = Vec::new();
+    let rvm = "resourceVersionMatch";
+    if send.is_some() && matched != "NotOlderThan" {
+        causes.push(Cause::forbidden(
+            rvm,
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if !matched.is_empty() {
+        if send.is_none() {
+            causes.push(Cause::forbidden(
+                rvm,
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if matched != "NotOlderThan" {
+            causes.push(Cause::not_supported(
+                rvm,
+                &json!(matched),
+                &["NotOlderThan"],
+            ));
+        }
+        if req.q("continue").is_some_and(|c| !c.is_empty()) {
+            causes.push(Cause::forbidden(
+                rvm,
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+    }
+    if causes.is_empty() {
+        Ok(send)
+    } else {
+        Err(ApiErr::invalid_options("ListOptions", causes))
+    }
+}
+
 fn watch(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Response, ApiErr> {
+    let send_initial = watch_options(req)?;
     let (labels, fields) = selectors(req, &res.def)?;
     let timeout = req
         .q("timeoutSeconds")
@@ -659,15 +850,28 @@ fn watch(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Response, ApiE
     };
     let st = lock(&shared.store);
     let requested = req.q("resourceVersion").unwrap_or("");
-    let (initial, cursor): (Vec<Vec<u8>>, u64) = if requested.is_empty() || requested == "0" {
+    let state = |st: &Store| -> Vec<Vec<u8>> {
         let rv = st.rv.to_string();
-        let lines = st
-            .list(&spec.def, spec.ns.as_deref())
+        st.list(&spec.def, spec.ns.as_deref())
             .iter()
             .filter(|o| spec.matches(o["metadata"]["namespace"].as_str().unwrap_or(""), o))
             .map(|o| spec.line("ADDED", o, &rv))
-            .collect();
+            .collect()
+    };
+    let (initial, cursor): (Vec<Vec<u8>>, u64) = if send_initial == Some(true) {
+        // The watch-list stream: the state as synthetic ADDED events, then
+        // (with bookmarks allowed) one BOOKMARK annotated
+        // `k8s.io/initial-events-end` at the state's resourceVersion.
+        let mut lines = state(&st);
+        if spec.bookmarks {
+            let end = json!({"k8s.io/initial-events-end": "true"});
+            lines.push(spec.bookmark(st.rv, Some(end)));
+        }
         (lines, st.rv)
+    } else if send_initial == Some(false) && (requested.is_empty() || requested == "0") {
+        (Vec::new(), st.rv)
+    } else if requested.is_empty() || requested == "0" {
+        (state(&st), st.rv)
     } else {
         let n: u64 = requested
             .parse()
@@ -743,12 +947,11 @@ fn stream_events(
             }
         }
         cursor = current;
+        // Every event up to `cursor` has been sent, so a bookmark at it is
+        // never behind an event before it.
         if spec.bookmarks && last_bookmark.elapsed() >= shared.bookmark_interval {
             last_bookmark = Instant::now();
-            let mark = json!({"type": "BOOKMARK", "object": {"kind": spec.def.kind, "apiVersion": spec.def.api_version(&spec.version), "metadata": {"resourceVersion": cursor.to_string()}}});
-            let mut l = mark.to_string().into_bytes();
-            l.push(b'\n');
-            w.send(&l)?;
+            w.send(&spec.bookmark(cursor, None))?;
         }
     }
 }

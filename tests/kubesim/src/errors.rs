@@ -50,11 +50,33 @@ impl Cause {
             format!("Required value: {why}"),
         )
     }
+    /// `field.NotSupported`: `Unsupported value: "x": supported values: "a", "b"`.
+    pub fn not_supported(field: &str, value: &Value, supported: &[&str]) -> Cause {
+        let listed: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Cause::new(
+            field,
+            "FieldValueNotSupported",
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                show(value),
+                listed.join(", ")
+            ),
+        )
+    }
     pub fn forbidden(field: &str, why: &str) -> Cause {
         Cause::new(field, "FieldValueForbidden", format!("Forbidden: {why}"))
     }
     pub fn render(&self) -> String {
         format!("{}: {}", self.field, self.message)
+    }
+}
+
+/// `ToAggregate().Error()`: one cause as it is, several in brackets.
+fn render_causes(causes: &[Cause]) -> String {
+    let rendered: Vec<String> = causes.iter().map(Cause::render).collect();
+    match rendered.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 
@@ -126,6 +148,21 @@ impl ApiErr {
         .with_details(def, name)
     }
 
+    /// `NewConflict` with the kind as the resource, as `rest.BeforeDelete`
+    /// words a failed delete precondition (`Deployment.apps "x"`).
+    pub fn conflict_on_kind(def: &ResourceDef, name: &str, why: &str) -> ApiErr {
+        let mut e = ApiErr::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} {name:?}: {why}",
+                def.qualified_kind()
+            ),
+        );
+        e.details = json!({"name": name, "group": def.group, "kind": def.kind});
+        e
+    }
+
     pub fn modified(def: &ResourceDef, name: &str) -> ApiErr {
         ApiErr::conflict(
             def,
@@ -135,12 +172,7 @@ impl ApiErr {
     }
 
     pub fn invalid(def: &ResourceDef, name: &str, causes: Vec<Cause>) -> ApiErr {
-        let rendered: Vec<String> = causes.iter().map(Cause::render).collect();
-        let body = if rendered.len() == 1 {
-            rendered[0].clone()
-        } else {
-            format!("[{}]", rendered.join(", "))
-        };
+        let body = render_causes(&causes);
         let mut e = ApiErr::new(
             422,
             "Invalid",
@@ -150,6 +182,23 @@ impl ApiErr {
             "name": name,
             "group": def.group,
             "kind": def.kind,
+            "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect::<Vec<_>>(),
+        });
+        e
+    }
+
+    /// `NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: kind}, "", errs)`:
+    /// how the server refuses bad `DeleteOptions` or `ListOptions`.
+    pub fn invalid_options(kind: &str, causes: Vec<Cause>) -> ApiErr {
+        let body = render_causes(&causes);
+        let mut e = ApiErr::new(
+            422,
+            "Invalid",
+            format!("{kind}.meta.k8s.io \"\" is invalid: {body}"),
+        );
+        e.details = json!({
+            "group": "meta.k8s.io",
+            "kind": kind,
             "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect::<Vec<_>>(),
         });
         e

@@ -73,10 +73,21 @@ fn is_label_value(s: &str) -> bool {
 fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
     let meta = &obj["metadata"];
     let name = meta["name"].as_str().unwrap_or("");
-    let name_ok = if def.plural == "namespaces" {
-        is_dns_label(name)
-    } else {
-        is_dns_subdomain(name)
+    let name_ok = match def.plural.as_str() {
+        "namespaces" => is_dns_label(name),
+        // Events skip the strategy's name rule; only the generic
+        // `ValidateObjectMetaAccessor` with `path.ValidatePathSegmentName` runs.
+        "events" => {
+            if name == "." || name == ".." || name.contains(['/', '%']) {
+                causes.push(Cause::invalid(
+                    "metadata.name",
+                    &meta["name"],
+                    "may not contain '/' or '%' or be '.' or '..'",
+                ));
+            }
+            true
+        }
+        _ => is_dns_subdomain(name),
     };
     if name.is_empty() {
         causes.push(Cause::required("metadata.name"));
@@ -241,6 +252,23 @@ fn default_deployment(obj: &mut Value) {
         set_default(pod, "dnsPolicy", json!("ClusterFirst"));
         set_default(pod, "schedulerName", json!("default-scheduler"));
         set_default(pod, "securityContext", json!({}));
+        // The typed round trip: `EnvVar.value` is `omitempty`, so an empty
+        // value is not kept (a strategic merge patch may leave one).
+        for list in ["initContainers", "containers"] {
+            let Some(cs) = pod.get_mut(list).and_then(Value::as_array_mut) else {
+                continue;
+            };
+            let envs = cs
+                .iter_mut()
+                .filter_map(|c| c.get_mut("env").and_then(Value::as_array_mut));
+            for env in envs {
+                for e in env.iter_mut().filter_map(Value::as_object_mut) {
+                    if e.get("value").and_then(Value::as_str) == Some("") {
+                        e.remove("value");
+                    }
+                }
+            }
+        }
         if let Some(cs) = pod["containers"].as_array_mut() {
             for c in cs.iter_mut().filter(|c| c.is_object()) {
                 let latest = c["image"]
@@ -393,6 +421,9 @@ fn validate_deployment(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
     }
 }
 
+/// `ValidateEnv` and `validateEnvVarValueFrom` (pkg/apis/core/validation):
+/// one error for a `valueFrom` with no source or with a non-empty `value`,
+/// another for several sources, checked in that order.
 fn validate_env(c: &Value, p: &str, causes: &mut Vec<Cause>) {
     let Some(env) = c["env"].as_array() else {
         return;
@@ -402,35 +433,77 @@ fn validate_env(c: &Value, p: &str, causes: &mut Vec<Cause>) {
         if e["name"].as_str().map(str::is_empty).unwrap_or(true) {
             causes.push(Cause::required(&format!("{ep}.name")));
         }
-        let has_value = e["value"].as_str().map(|v| !v.is_empty()).unwrap_or(false);
-        if let Some(vf) = e["valueFrom"].as_object() {
-            if has_value {
-                causes.push(Cause::invalid(
-                    &format!("{ep}.valueFrom"),
-                    &json!(""),
-                    "may not be specified when `value` is not empty",
-                ));
-            }
-            let sources = [
-                "configMapKeyRef",
-                "secretKeyRef",
-                "fieldRef",
-                "resourceFieldRef",
-            ];
-            if sources.iter().filter(|s| vf.contains_key(**s)).count() != 1 {
-                causes.push(Cause::invalid(&format!("{ep}.valueFrom"), &json!(""), "must specify exactly one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"));
-            }
-            if let Some(r) = vf.get("configMapKeyRef") {
-                for k in ["name", "key"] {
-                    if r[k].as_str().map(str::is_empty).unwrap_or(true) {
-                        causes.push(Cause::required(&format!(
-                            "{ep}.valueFrom.configMapKeyRef.{k}"
-                        )));
-                    }
-                }
+        let Some(vf) = e["valueFrom"].as_object() else {
+            continue;
+        };
+        let vp = format!("{ep}.valueFrom");
+        let sources = [
+            "fieldRef",
+            "resourceFieldRef",
+            "configMapKeyRef",
+            "secretKeyRef",
+        ];
+        let n = sources
+            .iter()
+            .filter(|s| vf.get(**s).is_some_and(|v| !v.is_null()))
+            .count();
+        for r in ["configMapKeyRef", "secretKeyRef"] {
+            if let Some(sel) = vf.get(r).filter(|v| !v.is_null()) {
+                validate_key_selector(sel, &format!("{vp}.{r}"), causes);
             }
         }
+        let has_value = e["value"].as_str().is_some_and(|v| !v.is_empty());
+        if n == 0 {
+            causes.push(Cause::invalid(&vp, &json!(""), "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"));
+        } else if has_value {
+            causes.push(Cause::invalid(
+                &vp,
+                &json!(""),
+                "may not be specified when `value` is not empty",
+            ));
+        } else if n > 1 {
+            causes.push(Cause::invalid(
+                &vp,
+                &json!(""),
+                "may not have more than one field specified at a time",
+            ));
+        }
     }
+}
+
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// `validateConfigMapKeySelector` / `validateSecretKeySelector`: the name
+/// must be a DNS subdomain (so an empty name is Invalid, not Required), the
+/// key is required and a valid config key.
+fn validate_key_selector(sel: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let name = sel["name"].as_str().unwrap_or("");
+    if !is_dns_subdomain(name) {
+        causes.push(Cause::invalid(
+            &format!("{path}.name"),
+            &json!(name),
+            DNS1123_SUBDOMAIN_MSG,
+        ));
+    }
+    match sel["key"].as_str().unwrap_or("") {
+        "" => causes.push(Cause::required(&format!("{path}.key"))),
+        k if !is_config_key(k) => causes.push(Cause::invalid(
+            &format!("{path}.key"),
+            &json!(k),
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+        )),
+        _ => {}
+    }
+}
+
+fn is_config_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 253
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+        && k != "."
+        && k != ".."
+        && !k.starts_with("..")
 }
 
 fn validate_configmap(obj: &Value, causes: &mut Vec<Cause>) {
@@ -460,22 +533,109 @@ fn validate_configmap(obj: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+/// `legacyValidateEvent` (pkg/apis/core/validation/events.go), all that
+/// `ValidateEventCreate`/`ValidateEventUpdate` check for a core/v1 request:
+/// without `eventTime` only the namespaces; with it also the reporting
+/// fields (`reportingComponent` being the core/v1 name of
+/// `reportingController`), `action`, `reason` and the length limits.
+/// `type`, `count` and the timestamps are not checked for core/v1.
 fn validate_event(obj: &Value, causes: &mut Vec<Cause>) {
     let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
-    let io = &obj["involvedObject"];
-    if !io.is_object() {
-        causes.push(Cause::required("involvedObject"));
-        return;
-    }
-    if let Some(ions) = io["namespace"].as_str() {
-        if ions != ns {
+    let io_ns = obj["involvedObject"]["namespace"].as_str().unwrap_or("");
+    let s = |k: &str| obj[k].as_str().unwrap_or("");
+    let mismatch = || {
+        Cause::invalid(
+            "involvedObject.namespace",
+            &json!(io_ns),
+            "does not match event.namespace",
+        )
+    };
+    if s("eventTime").is_empty() {
+        if io_ns.is_empty() {
+            if !ns.is_empty() && ns != "default" {
+                causes.push(mismatch());
+            }
+        } else if ns != io_ns {
+            causes.push(mismatch());
+        }
+    } else {
+        if io_ns.is_empty() && ns != "default" && ns != "kube-system" {
+            causes.push(mismatch());
+        }
+        let controller = s("reportingComponent");
+        if controller.is_empty() {
+            causes.push(Cause::required("reportingComponent"));
+        }
+        for msg in qualified_name_errors(controller) {
             causes.push(Cause::invalid(
-                "involvedObject.namespace",
-                &io["namespace"],
-                "does not match event.namespace",
+                "reportingComponent",
+                &json!(controller),
+                &msg,
             ));
         }
+        let too_long = |field: &str, limit: usize| {
+            Cause::invalid(
+                field,
+                &json!(""),
+                &format!("can have at most {limit} characters"),
+            )
+        };
+        for (field, limit) in [("reportingInstance", 128), ("action", 128), ("reason", 128)] {
+            if s(field).is_empty() {
+                causes.push(Cause::required(field));
+            }
+            if s(field).len() > limit {
+                causes.push(too_long(field, limit));
+            }
+        }
+        if s("message").len() > 1024 {
+            causes.push(too_long("message", 1024));
+        }
     }
+    if !is_dns_subdomain(ns) {
+        causes.push(Cause::invalid(
+            "namespace",
+            &json!(ns),
+            DNS1123_SUBDOMAIN_MSG,
+        ));
+    }
+}
+
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// apimachinery's `IsQualifiedName`, messages included.
+fn qualified_name_errors(v: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = v.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else if !is_dns_subdomain(prefix) {
+                errs.push(format!("prefix part {DNS1123_SUBDOMAIN_MSG}"));
+            }
+            name
+        }
+        _ => {
+            return vec![format!("a qualified name {QUALIFIED_NAME_MSG} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")]
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errs.push("name part must be no more than 63 characters".to_string());
+    }
+    let b = name.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_alphanumeric();
+    let ok = !b.is_empty()
+        && alnum(&b[0])
+        && alnum(&b[b.len() - 1])
+        && b.iter().all(|c| alnum(c) || b"-_.".contains(c));
+    if !ok {
+        errs.push(format!("name part {QUALIFIED_NAME_MSG}"));
+    }
+    errs
 }
 
 fn validate_crd(obj: &mut Value, causes: &mut Vec<Cause>) {

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod controller;
+pub mod deployment;
 pub mod errors;
 pub mod faults;
 pub mod http;

@@ -48,141 +48,252 @@ fn is_set_list(field: &str) -> bool {
     field == "finalizers"
 }
 
-/// Strategic merge patch for built-in kinds.
+const SET_ORDER: &str = "$setElementOrder/";
+const DELETE_FROM: &str = "$deleteFromPrimitiveList/";
+
+/// Strategic merge patch for built-in kinds, as apimachinery's
+/// `strategicpatch.StrategicMergeMapPatch` applies it on the server
+/// (`MergeParallelList` and `IgnoreUnmatchedNulls` on): `mergeMap`,
+/// `mergeSlice` and the element order of `normalizeElementOrder`.
 pub fn strategic_merge(target: &Value, patch: &Value) -> Result<Value, String> {
-    match smp_value(Some(target), patch, None)? {
-        Some(v) => Ok(v),
-        None => Err("the patch deletes the whole object".into()),
-    }
+    let (Value::Object(t), Value::Object(p)) = (target, patch) else {
+        return Err("invalid JSON document".into());
+    };
+    merge_map(t, p).map(Value::Object)
 }
 
-/// Returns None when a `$patch: delete` removes the value.
-fn smp_value(
-    target: Option<&Value>,
-    patch: &Value,
-    field: Option<&str>,
-) -> Result<Option<Value>, String> {
-    match patch {
-        Value::Object(p) => {
-            match p.get("$patch").and_then(Value::as_str) {
-                Some("delete") => return Ok(None),
-                Some("replace") => {
-                    let mut clean = p.clone();
-                    clean.remove("$patch");
-                    return Ok(Some(strip_directives(&Value::Object(clean))));
-                }
-                Some("merge") | None => {}
-                Some(other) => return Err(format!("unknown patch type {other:?}")),
-            }
-            let mut out = match target {
-                Some(Value::Object(t)) => t.clone(),
-                _ => Map::new(),
+/// A value taken from the patch as is, as the typed decode sees it:
+/// directives and `null`s carry no field.
+fn raw(v: &Value) -> Value {
+    strip_directives(v)
+}
+
+/// `mergeMap`: directives first (`$patch`, `$retainKeys`,
+/// `$setElementOrder`), then every field; `null` deletes, a field the
+/// original lacks or of another JSON type is taken from the patch.
+fn merge_map(
+    original: &Map<String, Value>,
+    patch: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
+    match patch.get("$patch") {
+        None => {}
+        Some(Value::String(d)) if d == "replace" => {
+            let mut m = patch.clone();
+            m.remove("$patch");
+            return match raw(&Value::Object(m)) {
+                Value::Object(m) => Ok(m),
+                _ => Ok(Map::new()),
             };
-            let mut retain: Option<Vec<String>> = None;
-            for (k, v) in p {
-                if k == "$patch" || k.starts_with("$setElementOrder/") {
-                    continue;
-                }
-                if k == "$retainKeys" {
-                    retain = Some(
-                        v.as_array()
-                            .ok_or("$retainKeys must be a list")?
-                            .iter()
-                            .filter_map(|x| x.as_str().map(str::to_string))
-                            .collect(),
-                    );
-                    continue;
-                }
-                if let Some(f) = k.strip_prefix("$deleteFromPrimitiveList/") {
-                    let del = v
-                        .as_array()
-                        .ok_or("$deleteFromPrimitiveList needs a list")?;
-                    if let Some(Value::Array(list)) = out.get_mut(f) {
-                        list.retain(|x| !del.contains(x));
-                    }
-                    continue;
-                }
-                if v.is_null() {
-                    out.remove(k);
-                    continue;
-                }
-                match smp_value(out.get(k), v, Some(k))? {
-                    Some(nv) => {
-                        out.insert(k.clone(), nv);
-                    }
-                    None => {
-                        out.remove(k);
-                    }
-                }
-            }
-            if let Some(keep) = retain {
-                out.retain(|k, _| keep.contains(k));
-            }
-            Ok(Some(Value::Object(out)))
         }
-        Value::Array(items) => {
-            let f = field.unwrap_or("");
-            if let Some(key) = merge_key(f) {
-                let base = match target {
-                    Some(Value::Array(a)) => a.clone(),
-                    _ => Vec::new(),
-                };
-                return merge_list(base, items, key).map(Some);
-            }
-            if is_set_list(f) {
-                let mut base = match target {
-                    Some(Value::Array(a)) => a.clone(),
-                    _ => Vec::new(),
-                };
-                for x in items {
-                    if !base.contains(x) {
-                        base.push(x.clone());
-                    }
-                }
-                return Ok(Some(Value::Array(base)));
-            }
-            Ok(Some(strip_directives(patch)))
+        Some(Value::String(d)) if d == "delete" => return Ok(Map::new()),
+        Some(other) => {
+            return Err(format!(
+                "Unknown patch type: {} in map: {}",
+                other.as_str().unwrap_or(""),
+                Value::Object(patch.clone())
+            ))
         }
-        other => Ok(Some(other.clone())),
     }
-}
-
-fn merge_list(mut base: Vec<Value>, items: &[Value], key: &str) -> Result<Value, String> {
-    if items
-        .iter()
-        .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
-    {
-        let kept: Vec<Value> = items
+    let mut out = original.clone();
+    if let Some(keep) = patch.get("$retainKeys") {
+        let keep: Vec<&str> = keep
+            .as_array()
+            .ok_or("invalid patch format of retainKeys")?
             .iter()
-            .filter(|i| i.get("$patch").is_none())
-            .map(strip_directives)
+            .filter_map(Value::as_str)
             .collect();
-        return Ok(Value::Array(kept));
+        let outside = patch
+            .iter()
+            .any(|(k, v)| !v.is_null() && !k.starts_with('$') && !keep.contains(&k.as_str()));
+        if outside {
+            return Err("invalid patch format of retainKeys".into());
+        }
+        out.retain(|k, _| keep.contains(&k.as_str()));
     }
-    for item in items {
-        let Value::Object(obj) = item else {
-            return Err(format!("list element without merge key {key:?}"));
+    let mut done: Vec<&str> = Vec::new();
+    for (k, order) in patch {
+        let Some(field) = k.strip_prefix(SET_ORDER) else {
+            continue;
         };
-        let k = obj
-            .get(key)
-            .ok_or_else(|| format!("map: {item} does not contain declared merge key: {key}"))?;
-        let pos = base.iter().position(|b| b.get(key) == Some(k));
-        if obj.get("$patch").and_then(Value::as_str) == Some("delete") {
-            if let Some(i) = pos {
-                base.remove(i);
+        let order = order
+            .as_array()
+            .ok_or("invalid patch format of setElementOrder list")?;
+        let key = merge_key(field);
+        let before = match out.get(field) {
+            Some(Value::Array(a)) => Some(a.clone()),
+            _ => None,
+        };
+        let merged = match (&before, patch.get(field)) {
+            (Some(b), Some(Value::Array(p)))
+                if merge_key(field).is_some() || is_set_list(field) =>
+            {
+                merge_slice(b.clone(), p, field)?
+            }
+            (Some(_), Some(p @ Value::Array(_))) => match raw(p) {
+                Value::Array(a) => a,
+                _ => Vec::new(),
+            },
+            (Some(b), _) => b.clone(),
+            (None, Some(p @ Value::Array(_))) => match raw(p) {
+                Value::Array(a) => a,
+                _ => Vec::new(),
+            },
+            (None, _) => continue,
+        };
+        let server = before.unwrap_or_default();
+        out.insert(
+            field.to_string(),
+            Value::Array(normalize(merged, order, &server, key)),
+        );
+        done.push(field);
+    }
+    for (k, v) in patch {
+        if k == "$patch"
+            || k == "$retainKeys"
+            || k.starts_with(SET_ORDER)
+            || done.contains(&k.as_str())
+        {
+            continue;
+        }
+        if let Some(field) = k.strip_prefix(DELETE_FROM) {
+            let del = v
+                .as_array()
+                .ok_or("invalid patch format of primitive list")?;
+            if let Some(Value::Array(list)) = out.get_mut(field) {
+                list.retain(|x| !del.contains(x));
             }
             continue;
         }
-        match pos {
-            Some(i) => {
-                if let Some(nv) = smp_value(Some(&base[i]), item, None)? {
-                    base[i] = nv;
-                }
+        if v.is_null() {
+            out.remove(k);
+            continue;
+        }
+        let merged = match (out.get(k), v) {
+            (Some(Value::Object(o)), Value::Object(p)) => Value::Object(merge_map(o, p)?),
+            (Some(Value::Array(o)), Value::Array(p))
+                if merge_key(k).is_some() || is_set_list(k) =>
+            {
+                Value::Array(merge_slice(o.clone(), p, k)?)
             }
-            None => base.push(strip_directives(item)),
+            _ => raw(v),
+        };
+        out.insert(k.clone(), merged);
+    }
+    Ok(out)
+}
+
+/// `mergeSlice` for a list with `patchStrategy: merge`: by merge key for
+/// lists of maps (`$patch: delete|replace` elements first), as a set for
+/// scalars; then `normalizeElementOrder`.
+fn merge_slice(original: Vec<Value>, patch: &[Value], field: &str) -> Result<Vec<Value>, String> {
+    if original.is_empty() && patch.is_empty() {
+        return Ok(original);
+    }
+    let Some(key) = merge_key(field) else {
+        let mut merged = original.clone();
+        for x in patch {
+            if !merged.contains(x) {
+                merged.push(x.clone());
+            }
+        }
+        return Ok(normalize(merged, patch, &original, None));
+    };
+    let mut original = original;
+    let mut plain: Vec<&Value> = Vec::new();
+    let mut replace = false;
+    for item in patch {
+        let Value::Object(m) = item else {
+            return Err(format!("list element types are not identical: {item}"));
+        };
+        match m.get("$patch") {
+            None => plain.push(item),
+            Some(Value::String(d)) if d == "delete" => {
+                let k = m.get(key).ok_or_else(|| no_merge_key(item, key))?;
+                original.retain(|o| o.get(key) != Some(k));
+            }
+            Some(Value::String(d)) if d == "replace" => replace = true,
+            Some(Value::String(d)) if d == "merge" => {
+                return Err("merging lists cannot yet be specified in the patch".into())
+            }
+            Some(other) => {
+                return Err(format!(
+                    "Unknown patch type: {} in map: {item}",
+                    other.as_str().unwrap_or("")
+                ))
+            }
         }
     }
-    Ok(Value::Array(base))
+    if replace {
+        return Ok(plain.into_iter().map(raw).collect());
+    }
+    let server = original.clone();
+    let mut merged = original;
+    for item in &plain {
+        let Value::Object(p) = item else { continue };
+        let k = p.get(key).ok_or_else(|| no_merge_key(item, key))?;
+        match merged.iter().position(|m| m.get(key) == Some(k)) {
+            Some(i) => {
+                let base = merged[i].as_object().cloned().unwrap_or_default();
+                merged[i] = Value::Object(merge_map(&base, p)?);
+            }
+            None => merged.push(raw(item)),
+        }
+    }
+    let order: Vec<Value> = plain.into_iter().cloned().collect();
+    Ok(normalize(merged, &order, &server, Some(key)))
+}
+
+fn no_merge_key(item: &Value, key: &str) -> String {
+    format!("map: {item} does not contain declared merge key: {key}")
+}
+
+/// Where `v` sits in `list`: by merge key for maps, by value for scalars.
+fn index_in(list: &[Value], v: &Value, key: Option<&str>) -> Option<usize> {
+    match key {
+        Some(k) => {
+            let want = v.get(k)?;
+            list.iter().position(|x| x.get(k) == Some(want))
+        }
+        None => list.iter().position(|x| x == v),
+    }
+}
+
+/// `normalizeElementOrder`: the items named in `patch_order` in that order,
+/// the others in server order, interleaved by `mergeSortedSlice`: a
+/// server-only item goes first only when both it and the next patch item
+/// are in the live list and it came first there, so an item new to the
+/// list lands ahead of the server-only items after it.
+fn normalize(
+    merged: Vec<Value>,
+    patch_order: &[Value],
+    server: &[Value],
+    key: Option<&str>,
+) -> Vec<Value> {
+    let (mut mine, mut theirs): (Vec<Value>, Vec<Value>) = merged
+        .into_iter()
+        .partition(|v| index_in(patch_order, v, key).is_some());
+    mine.sort_by_key(|v| index_in(patch_order, v, key));
+    theirs.sort_by_key(|v| index_in(server, v, key));
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::with_capacity(mine.len() + theirs.len());
+    while i < theirs.len() || j < mine.len() {
+        let left_first = match (theirs.get(i), mine.get(j)) {
+            (Some(_), None) => true,
+            (None, _) => false,
+            (Some(l), Some(r)) => matches!(
+                (index_in(server, l, key), index_in(server, r, key)),
+                (Some(a), Some(b)) if a < b
+            ),
+        };
+        if left_first {
+            out.push(theirs[i].clone());
+            i += 1;
+        } else {
+            out.push(mine[j].clone());
+            j += 1;
+        }
+    }
+    out
 }
 
 fn strip_directives(v: &Value) -> Value {
@@ -368,10 +479,12 @@ mod tests {
             "volumes": [{"name": "d", "$patch": "delete"}]
         }}}});
         let out = strategic_merge(&deployment(), &p).unwrap();
+        // An item new to the list goes ahead of the server-only ones
+        // (`mergeSortedSlice`).
         let env = out.pointer("/spec/template/spec/containers/1/env").unwrap();
         assert_eq!(
             env,
-            &json!([{"name": "P", "value": "old"}, {"name": "NEW", "value": "n"}])
+            &json!([{"name": "NEW", "value": "n"}, {"name": "P", "value": "old"}])
         );
         assert_eq!(
             out.pointer("/spec/template/spec/volumes").unwrap(),
@@ -405,15 +518,36 @@ mod tests {
         let t = json!({"metadata": {"finalizers": ["a"]}, "x": {"a": 1, "b": 2}});
         let p =
             json!({"metadata": {"finalizers": ["b", "a"]}, "x": {"$retainKeys": ["a"], "a": 3}});
+        // Patch order wins for the items the patch names.
         assert_eq!(
             strategic_merge(&t, &p).unwrap(),
-            json!({"metadata": {"finalizers": ["a", "b"]}, "x": {"a": 3}})
+            json!({"metadata": {"finalizers": ["b", "a"]}, "x": {"a": 3}})
         );
         let p = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}});
         assert_eq!(
             strategic_merge(&t, &p).unwrap()["metadata"]["finalizers"],
             json!([])
         );
+    }
+
+    #[test]
+    fn smp_set_element_order_reorders_and_maps_delete_to_empty() {
+        let p = json!({"spec": {"template": {"spec": {"containers": [{"name": "app",
+            "$setElementOrder/env": [{"name": "P"}, {"name": "X"}],
+            "env": [{"name": "P", "value": "new"}]}]}}}});
+        let out = strategic_merge(&deployment(), &p).unwrap();
+        assert_eq!(
+            out.pointer("/spec/template/spec/containers/1/env").unwrap(),
+            &json!([{"name": "P", "value": "new"}, {"name": "X", "value": "x"}])
+        );
+        let t = json!({"spec": {"strategy": {"type": "Recreate"}}});
+        let p = json!({"spec": {"strategy": {"$patch": "delete"}}});
+        assert_eq!(
+            strategic_merge(&t, &p).unwrap(),
+            json!({"spec": {"strategy": {}}})
+        );
+        let p = json!({"spec": {"template": {"spec": {"containers": [{"$patch": "merge", "name": "a"}]}}}});
+        assert!(strategic_merge(&deployment(), &p).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::kinds::{self, FieldValidation};
 use crate::resources::{def_from_crd, str_list, Registry, ResourceDef};
 use crate::time::rfc3339;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -101,20 +101,90 @@ fn same_content(a: &Value, b: &Value) -> bool {
     strip(a) == strip(b)
 }
 
-/// Whether a write changes what `generation` tracks.
+/// Whether a write of the main resource changes what `generation` tracks:
+/// for custom resources anything outside `metadata` (customresource
+/// strategy `PrepareForUpdate`, `copyNonMetadata`: with a status
+/// subresource `status` was already reset to the stored one, without one a
+/// status change counts); for Deployments the spec or the annotations
+/// (deployment strategy `PrepareForUpdate`: annotations are copied to the
+/// ReplicaSets); otherwise the spec.
 fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
     if def.custom {
         let strip = |v: &Value| {
             let mut v = v.clone();
             if let Some(m) = v.as_object_mut() {
                 m.remove("metadata");
-                m.remove("status");
             }
             v
         };
         strip(old) != strip(new)
+    } else if def.key() == "apps/deployments" {
+        let annotations = |v: &Value| {
+            v["metadata"]["annotations"]
+                .as_object()
+                .filter(|m| !m.is_empty())
+                .cloned()
+        };
+        old["spec"] != new["spec"] || annotations(old) != annotations(new)
     } else {
         old["spec"] != new["spec"]
+    }
+}
+
+/// `DeleteOptions.propagationPolicy` (and the deprecated `orphanDependents`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Propagation {
+    /// None given: the object's own GC finalizer, else the kind's default
+    /// (background for every kind served here).
+    #[default]
+    Default,
+    Background,
+    Foreground,
+    Orphan,
+}
+
+pub const ORPHAN_FINALIZER: &str = "orphan";
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
+/// What a delete did: the object as it now is (or was), and whether it is gone.
+#[derive(Debug)]
+pub struct Deleted {
+    pub obj: Arc<Value>,
+    pub gone: bool,
+}
+
+/// `deletionFinalizersForGarbageCollection` (generic registry store.go):
+/// the finalizers an object gets when deleted with `p`.
+fn gc_finalizers(current: &[String], p: Propagation) -> Vec<String> {
+    let own = current
+        .iter()
+        .find(|f| *f == ORPHAN_FINALIZER || *f == FOREGROUND_FINALIZER)
+        .map(String::as_str);
+    let (orphan, foreground) = match p {
+        Propagation::Orphan => (true, false),
+        Propagation::Foreground => (false, true),
+        Propagation::Background => (false, false),
+        Propagation::Default => (
+            own == Some(ORPHAN_FINALIZER),
+            own == Some(FOREGROUND_FINALIZER),
+        ),
+    };
+    let mut out: Vec<String> = current
+        .iter()
+        .filter(|f| *f != ORPHAN_FINALIZER && *f != FOREGROUND_FINALIZER)
+        .cloned()
+        .collect();
+    if orphan {
+        out.push(ORPHAN_FINALIZER.into());
+    }
+    if foreground {
+        out.push(FOREGROUND_FINALIZER.into());
+    }
+    let set = |v: &[String]| v.iter().cloned().collect::<std::collections::BTreeSet<_>>();
+    if set(&out) == set(current) {
+        current.to_vec()
+    } else {
+        out
     }
 }
 
@@ -374,7 +444,22 @@ impl Store {
             }
             _ => {}
         }
-        let mut result = if status_only {
+        let mut result = if status_only && def.key() == "apps/deployments" {
+            // deploymentStatusStrategy.PrepareForUpdate resets only the spec
+            // and the labels: the deployment controller writes its revision
+            // annotation through /status.
+            let mut r = new;
+            r["spec"] = old["spec"].clone();
+            match old["metadata"].get("labels") {
+                Some(l) => r["metadata"]["labels"] = l.clone(),
+                None => {
+                    if let Some(m) = r["metadata"].as_object_mut() {
+                        m.remove("labels");
+                    }
+                }
+            }
+            r
+        } else if status_only {
             let mut r = (*old).clone();
             match new.get("status") {
                 Some(s) if !s.is_null() => r["status"] = s.clone(),
@@ -424,16 +509,22 @@ impl Store {
             m.remove("selfLink");
         }
         if meta_str(&old, "deletionTimestamp").is_some() {
+            // ValidateNoNewFinalizers: a sorted set, printed with Go's %#v.
             let before = finalizers(&old);
-            let added: Vec<String> = finalizers(&result)
+            let added: std::collections::BTreeSet<String> = finalizers(&result)
                 .into_iter()
                 .filter(|f| !before.contains(f))
                 .collect();
             if !added.is_empty() {
+                let listed: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+                let why = format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    listed.join(", ")
+                );
                 return Err(ApiErr::invalid(
                     def,
                     name,
-                    vec![Cause::forbidden("metadata.finalizers", &format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"))],
+                    vec![Cause::forbidden("metadata.finalizers", &why)],
                 ));
             }
         }
@@ -463,6 +554,7 @@ impl Store {
         })
     }
 
+    /// Delete with the kind's default propagation (finalizers are honoured).
     pub fn delete(
         &mut self,
         def: &ResourceDef,
@@ -471,12 +563,39 @@ impl Store {
         pre: &Preconditions,
         now: SystemTime,
     ) -> Result<Arc<Value>, ApiErr> {
+        self.delete_with(def, ns, name, pre, Propagation::Default, now)
+            .map(|d| d.obj)
+    }
+
+    /// The generic registry's `Store.Delete` for kinds without graceful
+    /// deletion: preconditions as `rest.BeforeDelete` checks them, the GC
+    /// finalizers the propagation asks for, then either gone at once or
+    /// marked deleting (`markAsDeleting`: deletionTimestamp now, grace
+    /// period 0, generation bumped once) while finalizers remain.
+    pub fn delete_with(
+        &mut self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        pre: &Preconditions,
+        propagation: Propagation,
+        now: SystemTime,
+    ) -> Result<Deleted, ApiErr> {
         let old = self
             .get(def, ns, name)
             .ok_or_else(|| ApiErr::not_found(def, name))?;
+        // CustomResourceDefinitions (and namespaces, for the UID) check
+        // preconditions in their own Delete, with the storage layer's words.
+        let own_words = matches!(
+            def.plural.as_str(),
+            "customresourcedefinitions" | "namespaces"
+        );
         if let Some(uid) = &pre.uid {
             let actual = meta_str(&old, "uid").unwrap_or("");
             if uid != actual {
+                if !own_words {
+                    return Err(ApiErr::conflict_on_kind(def, name, &format!("the UID in the precondition ({uid}) does not match the UID in record ({actual}). The object might have been deleted and then recreated")));
+                }
                 let mut e = ApiErr::conflict(def, name, "");
                 e.message = format!(
                     "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
@@ -487,27 +606,43 @@ impl Store {
         if let Some(rv) = &pre.resource_version {
             let actual = meta_str(&old, "resourceVersion").unwrap_or("");
             if rv != actual {
+                if !own_words {
+                    return Err(ApiErr::conflict_on_kind(def, name, &format!("the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({actual}). The object might have been modified")));
+                }
                 let mut e = ApiErr::conflict(def, name, "");
                 e.message = format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}");
                 return Err(e);
             }
         }
         let key = Store::key(def, ns, name);
-        if !finalizers(&old).is_empty() {
-            if meta_str(&old, "deletionTimestamp").is_some() {
-                return Ok(old);
-            }
-            let mut next = (*old).clone();
+        let wanted = gc_finalizers(&finalizers(&old), propagation);
+        if wanted.is_empty() {
+            let last = (*old).clone();
+            return Ok(Deleted {
+                obj: self.purge(key, last),
+                gone: true,
+            });
+        }
+        let mut next = (*old).clone();
+        next["metadata"]["finalizers"] = json!(wanted);
+        if meta_str(&old, "deletionTimestamp").is_none() {
             next["metadata"]["deletionTimestamp"] = json!(rfc3339(now));
-            next["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            if def.generation {
-                let g = old["metadata"]["generation"].as_i64().unwrap_or(0);
+            if let Some(g) = old["metadata"]["generation"].as_i64().filter(|g| *g > 0) {
                 next["metadata"]["generation"] = json!(g + 1);
             }
-            return Ok(self.record(key, EvKind::Modified, next, Some(old)));
         }
-        let last = (*old).clone();
-        Ok(self.purge(key, last))
+        next["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        if same_content(&old, &next) {
+            return Ok(Deleted {
+                obj: old,
+                gone: false,
+            });
+        }
+        self.gc_dirty = true;
+        Ok(Deleted {
+            obj: self.record(key, EvKind::Modified, next, Some(old)),
+            gone: false,
+        })
     }
 
     /// Remove for good (DELETED event), cascading for CRDs and namespaces.
@@ -550,52 +685,147 @@ impl Store {
         gone
     }
 
-    /// Background garbage collection: drop owner references to objects that
-    /// no longer exist, and delete dependents left with no owner at all.
+    /// The garbage collector (pkg/controller/garbagecollector), one pass:
+    /// `attemptToDeleteItem` for dependents (references to owners that are
+    /// gone or waiting for their dependents are dropped while a solid owner
+    /// remains; with none left the dependent is deleted, in the foreground if
+    /// an owner waits for it and it has dependents of its own),
+    /// `orphanDependents` for owners deleted with the `orphan` finalizer and
+    /// `processDeletingDependentsItem` for owners deleted in the foreground
+    /// (their finalizer goes once no dependent blocks them).
     pub fn gc(&mut self, now: SystemTime) {
         if !self.gc_dirty {
             return;
         }
         self.gc_dirty = false;
-        let uids: HashSet<String> = self
+        let deleting_with = |o: &Value, f: &str| {
+            meta_str(o, "deletionTimestamp").is_some() && finalizers(o).iter().any(|x| x == f)
+        };
+        // uid → waiting for its dependents (foreground deletion).
+        let owners: HashMap<String, bool> = self
             .objects
             .values()
-            .filter_map(|o| meta_str(o, "uid").map(str::to_string))
-            .collect();
-        let dependents: Vec<(Key, Arc<Value>)> = self
-            .objects
-            .iter()
-            .filter(|(_, o)| {
-                o["metadata"]["ownerReferences"]
-                    .as_array()
-                    .map(|a| !a.is_empty())
-                    .unwrap_or(false)
+            .filter_map(|o| {
+                meta_str(o, "uid").map(|u| (u.to_string(), deleting_with(o, FOREGROUND_FINALIZER)))
             })
-            .map(|(k, o)| (k.clone(), o.clone()))
             .collect();
-        for (key, obj) in dependents {
-            let refs = obj["metadata"]["ownerReferences"]
+        let refs_of = |o: &Value| -> Vec<Value> {
+            o["metadata"]["ownerReferences"]
                 .as_array()
                 .cloned()
-                .unwrap_or_default();
-            let alive: Vec<Value> = refs
+                .unwrap_or_default()
+        };
+        let ref_uid = |r: &Value| r["uid"].as_str().unwrap_or("").to_string();
+        let referenced: HashSet<String> = self
+            .objects
+            .values()
+            .flat_map(|o| refs_of(o).iter().map(ref_uid).collect::<Vec<_>>())
+            .collect();
+        let snapshot: Vec<(Key, Arc<Value>)> = self
+            .objects
+            .iter()
+            .map(|(k, o)| (k.clone(), o.clone()))
+            .collect();
+        for (key, obj) in &snapshot {
+            let refs = refs_of(obj);
+            if refs.is_empty() {
+                continue;
+            }
+            let solid: Vec<Value> = refs
                 .iter()
-                .filter(|r| r["uid"].as_str().map(|u| uids.contains(u)).unwrap_or(false))
+                .filter(|r| owners.get(&ref_uid(r)) == Some(&false))
                 .cloned()
                 .collect();
-            if alive.len() == refs.len() {
+            if solid.len() == refs.len() {
                 continue;
             }
             let Some(def) = self.registry.by_key(&key.0).cloned() else {
                 continue;
             };
-            if alive.is_empty() {
-                let _ = self.delete(&def, &key.1, &key.2, &Preconditions::default(), now);
-            } else {
-                let mut next = (*obj).clone();
-                next["metadata"]["ownerReferences"] = json!(alive);
-                self.record(key, EvKind::Modified, next, Some(obj));
+            if !solid.is_empty() {
+                let mut next = (**obj).clone();
+                next["metadata"]["ownerReferences"] = json!(solid);
+                self.record(key.clone(), EvKind::Modified, next, Some(obj.clone()));
+                continue;
             }
+            let waited_on = refs.iter().any(|r| owners.get(&ref_uid(r)) == Some(&true));
+            let has_dependents = meta_str(obj, "uid").is_some_and(|u| referenced.contains(u));
+            let p = if waited_on && has_dependents {
+                Propagation::Foreground
+            } else {
+                Propagation::Default
+            };
+            let pre = Preconditions::default();
+            let _ = self.delete_with(&def, &key.1, &key.2, &pre, p, now);
+        }
+        // Owners deleted with a GC finalizer, as they now are.
+        let owners: Vec<(Key, Arc<Value>)> = self
+            .objects
+            .iter()
+            .filter(|(_, o)| {
+                deleting_with(o, ORPHAN_FINALIZER) || deleting_with(o, FOREGROUND_FINALIZER)
+            })
+            .map(|(k, o)| (k.clone(), o.clone()))
+            .collect();
+        for (key, owner) in owners {
+            let uid = meta_str(&owner, "uid").unwrap_or("").to_string();
+            let dependents: Vec<(Key, Arc<Value>)> = self
+                .objects
+                .iter()
+                .filter(|(_, o)| refs_of(o).iter().any(|r| ref_uid(r) == uid))
+                .map(|(k, o)| (k.clone(), o.clone()))
+                .collect();
+            if deleting_with(&owner, ORPHAN_FINALIZER) {
+                for (dkey, dep) in dependents {
+                    let mut next = (*dep).clone();
+                    let kept: Vec<Value> = refs_of(&dep)
+                        .into_iter()
+                        .filter(|r| ref_uid(r) != uid)
+                        .collect();
+                    if kept.is_empty() {
+                        if let Some(m) = next["metadata"].as_object_mut() {
+                            m.remove("ownerReferences");
+                        }
+                    } else {
+                        next["metadata"]["ownerReferences"] = json!(kept);
+                    }
+                    self.record(dkey, EvKind::Modified, next, Some(dep));
+                }
+                self.drop_finalizer(key, &owner, ORPHAN_FINALIZER);
+                continue;
+            }
+            let blocked = dependents.iter().any(|(_, d)| {
+                refs_of(d)
+                    .iter()
+                    .any(|r| ref_uid(r) == uid && r["blockOwnerDeletion"].as_bool() == Some(true))
+            });
+            if !blocked {
+                self.drop_finalizer(key, &owner, FOREGROUND_FINALIZER);
+            }
+        }
+        // Work left for the next pass: a foreground owner still waiting.
+        if self
+            .objects
+            .values()
+            .any(|o| deleting_with(o, ORPHAN_FINALIZER) || deleting_with(o, FOREGROUND_FINALIZER))
+        {
+            self.gc_dirty = true;
+        }
+    }
+
+    /// The garbage collector's finalizer removal: the object goes once its
+    /// last finalizer does (the store's update path).
+    fn drop_finalizer(&mut self, key: Key, obj: &Arc<Value>, f: &str) {
+        let mut next = (**obj).clone();
+        let left: Vec<String> = finalizers(obj).into_iter().filter(|x| x != f).collect();
+        next["metadata"]["finalizers"] = json!(left);
+        if left.is_empty() {
+            if let Some(m) = next["metadata"].as_object_mut() {
+                m.remove("finalizers");
+            }
+            self.purge(key, next);
+        } else {
+            self.record(key, EvKind::Modified, next, Some(obj.clone()));
         }
     }
 

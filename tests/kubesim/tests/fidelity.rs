@@ -1,0 +1,771 @@
+//! kubesim against the real kube-apiserver (issue 15, point 3): one test per
+//! behaviour the operator relies on, each naming the upstream code it
+//! mirrors (kubernetes/kubernetes, apimachinery under
+//! staging/src/k8s.io/apimachinery). Over HTTP, as a client sees it.
+
+mod common;
+
+use common::{api, Api, Resp};
+use kubesim::{Sim, SimConfig};
+use serde_json::{json, Value};
+
+use std::time::{Duration, Instant};
+
+const JSON: &str = "application/json";
+const SMP: &str = "application/strategic-merge-patch+json";
+const MERGE: &str = "application/merge-patch+json";
+const META_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+const META_ONE: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
+const EVENTS: &str = "/api/v1/namespaces/default/events";
+
+fn rv(o: &Value) -> u64 {
+    o["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn deployment(name: &str, env: Value) -> Value {
+    json!({"metadata": {"name": name}, "spec": {
+        "replicas": 0,
+        "selector": {"matchLabels": {"app": name}},
+        "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+            {"name": "app", "image": "i:1", "env": env}]}},
+    }})
+}
+
+fn env_patch(entry: Value) -> Value {
+    json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "env": [entry]}]}}}})
+}
+
+/// A cluster whose Deployment controller and garbage collector stay idle
+/// (one tick at start, the next an hour later): only the API's own writes.
+/// Waits out that first tick, which runs when its thread gets going.
+fn quiet_sim() -> Sim {
+    let sim = Sim::start(SimConfig {
+        tick: Duration::from_secs(3600),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    sim
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !done() {
+        assert!(t.elapsed() < Duration::from_secs(5), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Behaviour 1. apimachinery `strategicpatch` (`mergeMap`, `mergeSlice`,
+/// `normalizeElementOrder`/`mergeSortedSlice` in pkg/util/strategicpatch/
+/// patch.go) applied to `env`, then the typed round trip (`EnvVar.value` is
+/// `omitempty`) and `validateEnvVarValueFrom` (pkg/apis/core/validation/
+/// validation.go): `value: null` beside a `valueFrom` switches an entry to the
+/// ConfigMap, `valueFrom: null` beside `value: ""` switches it back (and the
+/// empty value is not stored); a `valueFrom` landing on an entry that keeps
+/// its `value` is a 422; an entry new to the list goes ahead of the entries
+/// the patch does not name.
+#[test]
+fn smp_env_value_and_value_from_switch_as_upstream() {
+    let sim = quiet_sim();
+    let a = api(&sim);
+    let env = json!([{"name": "LOG", "value": "info"}, {"name": "P", "value": "old"}]);
+    assert_eq!(a.post(DEPLOYS, deployment("d", env)).code, 201);
+    let path = format!("{DEPLOYS}/d");
+    let cm_ref = json!({"configMapKeyRef": {"name": "cm", "key": "P"}});
+    let env_of = |r: &Resp| r.body["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+
+    let r = a.patch(
+        &path,
+        SMP,
+        env_patch(json!({"name": "P", "value": null, "valueFrom": cm_ref})),
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(
+        env_of(&r),
+        json!([{"name": "LOG", "value": "info"}, {"name": "P", "valueFrom": cm_ref}])
+    );
+
+    let r = a.patch(
+        &path,
+        SMP,
+        env_patch(json!({"name": "P", "value": "", "valueFrom": null})),
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(
+        env_of(&r),
+        json!([{"name": "LOG", "value": "info"}, {"name": "P"}])
+    );
+
+    // valueFrom onto an entry that keeps a value: both, refused.
+    let r = a.patch(
+        &path,
+        SMP,
+        env_patch(json!({"name": "LOG", "valueFrom": cm_ref})),
+    );
+    assert_eq!(r.code, 422);
+    assert_eq!(
+        r.body["message"],
+        "Deployment.apps \"d\" is invalid: spec.template.spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty"
+    );
+    assert_eq!(
+        r.body["details"]["causes"][0],
+        json!({"reason": "FieldValueInvalid", "field": "spec.template.spec.containers[0].env[0].valueFrom",
+               "message": "Invalid value: \"\": may not be specified when `value` is not empty"})
+    );
+    // Two sources, no value; no source at all.
+    let two = json!({"name": "P", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "P"}, "secretKeyRef": {"name": "s", "key": "k"}}});
+    let r = a.patch(&path, SMP, env_patch(two));
+    assert_eq!(r.code, 422);
+    assert!(r.body["message"].as_str().unwrap().ends_with(
+        "env[1].valueFrom: Invalid value: \"\": may not have more than one field specified at a time"
+    ));
+    let r = a.patch(&path, SMP, env_patch(json!({"name": "P", "valueFrom": {}})));
+    assert_eq!(r.code, 422);
+    assert!(r.body["message"].as_str().unwrap().ends_with(
+        "env[1].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
+    ));
+
+    // An entry new to the list lands before the ones the patch leaves alone.
+    let r = a.patch(
+        &path,
+        SMP,
+        env_patch(json!({"name": "NEW", "valueFrom": cm_ref})),
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
+    let names: Vec<Value> = env_of(&r)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("NEW"), json!("LOG"), json!("P")]);
+    // $setElementOrder (what kubectl apply sends) puts them in its order.
+    let ordered = json!({"spec": {"template": {"spec": {"containers": [{"name": "app",
+        "$setElementOrder/env": [{"name": "LOG"}, {"name": "P"}, {"name": "NEW"}],
+        "env": [{"name": "P", "value": "x"}]}]}}}});
+    let r = a.patch(&path, SMP, ordered);
+    let names: Vec<Value> = env_of(&r)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("LOG"), json!("P"), json!("NEW")]);
+}
+
+fn widget_crd(name: &str, plural: &str, kind: &str, status: bool) -> Value {
+    let mut v = json!({
+        "name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+            "status": {"type": "object", "properties": {"seen": {"type": "integer"}}},
+        }}},
+    });
+    if status {
+        v["subresources"] = json!({"status": {}});
+    }
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+                 "versions": [v]},
+    })
+}
+
+/// Behaviour 2. resourceVersion and generation: deployment strategy
+/// `PrepareForUpdate` (pkg/registry/apps/deployment/strategy.go: spec *or
+/// annotations* bump generation; `deploymentStatusStrategy` resets only
+/// spec and labels), customresource strategy `PrepareForUpdate` and
+/// `statusStrategy.PrepareForUpdate` (apiextensions-apiserver
+/// pkg/registry/customresource/strategy.go, status_strategy.go: anything
+/// outside metadata bumps generation; the main resource keeps the stored
+/// status, /status keeps everything else), and `GuaranteedUpdate`'s no-op
+/// short cut (no new resourceVersion, no watch event).
+#[test]
+fn generation_and_resource_version_follow_the_registry_strategies() {
+    let sim = quiet_sim();
+    let a = api(&sim);
+    let d = a.post(DEPLOYS, deployment("g", json!([]))).body;
+    assert_eq!(d["metadata"]["generation"], 1);
+    let path = format!("{DEPLOYS}/g");
+    let gen = |a: &Api| {
+        a.get(&path).body["metadata"]["generation"]
+            .as_i64()
+            .unwrap()
+    };
+    // Labels and finalizers: new resourceVersion, same generation.
+    let r = a.patch(
+        &path,
+        MERGE,
+        json!({"metadata": {"labels": {"x": "1"}, "finalizers": ["example.com/f"]}}),
+    );
+    assert!(rv(&r.body) > rv(&d));
+    assert_eq!(gen(&a), 1, "{}", r.body["metadata"]);
+    // Annotations of a Deployment: a new generation.
+    a.patch(
+        &path,
+        MERGE,
+        json!({"metadata": {"annotations": {"a": "1"}}}),
+    );
+    assert_eq!(gen(&a), 2);
+    // Spec: a new generation.
+    a.patch(&path, MERGE, json!({"spec": {"replicas": 2}}));
+    assert_eq!(gen(&a), 3);
+    // /status: its annotations are kept, spec and labels are not; no new generation.
+    let mut s = a.get(&path).body;
+    s["status"] = json!({"observedGeneration": 3});
+    s["spec"]["replicas"] = json!(9);
+    s["metadata"]["labels"] = json!({"x": "changed"});
+    s["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = json!("1");
+    let r = a.put(&format!("{path}/status"), s);
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(r.body["metadata"]["generation"], 3);
+    assert_eq!(r.body["spec"]["replicas"], 2);
+    assert_eq!(r.body["metadata"]["labels"], json!({"x": "1"}));
+    assert_eq!(
+        r.body["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
+    assert_eq!(r.body["status"]["observedGeneration"], 3);
+    // A write that changes nothing: same resourceVersion, no event.
+    let before = a.get(&path).body;
+    let r = a.put(&path, before.clone());
+    assert_eq!(
+        r.body["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    let r = a.patch(&path, MERGE, json!({"metadata": {"labels": {"x": "1"}}}));
+    assert_eq!(
+        r.body["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    assert_eq!(sim.resource_version(), rv(&before));
+    let evs = a.watch_as(
+        DEPLOYS,
+        &format!("resourceVersion={}", rv(&before)),
+        JSON,
+        1,
+    );
+    assert!(evs.is_empty(), "{evs:?}");
+    // The start of a delete held by a finalizer bumps it once
+    // (`markAsDeleting`); a second delete changes nothing.
+    let r = a.delete(&path, None);
+    assert_eq!(r.body["metadata"]["generation"], 4);
+    assert_eq!(a.delete(&path, None).body["metadata"]["generation"], 4);
+
+    // A custom resource with a status subresource.
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    assert_eq!(
+        a.post(
+            crds,
+            widget_crd("widgets.example.com", "widgets", "Widget", true)
+        )
+        .code,
+        201
+    );
+    let ws = "/apis/example.com/v1/namespaces/default/widgets";
+    let w = a
+        .post(
+            ws,
+            json!({"metadata": {"name": "w"}, "spec": {"size": 1}, "status": {"seen": 5}}),
+        )
+        .body;
+    assert!(w.get("status").is_none(), "create drops status");
+    let wp = format!("{ws}/w");
+    let r = a.patch(&wp, MERGE, json!({"status": {"seen": 1}}));
+    assert_eq!(
+        r.body["metadata"]["resourceVersion"], w["metadata"]["resourceVersion"],
+        "status ignored: a no-op"
+    );
+    let r = a.patch(&wp, MERGE, json!({"metadata": {"annotations": {"a": "1"}}}));
+    assert_eq!(r.body["metadata"]["generation"], 1, "metadata only");
+    let r = a.patch(
+        &format!("{wp}/status"),
+        MERGE,
+        json!({"spec": {"size": 7}, "metadata": {"labels": {"l": "1"}}, "status": {"seen": 2}}),
+    );
+    assert_eq!(r.body["spec"]["size"], 1);
+    assert!(r.body["metadata"].get("labels").is_none());
+    assert_eq!(
+        (
+            r.body["status"]["seen"].as_i64(),
+            r.body["metadata"]["generation"].as_i64()
+        ),
+        (Some(2), Some(1))
+    );
+    let r = a.patch(&wp, MERGE, json!({"spec": {"size": 2}}));
+    assert_eq!(
+        (
+            r.body["metadata"]["generation"].as_i64(),
+            r.body["status"]["seen"].as_i64()
+        ),
+        (Some(2), Some(2))
+    );
+    // Without a status subresource, status is content like any other.
+    assert_eq!(
+        a.post(
+            crds,
+            widget_crd("gadgets.example.com", "gadgets", "Gadget", false)
+        )
+        .code,
+        201
+    );
+    let gs = "/apis/example.com/v1/namespaces/default/gadgets";
+    a.post(gs, json!({"metadata": {"name": "g"}, "spec": {"size": 1}}));
+    let r = a.patch(&format!("{gs}/g"), MERGE, json!({"status": {"seen": 1}}));
+    assert_eq!(
+        (
+            r.body["metadata"]["generation"].as_i64(),
+            r.body["status"]["seen"].as_i64()
+        ),
+        (Some(2), Some(1))
+    );
+}
+
+/// Behaviour 3. Delete: the generic registry's `Store.Delete`,
+/// `updateForGracefulDeletionAndFinalizers`, `markAsDeleting`,
+/// `deletionFinalizersForGarbageCollection` and `finalizeDelete`
+/// (apiserver pkg/registry/generic/registry/store.go), `rest.BeforeDelete`
+/// (pkg/registry/rest/delete.go) for preconditions, `ValidateDeleteOptions`
+/// (apimachinery pkg/apis/meta/v1/validation) for `propagationPolicy`,
+/// `ValidateNoNewFinalizers` (apimachinery pkg/api/validation/objectmeta.go),
+/// and the garbage collector's background, orphan and foreground handling
+/// (pkg/controller/garbagecollector).
+#[test]
+fn delete_finalizers_owner_references_and_propagation() {
+    let sim = Sim::start(SimConfig {
+        tick: Duration::from_millis(20),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let a = api(&sim);
+    let cm = |name: &str, meta: Value| {
+        let mut m = meta;
+        m["name"] = json!(name);
+        let r = a.post(CMS, json!({"metadata": m}));
+        assert_eq!(r.code, 201, "{}", r.body);
+        r.body
+    };
+    let owned_by = |o: &Value, block: bool| {
+        json!({"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": o["metadata"]["name"],
+               "uid": o["metadata"]["uid"], "controller": true, "blockOwnerDeletion": block}]})
+    };
+
+    // Finalizers hold the object: deletionTimestamp, grace period 0.
+    cm("held", json!({"finalizers": ["example.com/a"]}));
+    let r = a.delete(&format!("{CMS}/held"), None);
+    assert_eq!(r.code, 200);
+    assert!(r.body["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(r.body["metadata"]["deletionGracePeriodSeconds"], 0);
+    let again = a.delete(&format!("{CMS}/held"), None);
+    assert_eq!(
+        again.body["metadata"]["resourceVersion"], r.body["metadata"]["resourceVersion"],
+        "a second delete changes nothing"
+    );
+    let r = a.patch(
+        &format!("{CMS}/held"),
+        MERGE,
+        json!({"metadata": {"finalizers": ["example.com/a", "example.com/z", "example.com/b"]}}),
+    );
+    assert_eq!(r.code, 422);
+    assert_eq!(
+        r.body["message"],
+        "ConfigMap \"held\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"example.com/b\", \"example.com/z\"}"
+    );
+    a.patch(
+        &format!("{CMS}/held"),
+        MERGE,
+        json!({"metadata": {"finalizers": null}}),
+    );
+    assert_eq!(
+        a.get(&format!("{CMS}/held")).code,
+        404,
+        "the last finalizer gone, the object goes"
+    );
+
+    // Gone at once: a Status, not the object.
+    let gone = cm("gone", json!({}));
+    let r = a.delete(
+        &format!("{CMS}/gone"),
+        Some(
+            json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}),
+        ),
+    );
+    assert_eq!(r.code, 200);
+    assert_eq!(
+        r.body,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+               "details": {"name": "gone", "kind": "configmaps", "uid": gone["metadata"]["uid"]}})
+    );
+
+    // DeleteOptions and preconditions, refused as the real server words it.
+    let x = cm("x", json!({}));
+    let r = a.delete(
+        &format!("{CMS}/x"),
+        Some(json!({"propagationPolicy": "Later"})),
+    );
+    assert_eq!(r.code, 422);
+    assert_eq!(
+        r.body["message"],
+        "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Later\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+    );
+    let r = a.delete(
+        &format!("{CMS}/x"),
+        Some(json!({"propagationPolicy": "Orphan", "orphanDependents": true})),
+    );
+    assert_eq!(r.code, 422);
+    assert!(r.body["message"].as_str().unwrap().ends_with("propagationPolicy: Invalid value: \"Orphan\": orphanDependents and deletionPropagation cannot be both set"));
+    let r = a.delete(
+        &format!("{CMS}/x"),
+        Some(json!({"preconditions": {"resourceVersion": "1"}})),
+    );
+    assert_eq!(r.code, 409);
+    assert_eq!(
+        r.body["message"],
+        format!("Operation cannot be fulfilled on ConfigMap \"x\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({}). The object might have been modified", rv(&x))
+    );
+
+    // Background (the operator's policy): the dependent follows its owner.
+    let owner = cm("bg-owner", json!({}));
+    cm("bg-dep", owned_by(&owner, true));
+    a.delete(
+        &format!("{CMS}/bg-owner"),
+        Some(json!({"propagationPolicy": "Background"})),
+    );
+    wait_for("background GC", || {
+        a.get(&format!("{CMS}/bg-dep")).code == 404
+    });
+
+    // Orphan: the owner waits on the `orphan` finalizer, the dependent stays
+    // without the reference.
+    let owner = cm("or-owner", json!({}));
+    cm("or-dep", owned_by(&owner, true));
+    let r = a.delete(
+        &format!("{CMS}/or-owner"),
+        Some(json!({"propagationPolicy": "Orphan"})),
+    );
+    assert_eq!(r.body["metadata"]["finalizers"], json!(["orphan"]));
+    wait_for("orphaning", || {
+        a.get(&format!("{CMS}/or-owner")).code == 404
+    });
+    let dep = a.get(&format!("{CMS}/or-dep"));
+    assert_eq!(dep.code, 200);
+    assert!(
+        dep.body["metadata"].get("ownerReferences").is_none(),
+        "{}",
+        dep.body
+    );
+
+    // Foreground: the owner waits on `foregroundDeletion` until its blocking
+    // dependents are gone.
+    let owner = cm("fg-owner", json!({}));
+    cm("fg-dep", owned_by(&owner, true));
+    let r = a.delete(
+        &format!("{CMS}/fg-owner"),
+        Some(json!({"propagationPolicy": "Foreground"})),
+    );
+    assert_eq!(
+        r.body["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    assert!(r.body["metadata"]["deletionTimestamp"].is_string());
+    wait_for("foreground GC", || {
+        a.get(&format!("{CMS}/fg-dep")).code == 404 && a.get(&format!("{CMS}/fg-owner")).code == 404
+    });
+}
+
+fn event(name: &str, ns: &str, involved_ns: Option<&str>) -> Value {
+    let mut io = json!({"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": "u"});
+    if let Some(n) = involved_ns {
+        io["namespace"] = json!(n);
+    }
+    json!({"metadata": {"name": name, "namespace": ns}, "involvedObject": io, "reason": "R", "message": "m",
+           "type": "Normal", "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z",
+           "count": 1, "source": {"component": "c"}, "reportingComponent": "c", "reportingInstance": "i"})
+}
+
+/// Behaviour 4. core/v1 Events: `ValidateEventCreate` and
+/// `legacyValidateEvent` (pkg/apis/core/validation/events.go). For a core/v1
+/// request only the legacy rules apply: without `eventTime` the
+/// involvedObject's namespace must be the event's (or, empty, the event must
+/// be in "default"); with `eventTime` also reportingComponent (the core/v1
+/// name of reportingController), reportingInstance, action and reason are
+/// required. `type`, `count` and the timestamps are not checked for core/v1,
+/// and the event name is only a path segment.
+#[test]
+fn core_v1_event_validation() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    a.post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}));
+    // The operator's shape.
+    assert_eq!(
+        a.post(EVENTS, event("w.1", "default", Some("default")))
+            .code,
+        201
+    );
+    let r = a.post(EVENTS, event("w.2", "default", Some("team")));
+    assert_eq!(r.code, 422);
+    assert_eq!(
+        r.body["message"],
+        "Event \"w.2\" is invalid: involvedObject.namespace: Invalid value: \"team\": does not match event.namespace"
+    );
+    // No involvedObject namespace: only "default" (or none) will do.
+    assert_eq!(a.post(EVENTS, event("w.3", "default", None)).code, 201);
+    let r = a.post("/api/v1/namespaces/team/events", event("w.4", "team", None));
+    assert_eq!(r.code, 422);
+    assert!(r.body["message"].as_str().unwrap().ends_with(
+        "involvedObject.namespace: Invalid value: \"\": does not match event.namespace"
+    ));
+    // Not checked for core/v1: type, count, timestamps, no involvedObject, name case.
+    let mut loose = event("W.Upper", "default", Some("default"));
+    loose["type"] = json!("Odd");
+    loose["count"] = json!(-3);
+    loose.as_object_mut().unwrap().remove("firstTimestamp");
+    assert_eq!(a.post(EVENTS, loose).code, 201);
+    assert_eq!(
+        a.post(EVENTS, json!({"metadata": {"name": "bare"}})).code,
+        201
+    );
+    // With eventTime: the reporting fields are required.
+    let mut new_style = event("w.5", "default", Some("default"));
+    new_style["eventTime"] = json!("2026-01-01T00:00:00.000000Z");
+    let r = a.post(EVENTS, new_style.clone());
+    assert_eq!(r.code, 422);
+    let fields: Vec<&str> = r.body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["action"], "{}", r.body);
+    assert!(r.body["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("action: Required value"));
+    new_style["action"] = json!("Reconciling");
+    new_style["reportingComponent"] = json!("");
+    new_style["reason"] = json!("x".repeat(129));
+    let r = a.post(EVENTS, new_style);
+    let fields: Vec<&str> = r.body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "reportingComponent",
+            "reportingComponent",
+            "reportingComponent",
+            "reason"
+        ],
+        "{}",
+        r.body
+    );
+    assert!(r.body["message"]
+        .as_str()
+        .unwrap()
+        .contains("reason: Invalid value: \"\": can have at most 128 characters"));
+}
+
+/// Behaviour 5. Watch bookmarks: the cacher's bookmark is an empty object of
+/// the watched kind with only `metadata.resourceVersion` (apiserver
+/// pkg/storage/cacher), sent only with `allowWatchBookmarks=true`, never
+/// behind an event already sent, transformed like any event object
+/// (handlers/response.go `doTransformObject`), and for `sendInitialEvents`
+/// (`validateWatchOptions`, apimachinery meta/internalversion/validation) one
+/// bookmark annotated `k8s.io/initial-events-end` after the initial state.
+#[test]
+fn watch_bookmarks_as_the_cacher_sends_them() {
+    let sim = Sim::start(SimConfig {
+        bookmark_interval: Duration::from_millis(150),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let a = api(&sim);
+    a.post(CMS, json!({"metadata": {"name": "before"}}));
+    let start = sim.resource_version();
+    let writer = {
+        let url = sim.url();
+        std::thread::spawn(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .proxy(None)
+                .build()
+                .new_agent();
+            for i in 0..6 {
+                std::thread::sleep(Duration::from_millis(120));
+                let body = json!({"metadata": {"name": format!("c{i}")}}).to_string();
+                let _ = agent
+                    .post(&format!("{url}{CMS}"))
+                    .header("Content-Type", JSON)
+                    .send(body);
+            }
+        })
+    };
+    let q = |extra: &str| format!("resourceVersion={start}{extra}");
+    let (full, plain, partial, initial) = std::thread::scope(|s| {
+        let full = s.spawn(|| a.watch_as(CMS, &q("&allowWatchBookmarks=true"), JSON, 1));
+        let plain = s.spawn(|| a.watch_as(CMS, &q(""), JSON, 1));
+        let partial = s.spawn(|| a.watch_as(CMS, &q("&allowWatchBookmarks=true"), META_ONE, 1));
+        let initial = s.spawn(|| {
+            a.watch_as(
+                CMS,
+                "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+                JSON,
+                1,
+            )
+        });
+        (
+            full.join().unwrap(),
+            plain.join().unwrap(),
+            partial.join().unwrap(),
+            initial.join().unwrap(),
+        )
+    });
+    writer.join().unwrap();
+
+    let mut highest = 0;
+    let mut marks = 0;
+    for e in &full {
+        let o = &e["object"];
+        if e["type"] == "BOOKMARK" {
+            marks += 1;
+            assert_eq!(
+                o,
+                &json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"resourceVersion": o["metadata"]["resourceVersion"]}})
+            );
+            assert!(
+                rv(o) >= highest,
+                "bookmark {} behind an event at {highest}",
+                rv(o)
+            );
+        } else {
+            highest = highest.max(rv(o));
+        }
+    }
+    assert!(marks >= 1 && highest > start, "{full:?}");
+    assert!(
+        plain.iter().all(|e| e["type"] != "BOOKMARK"),
+        "no bookmarks unless allowed"
+    );
+    assert!(partial.iter().any(|e| e["type"] == "BOOKMARK"));
+    for e in &partial {
+        assert_eq!(
+            (
+                e["object"]["kind"].as_str(),
+                e["object"]["apiVersion"].as_str()
+            ),
+            (Some("PartialObjectMetadata"), Some("meta.k8s.io/v1"))
+        );
+    }
+    // sendInitialEvents: the state as ADDED, then the one annotated bookmark.
+    let end = initial
+        .iter()
+        .position(|e| {
+            e["type"] == "BOOKMARK"
+                && e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true"
+        })
+        .expect("an initial-events-end bookmark");
+    assert!(end >= 1 && initial[..end].iter().all(|e| e["type"] == "ADDED"));
+    assert_eq!(initial[0]["object"]["metadata"]["name"], "before");
+    let end_rv = rv(&initial[end]["object"]);
+    assert!(initial[..end].iter().all(|e| rv(&e["object"]) <= end_rv));
+    assert_eq!(
+        initial
+            .iter()
+            .filter(|e| !e["object"]["metadata"]["annotations"].is_null())
+            .count(),
+        1
+    );
+    // ...and only with resourceVersionMatch=NotOlderThan; never on a list.
+    let r = a.get(&format!("{CMS}?watch=1&sendInitialEvents=true"));
+    assert_eq!(r.code, 422);
+    assert_eq!(
+        r.body["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    );
+    let r = a.get(&format!("{CMS}?sendInitialEvents=false"));
+    assert_eq!(r.code, 422);
+    assert!(r.body["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"));
+}
+
+/// Behaviour 6. Metadata-only lists and watches: `asPartialObjectMetadata`
+/// and `asPartialObjectMetadataList` (apiserver pkg/endpoints/handlers/
+/// response.go): each item is a whole `PartialObjectMetadata` with its own
+/// kind and apiVersion and the full metadata; the list keeps
+/// resourceVersion, continue and remainingItemCount; the wrong shape for
+/// the request is a 406; a watch transforms each event object, and with
+/// `as=PartialObjectMetadataList` that transform fails and the object goes
+/// out whole.
+#[test]
+fn partial_object_metadata_lists_and_watches() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    for n in ["a", "b", "c"] {
+        a.post(CMS, json!({"metadata": {"name": n, "labels": {"l": n}, "annotations": {"x": "y"}}, "data": {"k": "v"}}));
+    }
+    let r = a.get_as(&format!("{CMS}?limit=2"), META_LIST);
+    assert_eq!(r.code, 200);
+    let l = r.body;
+    assert_eq!(
+        (l["kind"].as_str(), l["apiVersion"].as_str()),
+        (Some("PartialObjectMetadataList"), Some("meta.k8s.io/v1"))
+    );
+    assert_eq!(
+        l["metadata"]["resourceVersion"],
+        sim.resource_version().to_string()
+    );
+    assert_eq!(l["metadata"]["remainingItemCount"], 1);
+    let items = l["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    let full = a.get(&format!("{CMS}/a")).body;
+    assert_eq!(
+        items[0],
+        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": full["metadata"]})
+    );
+    let cont = l["metadata"]["continue"].as_str().unwrap();
+    let next = a
+        .get_as(&format!("{CMS}?limit=2&continue={cont}"), META_LIST)
+        .body;
+    assert_eq!(next["items"][0]["metadata"]["name"], "c");
+    assert!(next["metadata"].get("continue").is_none());
+    // One object as metadata; the wrong shape either way is a 406.
+    let one = a.get_as(&format!("{CMS}/a"), META_ONE).body;
+    assert_eq!(
+        one,
+        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": full["metadata"]})
+    );
+    let r = a.get_as(CMS, META_ONE);
+    assert_eq!(
+        (r.code, r.body["reason"].as_str()),
+        (406, Some("NotAcceptable"))
+    );
+    assert_eq!(r.body["message"], "you requested PartialObjectMetadata, but the requested object is a list (*core.ConfigMapList)");
+    let r = a.get_as(&format!("{CMS}/a"), META_LIST);
+    assert_eq!(r.code, 406);
+    assert_eq!(r.body["message"], "you requested PartialObjectMetadataList, but the requested object is not a list (*core.ConfigMap)");
+    // Watches: each event object as PartialObjectMetadata...
+    let evs = a.watch_as(CMS, "", META_ONE, 1);
+    assert_eq!(evs.len(), 3);
+    assert_eq!(
+        evs[0]["object"],
+        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": full["metadata"]})
+    );
+    // ...but a list target cannot transform one object: it goes out whole.
+    let evs = a.watch_as(CMS, "", META_LIST, 1);
+    assert_eq!(evs[0]["object"]["kind"], "ConfigMap");
+    assert_eq!(evs[0]["object"]["data"], json!({"k": "v"}));
+}
