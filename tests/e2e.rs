@@ -610,6 +610,221 @@ fn quick_changes_with_two_replicas_roll_back_to_what_served() {
     quick_changes(2, true);
 }
 
+fn owner_of(sim: &Sim, deploy: &str) -> Value {
+    let d = sim.object("apps", "deployments", NS, deploy).unwrap();
+    d["metadata"]["annotations"]["openmed.ai/model-resource"].clone()
+}
+
+fn retarget(sim: &Sim, name: &str, target: &str) {
+    sim.merge_patch(
+        MODEL.0,
+        MODEL.1,
+        NS,
+        name,
+        &json!({"spec": {"targetRef": {"name": target}}}),
+    )
+    .unwrap();
+}
+
+/// Issue 20, points 2 and 4: a retargeted model releases the Deployment it
+/// left, a Deployment created again is applied afresh, a Deployment naming
+/// a model that no longer exists is adopted, and delete releases them all.
+#[test]
+fn targets_are_released_recreated_and_adopted() {
+    let (sim, _, mut op) = cluster_with(fast(), "targets", "dep-a", &[]);
+    sim.create(deployment("dep-b", 2)).unwrap();
+    sim.create(model("svc", "dep-a", V1, 600)).unwrap();
+    wait_serving(&sim, "svc", V1);
+
+    retarget(&sim, "svc", "dep-b");
+    wait_until("dep-b to be served and dep-a released", || {
+        let s = status(&sim, "svc");
+        s["phase"] == "Ready" && owner_of(&sim, "dep-a").is_null()
+    });
+    assert_eq!(owner_of(&sim, "dep-b"), "openmed/svc");
+    assert_eq!(
+        preload(&sim, "dep-a"),
+        json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS"})
+    );
+    wait_event(&sim, "svc", "TargetReleased");
+
+    // `kubectl replace --force`: the same name, a new uid, the team's spec.
+    let before = status(&sim, "svc")["targetDeploymentUID"].clone();
+    sim.delete("apps/v1", "Deployment", NS, "dep-b").unwrap();
+    sim.create(deployment("dep-b", 2)).unwrap();
+    let s = wait_for(
+        "the recreated dep-b served again",
+        || status(&sim, "svc"),
+        |s| s["phase"] == "Ready" && s["targetDeploymentUID"] != before,
+    );
+    let uid = sim.object("apps", "deployments", NS, "dep-b").unwrap()["metadata"]["uid"].clone();
+    assert_eq!(s["targetDeploymentUID"], uid);
+    assert_eq!(
+        preload(&sim, "dep-b")["valueFrom"]["configMapKeyRef"]["name"],
+        "svc-model-manifest"
+    );
+
+    // A Deployment left behind by a model that is gone is adopted.
+    let mut orphan = deployment("dep-c", 2);
+    orphan["metadata"]["annotations"] = json!({"openmed.ai/model-resource": "openmed/ghost"});
+    sim.create(orphan).unwrap();
+    retarget(&sim, "svc", "dep-c");
+    wait_until("dep-c adopted", || owner_of(&sim, "dep-c") == "openmed/svc");
+    wait_event(&sim, "svc", "TargetAdopted");
+    wait_phase(&sim, "svc", "Ready", "RolloutSucceeded");
+
+    // Delete: every Deployment this model still claims is handed back.
+    sim.delete(MODEL.0, MODEL.1, NS, "svc").unwrap();
+    wait_until("the OpenMedModel to go", || {
+        sim.object("openmed.ai", "openmedmodels", NS, "svc")
+            .is_none()
+    });
+    for d in ["dep-a", "dep-b", "dep-c"] {
+        assert!(owner_of(&sim, d).is_null(), "{d} still claimed");
+    }
+    assert!(sim
+        .object("", "configmaps", NS, "svc-model-manifest")
+        .is_none());
+    op.assert_clean_exit();
+}
+
+/// Issue 20, points 5 and 6: a write the API refuses is reported, backed
+/// off and clears by itself; a paused target is reported and resumes.
+#[test]
+fn refused_writes_and_paused_targets_are_reported() {
+    let (sim, _, mut op) = cluster_with(fast(), "refused", "svc", &[]);
+    sim.merge_patch(
+        "apps/v1",
+        "Deployment",
+        NS,
+        "svc",
+        &json!({"spec": {"minReadySeconds": 2}}),
+    )
+    .unwrap();
+    sim.create(model("svc", "svc", V1, 2)).unwrap();
+    let s = wait_phase(&sim, "svc", "Failed", "TargetPatchRejected");
+    assert!(s["conditions"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("minReadySeconds 2"));
+    assert_eq!(s["conditions"][2]["reason"], "TargetPatchRejected");
+    wait_event(&sim, "svc", "TargetPatchRejected");
+    assert!(owner_of(&sim, "svc").is_null(), "never patched");
+    sim.merge_patch(
+        MODEL.0,
+        MODEL.1,
+        NS,
+        "svc",
+        &json!({"spec": {"rolloutStrategy": {"progressDeadlineSeconds": 60}}}),
+    )
+    .unwrap();
+    wait_serving(&sim, "svc", V1);
+
+    // An admission webhook denies Deployment patches for a while.
+    sim.fail_next(Some("PATCH"), "/deployments/svc$", 403, 3, None);
+    set_version(&sim, "svc", V2);
+    let s = wait_phase(&sim, "svc", "Failed", "TargetPatchRejected");
+    assert!(
+        s["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("403"),
+        "{s:#}"
+    );
+    wait_serving(&sim, "svc", V2);
+
+    // A paused Deployment: reported, not judged, and the rollout resumes.
+    sim.merge_patch(
+        "apps/v1",
+        "Deployment",
+        NS,
+        "svc",
+        &json!({"spec": {"paused": true}}),
+    )
+    .unwrap();
+    set_version(&sim, "svc", V1);
+    let s = wait_for(
+        "the pause to be reported",
+        || status(&sim, "svc"),
+        |s| s["conditions"][1]["reason"] == "TargetPaused",
+    );
+    assert_eq!(s["conditions"][1]["status"], "Unknown");
+    assert_eq!(s["phase"], "RollingOut");
+    sim.merge_patch(
+        "apps/v1",
+        "Deployment",
+        NS,
+        "svc",
+        &json!({"spec": {"paused": false}}),
+    )
+    .unwrap();
+    wait_serving(&sim, "svc", V1);
+    op.assert_clean_exit();
+}
+
+/// Issue 20, point 3: with the model watch 0.8 s behind, three quick
+/// version changes never put an older version back.
+#[test]
+fn a_lagging_watch_never_applies_an_older_spec() {
+    let (sim, _, mut op) = cluster_with(fast(), "lag", "svc", &[]);
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_serving(&sim, "svc", V1);
+    sim.set_watch_lag("openmedmodels", Duration::from_millis(800));
+    let versions = [
+        V2,
+        "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v3",
+        "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v4",
+    ];
+    // Every value the ConfigMap holds, in order, sampled every few ms.
+    let mut seen = vec![V1.to_string()];
+    let start = Instant::now();
+    let mut next = 0;
+    loop {
+        if next < versions.len() && start.elapsed() >= Duration::from_millis(300 * next as u64) {
+            set_version(&sim, "svc", versions[next]);
+            next += 1;
+        }
+        let cm = sim.object("", "configmaps", NS, "svc-model-manifest");
+        let value = cm.and_then(|c| {
+            c["data"]["OPENMED_SERVICE_PRELOAD_MODELS"]
+                .as_str()
+                .map(str::to_string)
+        });
+        if let Some(v) = value.filter(|v| seen.last() != Some(v)) {
+            seen.push(v);
+        }
+        let s = status(&sim, "svc");
+        if next == versions.len() && s["phase"] == "Ready" && s["activeVersion"] == versions[2] {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "not Ready on v4: {s:#}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let order: Vec<usize> = seen
+        .iter()
+        .map(|v| {
+            [V1, versions[0], versions[1], versions[2]]
+                .iter()
+                .position(|x| x == v)
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "the ConfigMap went back: {seen:?}"
+    );
+    let started = events(&sim, "svc")
+        .iter()
+        .filter(|e| *e == "RolloutStarted")
+        .count();
+    assert!(
+        started <= 4,
+        "RolloutStarted {started} times: {:?}",
+        events(&sim, "svc")
+    );
+    op.assert_clean_exit();
+}
+
 #[test]
 fn cut_watches_and_forced_410s_lose_no_change() {
     let (sim, _, mut op) = cluster_with(fast(), "watches", "svc", &["--resync-seconds", "3600"]);

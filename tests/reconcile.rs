@@ -12,7 +12,8 @@ use openmed_operator::model::names::event_name;
 use openmed_operator::model::spec::empty_manifest_hash;
 use openmed_operator::model::{validate, EventReason};
 use openmed_operator::reconcile::{
-    lookups, plan, ConfigMapView, DeploymentView, ModelView, Observed, Plan, Write,
+    lookups, plan, plan_refused, ConfigMapView, DeploymentView, ModelView, Observed, Plan, Refused,
+    Write,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -25,6 +26,10 @@ type Tags = Vec<&'static str>;
 struct World {
     model: Value,
     deployment: Option<Value>,
+    /// Other Deployments in the namespace (a previous target, say).
+    others: BTreeMap<String, Value>,
+    /// Owners the shell has confirmed gone (9.16).
+    orphans: Vec<String>,
     config_maps: BTreeMap<String, Value>,
     /// Event names posted, with reasons, in order.
     events: Vec<(String, EventReason)>,
@@ -38,6 +43,8 @@ impl World {
         World {
             model: model(spec),
             deployment: Some(deployment()),
+            others: BTreeMap::new(),
+            orphans: Vec::new(),
             config_maps: BTreeMap::new(),
             events: Vec::new(),
             clock: 0,
@@ -59,26 +66,46 @@ impl World {
         self.rv.to_string()
     }
 
+    /// What the shell would observe: the objects the lookups name, and
+    /// every other Deployment or ConfigMap naming this owner.
     fn view(&self) -> (ModelView, Vec<DeploymentView>, Vec<ConfigMapView>) {
         let m = ModelView::from_json(&self.model).unwrap();
         let l = lookups(&m);
+        let owner = m.owner();
         let ds = self
             .deployment
             .iter()
-            .filter(|d| {
-                l.deployments
-                    .iter()
-                    .any(|n| d["metadata"]["name"] == n.as_str())
-            })
+            .chain(self.others.values())
             .map(|d| DeploymentView::from_json(d).unwrap())
+            .filter(|d| {
+                l.deployments.contains(&d.name)
+                    || d.owner.as_deref() == Some(owner.as_str())
+                    || d.template_owner.as_deref() == Some(owner.as_str())
+            })
             .collect();
-        let cms = l
+        let cms = self
             .config_maps
-            .iter()
-            .filter_map(|n| self.config_maps.get(n))
+            .values()
             .map(|c| ConfigMapView::from_json(c).unwrap())
+            .filter(|c| {
+                l.config_maps.contains(&c.name) || c.owner.as_deref() == Some(owner.as_str())
+            })
             .collect();
         (m, ds, cms)
+    }
+
+    /// The Deployment of that name, wherever it is kept.
+    fn deployment_named(&mut self, name: &str) -> &mut Value {
+        if self
+            .deployment
+            .as_ref()
+            .is_some_and(|d| d["metadata"]["name"] == name)
+        {
+            return self.deployment.as_mut().unwrap();
+        }
+        self.others
+            .get_mut(name)
+            .expect("patch of a missing Deployment")
     }
 
     fn plan(&self) -> Plan {
@@ -88,6 +115,7 @@ impl World {
             model: &m,
             deployments: &ds,
             config_maps: &cms,
+            orphans: &self.orphans,
             now: &now,
         })
     }
@@ -143,20 +171,20 @@ impl World {
                     body,
                     sets_target,
                 } => {
-                    let d = self
-                        .deployment
-                        .as_ref()
-                        .expect("patch of a missing Deployment");
-                    assert_eq!(d["metadata"]["name"], name.as_str());
-                    let mut next = strategic_merge(d, body).unwrap();
-                    if next["spec"] != d["spec"] {
+                    let d = self.deployment_named(name).clone();
+                    let mut next = strategic_merge(&d, body).unwrap();
+                    // A Deployment's generation follows spec and annotations
+                    // (the registry's PrepareForUpdate).
+                    if next["spec"] != d["spec"]
+                        || next["metadata"]["annotations"] != d["metadata"]["annotations"]
+                    {
                         let g = d["metadata"]["generation"].as_i64().unwrap() + 1;
                         next["metadata"]["generation"] = json!(g);
                     }
                     if *sets_target {
                         patched_gen = next["metadata"]["generation"].as_i64();
                     }
-                    self.deployment = Some(next);
+                    *self.deployment_named(name) = next;
                     tags.push("D~");
                 }
             }
@@ -1437,4 +1465,250 @@ fn a_rejected_rollback_over_a_rolled_back_resource_returns_to_rolled_back() {
     assert_eq!(w.status()["phase"], "RolledBack");
     assert_eq!(w.conds(), rolled_back);
     assert_eq!(w.status()["activeVersion"], V1);
+}
+
+// ------------------------------------ targets, pauses and refusals (9.16-9.20)
+
+fn retargeted(version: &str, target: &str) -> Value {
+    let mut s = spec(version);
+    s["targetRef"] = json!({"name": target});
+    s
+}
+
+/// A second Deployment like the first, under another name.
+fn other_deployment(name: &str) -> Value {
+    let mut d = deployment();
+    d["metadata"]["name"] = json!(name);
+    d["metadata"]["uid"] = json!(format!("{name}-uid"));
+    d
+}
+
+#[test]
+fn a_new_target_is_applied_then_the_old_one_released() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.others.insert("dep-b".into(), other_deployment("dep-b"));
+    let s2 = retargeted(V1, "dep-b");
+    w.set_spec(s2.clone());
+    let (tags, ev) = w.step();
+    // New target first, then the old one handed back (section 7's release).
+    assert_eq!(tags, ["D~", "D~", "S"], "{:#}", w.status());
+    assert_eq!(
+        ev,
+        [EventReason::RolloutStarted, EventReason::TargetReleased]
+    );
+    let b = &w.others["dep-b"];
+    assert_eq!(
+        b["metadata"]["annotations"]["openmed.ai/model-resource"],
+        "openmed/openmed-service"
+    );
+    assert_eq!(w.status()["targetDeploymentUID"], "dep-b-uid");
+    let a = w.deployment.as_ref().unwrap();
+    assert!(a["metadata"]["annotations"]
+        .get("openmed.ai/model-resource")
+        .is_none());
+    assert!(a["metadata"]["labels"].get("openmed.ai/managed").is_none());
+    assert_eq!(
+        w.preload_env(),
+        json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "value": ""})
+    );
+    // The shared ConfigMap still serves dep-b: kept. Nothing more to release.
+    assert!(w.config_maps.contains_key("openmed-service-model-manifest"));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"], "judging dep-b; nothing more to release");
+    assert!(ev.is_empty());
+    assert_eq!(w.status()["conditions"][0]["reason"], "RolloutInProgress");
+}
+
+#[test]
+fn a_renamed_configmap_is_deleted_once_nothing_refers_to_it() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let mut s2 = spec(V1);
+    s2["manifestConfigMapName"] = json!("renamed-manifest");
+    w.set_spec(s2);
+    let (tags, _) = w.step();
+    // The new ConfigMap, the Deployment now pointing at it, then the old one goes.
+    assert_eq!(tags, ["CM+", "D~", "CM-", "S"]);
+    assert!(!w.config_maps.contains_key("openmed-service-model-manifest"));
+    assert_eq!(
+        w.preload_env()["valueFrom"]["configMapKeyRef"]["name"],
+        "renamed-manifest"
+    );
+}
+
+#[test]
+fn a_missing_new_target_keeps_the_old_one_serving() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.set_spec(retargeted(V1, "not-there"));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::TargetNotFound]);
+    let a = w.deployment.as_ref().unwrap();
+    assert_eq!(
+        a["metadata"]["annotations"]["openmed.ai/model-resource"],
+        "openmed/openmed-service"
+    );
+}
+
+#[test]
+fn delete_releases_every_deployment_still_claimed() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    // A Deployment from an earlier target that still names this owner.
+    let mut old = other_deployment("dep-old");
+    old["metadata"]["annotations"]["openmed.ai/model-resource"] = json!("openmed/openmed-service");
+    old["metadata"]["labels"]["openmed.ai/managed"] = json!("true");
+    w.others.insert("dep-old".into(), old);
+    let (tags, ev) = delete_pass(&mut w);
+    assert_eq!(tags, ["D~", "D~", "CM-", "F-"]);
+    assert_eq!(ev, [EventReason::ModelRemoved]);
+    let old = &w.others["dep-old"];
+    assert!(old["metadata"]["annotations"]
+        .get("openmed.ai/model-resource")
+        .is_none());
+}
+
+#[test]
+fn an_orphaned_owner_is_adopted_a_live_one_is_a_conflict() {
+    let mut w = World::new(spec(V1));
+    w.dep()["metadata"]["annotations"]["openmed.ai/model-resource"] = json!("openmed/gone");
+    let (_, ev) = w.step();
+    assert_eq!(
+        ev,
+        [EventReason::TargetConflict],
+        "not known to be gone: a conflict"
+    );
+    w.orphans = vec!["openmed/gone".into()];
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
+    assert_eq!(
+        ev,
+        [EventReason::TargetAdopted, EventReason::RolloutStarted]
+    );
+    assert_eq!(
+        w.dep()["metadata"]["annotations"]["openmed.ai/model-resource"],
+        "openmed/openmed-service"
+    );
+}
+
+#[test]
+fn a_recreated_target_is_applied_and_judged_afresh() {
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    w.converge();
+    assert_eq!(w.status()["targetDeploymentUID"], "dep-uid");
+    // `kubectl replace --force`: a new uid, generation 1, the team's original spec.
+    let mut fresh = deployment();
+    fresh["metadata"]["uid"] = json!("dep-uid-2");
+    w.deployment = Some(fresh);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["D~", "S"]);
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_eq!(w.status()["targetDeploymentUID"], "dep-uid-2");
+    assert_eq!(w.conds(), started("T:TargetRecreated"));
+    assert_eq!(w.status()["targetDeploymentGeneration"], 2);
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.status()["phase"], "Ready");
+}
+
+#[test]
+fn a_paused_target_is_reported_and_its_deadline_not_judged() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.dep()["spec"]["paused"] = json!(true);
+    w.set_spec(spec(V2));
+    w.step();
+    // The Deployment controller reports the pause; an old timeout shows too.
+    w.rollout_misses_deadline();
+    let (_, ev) = w.step();
+    assert!(ev.is_empty(), "{ev:?}");
+    assert_eq!(w.status()["phase"], "RollingOut");
+    let progressing = &w.status()["conditions"][1];
+    assert_eq!(progressing["status"], "Unknown");
+    assert_eq!(progressing["reason"], "TargetPaused");
+    assert!(progressing["message"]
+        .as_str()
+        .unwrap()
+        .contains("kubectl rollout resume"));
+    // Resumed: the rollout goes on and completes.
+    w.dep()["spec"]["paused"] = json!(false);
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.status()["phase"], "Ready");
+    assert_eq!(w.status()["activeVersion"], V2);
+}
+
+#[test]
+fn min_ready_seconds_not_below_the_deadline_is_refused_before_patching() {
+    let mut s1 = spec(V1);
+    s1["rolloutStrategy"]["progressDeadlineSeconds"] = json!(30);
+    let mut w = World::new(s1.clone());
+    w.dep()["spec"]["minReadySeconds"] = json!(60);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"], "no patch the API would refuse");
+    assert_eq!(ev, [EventReason::TargetPatchRejected]);
+    assert_eq!(
+        w.conds(),
+        [
+            "F:TargetPatchRejected",
+            "F:Blocked",
+            "T:TargetPatchRejected",
+            "F:NotRequested"
+        ]
+    );
+    let msg = w.status()["conditions"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("minReadySeconds 60") && msg.contains("progressDeadlineSeconds 30"),
+        "{msg}"
+    );
+    // Fixed on the Deployment: it clears by itself.
+    w.dep()["spec"]["minReadySeconds"] = json!(5);
+    assert_first_pass_starts_rollout(&mut w, &s1);
+}
+
+#[test]
+fn a_refused_write_is_reported_with_the_api_message() {
+    let mut w = World::new(spec(V1));
+    let (m, ds, cms) = w.view();
+    let now = w.now();
+    let why = format!(
+        "API error 403 Forbidden: admission webhook denied the request: {}",
+        "x".repeat(2000)
+    );
+    let p = plan_refused(
+        Observed {
+            model: &m,
+            deployments: &ds,
+            config_maps: &cms,
+            orphans: &[],
+            now: &now,
+        },
+        Refused::Deployment,
+        &why,
+    );
+    assert!(p
+        .writes
+        .iter()
+        .all(|w| !matches!(w, Write::PatchDeployment { .. })));
+    let st = p.status(None).normalized();
+    let ready = &st["conditions"][0];
+    assert_eq!(ready["reason"], "TargetPatchRejected");
+    assert_eq!(st["conditions"][2]["status"], "True");
+    let msg = ready["message"].as_str().unwrap();
+    assert!(msg.starts_with("API error 403 Forbidden: admission webhook denied"));
+    assert_eq!(msg.chars().count(), 1024, "bounded");
+    assert!(msg.ends_with("..."));
+    assert_eq!(
+        p.events_to_post(None)[0].reason,
+        EventReason::TargetPatchRejected
+    );
+    // The next pass, with the cause gone, rolls out as usual.
+    w.model["status"] = st;
+    assert_first_pass_starts_rollout(&mut w, &spec(V1));
 }

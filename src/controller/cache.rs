@@ -10,21 +10,57 @@ pub type Key = (String, String);
 
 pub trait Versioned {
     fn resource_version(&self) -> &str;
+    /// `metadata.uid`, when the view keeps it.
+    fn uid(&self) -> &str {
+        ""
+    }
+    /// The object's uid and the ordered counters it carries, if any
+    /// (`metadata.generation`, and `status.observedGeneration` where the
+    /// status has one): resourceVersions are opaque, these are not.
+    fn order(&self) -> Option<(&str, i64, i64)> {
+        None
+    }
+}
+
+/// `new` is an older view of the same object than `old` (9.17): never let
+/// it replace `old`, whatever order the watch and our writes deliver them in.
+pub fn regresses<V: Versioned>(new: &V, old: &V) -> bool {
+    match (new.order(), old.order()) {
+        (Some((uid, g, o)), Some((old_uid, old_g, old_o))) => {
+            uid == old_uid && !uid.is_empty() && (g, o) < (old_g, old_o)
+        }
+        _ => false,
+    }
 }
 
 impl Versioned for ModelView {
     fn resource_version(&self) -> &str {
         &self.resource_version
     }
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+    fn order(&self) -> Option<(&str, i64, i64)> {
+        Some((&self.uid, self.generation, 0))
+    }
 }
 impl Versioned for DeploymentView {
     fn resource_version(&self) -> &str {
         &self.resource_version
     }
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+    fn order(&self) -> Option<(&str, i64, i64)> {
+        Some((&self.uid, self.generation, self.observed_generation))
+    }
 }
 impl Versioned for ConfigMapView {
     fn resource_version(&self) -> &str {
         &self.resource_version
+    }
+    fn uid(&self) -> &str {
+        &self.uid
     }
 }
 
@@ -52,6 +88,10 @@ pub fn newer(a: &str, b: &str) -> bool {
 }
 
 pub type Change<V> = (Key, Option<V>, Option<V>);
+
+/// A view refused because the store holds a newer one of the same object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stale;
 
 pub struct Store<V> {
     items: RwLock<HashMap<Key, V>>,
@@ -100,9 +140,29 @@ impl<V: Clone + Versioned> Store<V> {
         self.len() == 0
     }
 
-    /// A watch event: the server's word is final.
-    pub fn put(&self, k: Key, v: V) -> Option<V> {
-        self.write().insert(k, v)
+    /// A watch event: the server's word, unless it is an older view of the
+    /// object than one already held (a lagging watch after our own write).
+    /// `Err(Stale)` when refused, else what it replaced.
+    pub fn put(&self, k: Key, v: V) -> Result<Option<V>, Stale> {
+        let mut items = self.write();
+        if items.get(&k).is_some_and(|old| regresses(&v, old)) {
+            return Err(Stale);
+        }
+        Ok(items.insert(k, v))
+    }
+
+    /// A watch's DELETED event: only for the incarnation it names, so a
+    /// late deletion of an object since created again removes nothing.
+    pub fn remove_object(&self, k: &Key, uid: &str) -> Option<V> {
+        let mut items = self.write();
+        let same = items
+            .get(k)
+            .is_some_and(|old| uid.is_empty() || old.uid().is_empty() || old.uid() == uid);
+        if same {
+            items.remove(k)
+        } else {
+            None
+        }
     }
 
     pub fn remove(&self, k: &Key) -> Option<V> {
@@ -115,7 +175,7 @@ impl<V: Clone + Versioned> Store<V> {
         let mut items = self.write();
         let fresher = items
             .get(&k)
-            .map(|old| newer(v.resource_version(), old.resource_version()))
+            .map(|old| newer(v.resource_version(), old.resource_version()) && !regresses(&v, old))
             .unwrap_or(true);
         if fresher {
             items.insert(k, v);
@@ -142,6 +202,9 @@ impl<V: Clone + Versioned> Store<V> {
             changes.push((k, old, None));
         }
         for (k, v) in fresh {
+            if map.get(&k).is_some_and(|old| regresses(&v, old)) {
+                continue;
+            }
             let old = map.insert(k.clone(), v.clone());
             if old.as_ref() != Some(&v) {
                 changes.push((k, old, Some(v)));
@@ -177,19 +240,51 @@ mod tests {
     #[test]
     fn own_writes_never_regress_the_cache() {
         let s: Store<MetaView> = Store::default();
-        s.put(k("a", "x"), mv("10"));
+        s.put(k("a", "x"), mv("10")).unwrap();
         assert!(!s.put_if_newer(k("a", "x"), mv("9")));
         assert!(s.put_if_newer(k("a", "x"), mv("11")));
         assert_eq!(s.get(&k("a", "x")).unwrap().resource_version, "11");
         assert!(s.put_if_newer(k("a", "y"), mv("1")));
     }
 
+    fn model(uid: &str, generation: i64, rv: &str, phase: &str) -> ModelView {
+        ModelView::from_json(&serde_json::json!({"metadata": {
+            "name": "m", "namespace": "a", "uid": uid, "generation": generation, "resourceVersion": rv},
+            "status": {"phase": phase}}))
+        .unwrap()
+    }
+
+    /// 9.17: a lagging watch never takes a model back to an older spec.
+    #[test]
+    fn an_older_generation_never_replaces_a_newer_one() {
+        let s: Store<ModelView> = Store::default();
+        assert!(s.put_if_newer(k("a", "m"), model("u1", 4, "40", "RollingOut")));
+        assert_eq!(
+            s.put(k("a", "m"), model("u1", 3, "30", "Ready")),
+            Err(Stale)
+        );
+        assert_eq!(s.get(&k("a", "m")).unwrap().generation, 4);
+        // The same generation with a new status is taken; so is a new incarnation.
+        assert!(s.put(k("a", "m"), model("u1", 4, "41", "Ready")).is_ok());
+        assert!(s.put(k("a", "m"), model("u2", 1, "50", "Pending")).is_ok());
+        // A late deletion of the old incarnation removes nothing.
+        assert!(s.remove_object(&k("a", "m"), "u1").is_none());
+        assert!(s.remove_object(&k("a", "m"), "u2").is_some());
+        // A relist of an older view keeps the newer one too.
+        s.put(k("a", "m"), model("u3", 5, "60", "Ready")).unwrap();
+        s.replace(
+            Some("a"),
+            vec![(k("a", "m"), model("u3", 2, "20", "Ready"))],
+        );
+        assert_eq!(s.get(&k("a", "m")).unwrap().generation, 5);
+    }
+
     #[test]
     fn replace_is_scoped_to_a_namespace_and_reports_changes() {
         let s: Store<MetaView> = Store::default();
-        s.put(k("a", "x"), mv("1"));
-        s.put(k("a", "gone"), mv("1"));
-        s.put(k("b", "y"), mv("1"));
+        for key in [k("a", "x"), k("a", "gone"), k("b", "y")] {
+            s.put(key, mv("1")).unwrap();
+        }
         let ch = s.replace(
             Some("a"),
             vec![(k("a", "x"), mv("1")), (k("a", "new"), mv("2"))],

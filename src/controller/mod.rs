@@ -87,6 +87,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         config_maps: Arc::new(Store::default()),
         posted: Mutex::new(Default::default()),
         metrics: metrics.clone(),
+        acted: Mutex::new(Default::default()),
     });
     let queue: Arc<WorkQueue<Key>> = Arc::new(WorkQueue::new(RETRY));
     let index = Arc::new(TargetIndex::default());
@@ -238,7 +239,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         if Instant::now() >= next_resync {
             next_resync = Instant::now() + cfg.resync;
             for k in ctx.models.keys() {
-                queue.add(k);
+                queue.resync(k);
             }
             metrics.set_phases(phase_counts(&ctx.models));
         }
@@ -293,6 +294,9 @@ fn worker(name: &str, ctx: &sync::Ctx, queue: &WorkQueue<Key>, metrics: &Metrics
                     },
                 };
                 metrics.error(&kind);
+                if e.is_refusal() {
+                    queue.hold(key.clone());
+                }
                 let delay = queue.retry(key.clone(), e.retry_after());
                 log::warn!(
                     "{}/{}: reconcile failed, retrying in {} ms: {e}",

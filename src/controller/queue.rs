@@ -19,6 +19,8 @@ struct Inner<K> {
     delayed: BinaryHeap<Reverse<(Instant, u64, K)>>,
     seq: u64,
     failures: HashMap<K, u32>,
+    /// Failing keys resyncs leave alone (see `hold`).
+    held: HashSet<K>,
     shutting_down: bool,
 }
 
@@ -39,6 +41,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                 delayed: BinaryHeap::new(),
                 seq: 0,
                 failures: HashMap::new(),
+                held: HashSet::new(),
                 shutting_down: false,
             }),
             ready: Condvar::new(),
@@ -63,6 +66,19 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 
     pub fn add(&self, k: K) {
         let mut inner = lock(&self.inner);
+        if Self::enqueue(&mut inner, k) {
+            self.ready.notify_one();
+        }
+    }
+
+    /// A periodic resync. A key held back by [`WorkQueue::hold`] keeps
+    /// waiting for its scheduled retry, so a write the API refuses every
+    /// time is not retried on every resync; any other key is added.
+    pub fn resync(&self, k: K) {
+        let mut inner = lock(&self.inner);
+        if inner.held.contains(&k) {
+            return;
+        }
         if Self::enqueue(&mut inner, k) {
             self.ready.notify_one();
         }
@@ -94,8 +110,16 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     }
 
     /// `k` succeeded: its backoff starts over.
+    /// Keep resyncs off `k` until it succeeds: its failure is one that
+    /// only its own backoff (or a change to what it watches) should retry.
+    pub fn hold(&self, k: K) {
+        lock(&self.inner).held.insert(k);
+    }
+
     pub fn forget(&self, k: &K) {
-        lock(&self.inner).failures.remove(k);
+        let mut inner = lock(&self.inner);
+        inner.failures.remove(k);
+        inner.held.remove(k);
     }
 
     /// The next key to handle, waiting up to `timeout`. None on timeout or

@@ -187,9 +187,12 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
                                 rv = r.to_string();
                             }
                             if let (Some(k), Some(v)) = (key_of(&o), (self.parse)(&o)) {
-                                let old = self.store.put(k.clone(), v.clone());
-                                if old.as_ref() != Some(&v) {
-                                    (self.on_change)((k, old, Some(v)));
+                                match self.store.put(k.clone(), v.clone()) {
+                                    Ok(old) if old.as_ref() != Some(&v) => {
+                                        (self.on_change)((k, old, Some(v)))
+                                    }
+                                    Ok(_) => {}
+                                    Err(_) => log::debug!("{name}: kept a newer view of {k:?}"),
                                 }
                             }
                         }
@@ -198,7 +201,8 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
                                 rv = r.to_string();
                             }
                             if let Some(k) = key_of(&o) {
-                                if let Some(old) = self.store.remove(&k) {
+                                let uid = o["metadata"]["uid"].as_str().unwrap_or("");
+                                if let Some(old) = self.store.remove_object(&k, uid) {
                                     (self.on_change)((k, Some(old), None));
                                 }
                             }

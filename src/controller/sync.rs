@@ -8,7 +8,8 @@ use crate::kube::{Client, Error, PatchType, Preconditions, ResourcePath, Retry};
 use crate::metrics::{Metrics, Outcome};
 use crate::model::names::event_name;
 use crate::reconcile::{
-    lookups, patches, plan, ConfigMapView, DeploymentView, ModelView, Observed, Write,
+    lookups, patches, plan, plan_refused, ConfigMapView, DeploymentView, ModelView, Observed, Plan,
+    Refused, Write,
 };
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -53,6 +54,58 @@ pub struct Ctx {
     pub config_maps: Arc<Store<ConfigMapView>>,
     pub posted: Mutex<Posted>,
     pub metrics: Arc<Metrics>,
+    /// The highest generation of each OpenMedModel (by uid) a pass has
+    /// written for: a view older than that is never acted on (9.17).
+    pub acted: Mutex<HashMap<Key, (String, i64)>>,
+}
+
+/// What the shell gathered for one pass.
+struct Seen {
+    deployments: Vec<DeploymentView>,
+    config_maps: Vec<ConfigMapView>,
+    orphans: Vec<String>,
+}
+
+impl Seen {
+    fn observed<'a>(&'a self, model: &'a ModelView, now: &'a str) -> Observed<'a> {
+        Observed {
+            model,
+            deployments: &self.deployments,
+            config_maps: &self.config_maps,
+            orphans: &self.orphans,
+            now,
+        }
+    }
+}
+
+/// Why carrying a plan out stopped.
+enum Failed {
+    Api(Error),
+    /// The API refused a Deployment or ConfigMap write with an error that
+    /// retrying will not cure.
+    Refused(Refused, Error),
+}
+
+impl Failed {
+    fn of(e: Error, what: Refused) -> Failed {
+        if e.is_refusal() {
+            Failed::Refused(what, e)
+        } else {
+            Failed::Api(e)
+        }
+    }
+
+    fn into_error(self) -> Error {
+        match self {
+            Failed::Api(e) | Failed::Refused(_, e) => e,
+        }
+    }
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Failed {
+        Failed::Api(e)
+    }
 }
 
 /// How many times a pass is replanned after a conflict before backing off.
@@ -100,7 +153,8 @@ impl Ctx {
         match self.client.get(&path) {
             Ok(v) => {
                 if let Some(m) = ModelView::from_json(&v) {
-                    self.models.put((m.namespace.clone(), m.name.clone()), m);
+                    self.models
+                        .put_if_newer((m.namespace.clone(), m.name.clone()), m);
                 }
                 Ok(())
             }
@@ -144,12 +198,23 @@ impl Ctx {
         }
     }
 
-    fn pass(&self, model: &ModelView, extra_cms: &mut Vec<ConfigMapView>) -> Result<Pass, Error> {
+    /// What one pass looks at: the Deployments and ConfigMaps its lookups
+    /// name, every other one this owner still claims (to release them), and
+    /// the owners named on them that are gone (orphans, to adopt).
+    fn observe(&self, model: &ModelView, extra_cms: &[ConfigMapView]) -> Result<Seen, Error> {
         let ns = model.namespace.as_str();
+        let owner = model.owner();
         let l = lookups(model);
         let mut deployments = Vec::new();
         for name in &l.deployments {
             if let Some(d) = self.deployment(ns, name)? {
+                deployments.push(d);
+            }
+        }
+        for d in self.deployments.values() {
+            let ours = d.owner.as_deref() == Some(owner.as_str())
+                || d.template_owner.as_deref() == Some(owner.as_str());
+            if d.namespace == ns && ours && !deployments.iter().any(|x| x.name == d.name) {
                 deployments.push(d);
             }
         }
@@ -158,25 +223,115 @@ impl Ctx {
             .iter()
             .filter_map(|n| self.config_maps.get(&(ns.to_string(), n.clone())))
             .collect();
-        for cm in extra_cms.iter() {
+        let extra = self
+            .config_maps
+            .values()
+            .into_iter()
+            .filter(|c| c.namespace == ns && c.owner.as_deref() == Some(owner.as_str()));
+        for cm in extra_cms.iter().cloned().chain(extra) {
             if !config_maps.iter().any(|c| c.name == cm.name) {
-                config_maps.push(cm.clone());
+                config_maps.push(cm);
             }
         }
+        let orphans = self.orphans(&owner, &deployments)?;
+        Ok(Seen {
+            deployments,
+            config_maps,
+            orphans,
+        })
+    }
+
+    /// Owners named on these Deployments, other than `owner`, whose
+    /// OpenMedModel is gone: not in the cache and confirmed by a read.
+    fn orphans(&self, owner: &str, deployments: &[DeploymentView]) -> Result<Vec<String>, Error> {
+        let mut out = Vec::new();
+        let named = deployments
+            .iter()
+            .flat_map(|d| [d.owner.clone(), d.template_owner.clone()])
+            .flatten();
+        for other in named {
+            if other == owner || out.contains(&other) {
+                continue;
+            }
+            let Some((ns, name)) = other.split_once('/') else {
+                continue;
+            };
+            let key = (ns.to_string(), name.to_string());
+            if ns.is_empty() || name.is_empty() || self.models.contains(&key) {
+                continue;
+            }
+            let path = ResourcePath::object(crate::model::RESOURCE, Some(ns), name)?;
+            match self.client.get(&path) {
+                Err(e) if e.is_not_found() => out.push(other),
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
+        }
+        Ok(out)
+    }
+
+    fn pass(&self, model: &ModelView, extra_cms: &mut Vec<ConfigMapView>) -> Result<Pass, Error> {
+        if self.is_behind(model) {
+            // An older view than one already acted on (a lagging watch):
+            // read the model afresh rather than apply an older spec (9.17).
+            self.refresh_model(model)?;
+            return Ok(Pass::Replan);
+        }
+        let seen = self.observe(model, extra_cms)?;
         let now = crate::time::now();
-        let p = plan(Observed {
-            model,
-            deployments: &deployments,
-            config_maps: &config_maps,
-            now: &now,
-        });
+        let obs = seen.observed(model, &now);
+        let p = plan(obs);
         if p.is_noop() {
             return Ok(Pass::Done(Outcome::Unchanged));
         }
+        match self.carry_out(model, &p, extra_cms, &now) {
+            Ok(pass) => Ok(pass),
+            Err(Failed::Api(e)) => Err(e),
+            Err(Failed::Refused(what, e)) => {
+                // A write the API refuses every time (9.19): say so in status,
+                // then back off (the caller's error) instead of retrying at once.
+                let refused = plan_refused(obs, what, &e.to_string());
+                self.carry_out(model, &refused, extra_cms, &now)
+                    .map_err(Failed::into_error)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// A view of `model` older than one a previous pass acted on.
+    fn is_behind(&self, model: &ModelView) -> bool {
+        lock(&self.acted)
+            .get(&(model.namespace.clone(), model.name.clone()))
+            .is_some_and(|(uid, g)| *uid == model.uid && model.generation < *g)
+    }
+
+    fn remember_acted(&self, model: &ModelView) {
+        let k = (model.namespace.clone(), model.name.clone());
+        let mut acted = lock(&self.acted);
+        let newer = acted
+            .get(&k)
+            .is_none_or(|(uid, g)| *uid != model.uid || model.generation > *g);
+        if newer {
+            acted.insert(k, (model.uid.clone(), model.generation));
+        }
+    }
+
+    /// Carry a plan out: its writes in order, then the status, then Events.
+    fn carry_out(
+        &self,
+        model: &ModelView,
+        p: &Plan,
+        extra_cms: &mut Vec<ConfigMapView>,
+        now: &str,
+    ) -> Result<Pass, Failed> {
+        let ns = model.namespace.as_str();
         let who = model.owner();
         let model_path = ResourcePath::object(crate::model::RESOURCE, Some(ns), &model.name)?;
         let mut rv = model.resource_version.clone();
         let mut patched_gen = None;
+        if !p.writes.is_empty() {
+            self.remember_acted(model);
+        }
         for w in &p.writes {
             match w {
                 Write::AddFinalizer { finalizers } | Write::RemoveFinalizers { finalizers } => {
@@ -193,37 +348,18 @@ impl Ctx {
                     log::info!("{who}: finalizer {what}");
                 }
                 Write::CreateConfigMap { body } => {
-                    let name = body["metadata"]["name"].as_str().unwrap_or("");
-                    match self
-                        .client
-                        .create(&ResourcePath::collection(CONFIG_MAPS, Some(ns))?, body)
-                    {
-                        Ok(resp) => {
-                            self.remember_cm(&resp);
-                            log::info!("{who}: created ConfigMap {name}");
-                        }
-                        // The ConfigMap cache holds only ConfigMaps with our
-                        // label: one without it exists. Plan again with it.
-                        Err(e) if e.is_already_exists() => {
-                            let found = self.client.get(&ResourcePath::object(
-                                CONFIG_MAPS,
-                                Some(ns),
-                                name,
-                            )?)?;
-                            if let Some(cm) = ConfigMapView::from_json(&found) {
-                                extra_cms.retain(|c| c.name != cm.name);
-                                extra_cms.push(cm);
-                            }
-                            return Ok(Pass::Replan);
-                        }
-                        Err(e) => return Err(e),
+                    if let Some(cm) = self.create_config_map(ns, body, &who)? {
+                        extra_cms.retain(|c| c.name != cm.name);
+                        extra_cms.push(cm);
+                        return Ok(Pass::Replan);
                     }
                 }
                 Write::PatchConfigMap { name, body } => {
                     let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
-                    let resp =
-                        self.client
-                            .patch(&path, PatchType::Merge, body, Retry::Idempotent)?;
+                    let resp = self
+                        .client
+                        .patch(&path, PatchType::Merge, body, Retry::Idempotent)
+                        .map_err(|e| Failed::of(e, Refused::ConfigMap))?;
                     self.remember_cm(&resp);
                     log::info!("{who}: updated ConfigMap {name}");
                 }
@@ -233,9 +369,10 @@ impl Ctx {
                     sets_target,
                 } => {
                     let path = ResourcePath::object(DEPLOYMENTS, Some(ns), name)?;
-                    let resp =
-                        self.client
-                            .patch(&path, PatchType::Strategic, body, Retry::Idempotent)?;
+                    let resp = self
+                        .client
+                        .patch(&path, PatchType::Strategic, body, Retry::Idempotent)
+                        .map_err(|e| Failed::of(e, Refused::Deployment))?;
                     if *sets_target {
                         patched_gen = resp["metadata"]["generation"].as_i64();
                     }
@@ -246,17 +383,7 @@ impl Ctx {
                     );
                 }
                 Write::DeleteConfigMap { name, uid } => {
-                    let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
-                    let pre = Preconditions {
-                        uid: Some(uid.clone()),
-                        resource_version: None,
-                    };
-                    match self.client.delete(&path, Some(&pre)) {
-                        Ok(_) => log::info!("{who}: deleted ConfigMap {name}"),
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => return Err(e),
-                    }
-                    self.config_maps.remove(&(ns.to_string(), name.clone()));
+                    self.delete_config_map(ns, name, uid, &who)?
                 }
             }
         }
@@ -268,14 +395,58 @@ impl Ctx {
                 Retry::Write,
             )?;
             self.remember_model(&resp);
+            self.remember_acted(model);
             if let Some(phase) = body["status"]["phase"].as_str() {
                 log::info!("{who}: phase {phase}");
             }
         }
         for e in p.events_to_post(patched_gen) {
-            self.post_event(model, e.reason, &e.message, &now);
+            self.post_event(model, e.reason, &e.message, now);
         }
         Ok(Pass::Done(Outcome::Applied))
+    }
+
+    /// Create the ConfigMap. `Some(found)` when one of that name exists that
+    /// the caches (which hold only ours) did not know: plan again with it.
+    fn create_config_map(
+        &self,
+        ns: &str,
+        body: &Value,
+        who: &str,
+    ) -> Result<Option<ConfigMapView>, Failed> {
+        let name = body["metadata"]["name"].as_str().unwrap_or("");
+        match self
+            .client
+            .create(&ResourcePath::collection(CONFIG_MAPS, Some(ns))?, body)
+        {
+            Ok(resp) => {
+                self.remember_cm(&resp);
+                log::info!("{who}: created ConfigMap {name}");
+                Ok(None)
+            }
+            Err(e) if e.is_already_exists() => {
+                let found = self
+                    .client
+                    .get(&ResourcePath::object(CONFIG_MAPS, Some(ns), name)?)?;
+                Ok(ConfigMapView::from_json(&found))
+            }
+            Err(e) => Err(Failed::of(e, Refused::ConfigMap)),
+        }
+    }
+
+    fn delete_config_map(&self, ns: &str, name: &str, uid: &str, who: &str) -> Result<(), Failed> {
+        let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
+        let pre = Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        };
+        match self.client.delete(&path, Some(&pre)) {
+            Ok(_) => log::info!("{who}: deleted ConfigMap {name}"),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.config_maps.remove(&(ns.to_string(), name.to_string()));
+        Ok(())
     }
 
     /// Post an Event. Its name is fixed by (resource, reason, generation),

@@ -156,6 +156,13 @@ impl Error {
         self.api().and_then(|a| a.retry_after)
     }
 
+    /// A refusal that retrying will not cure (9.19): a 4xx other than
+    /// 401 (credentials rotate), 404 (the object went), 408, 409, 410 and 429.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self.api(), Some(a) if (400..500).contains(&a.code)
+            && !matches!(a.code, 401 | 404 | 408 | 409 | 410 | 429))
+    }
+
     /// Worth another try for a read: throttling, server trouble, network trouble.
     pub fn is_transient(&self) -> bool {
         match self {

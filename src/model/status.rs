@@ -43,7 +43,8 @@ vocabulary!(
         RollbackInProgress, RolledBack, RolloutFailed, ProgressDeadlineExceeded, RollbackDisabled,
         RolloutSucceeded, RolloutComplete, Healthy, RolloutInProgress, DeploymentProgressing,
         RollbackFailed, RollbackComplete, DesiredVersionFailed, RollbackSucceeded, RolloutStarted,
-        SpecChanged, InitialRollout, DriftCorrected,
+        SpecChanged, InitialRollout, DriftCorrected, TargetPaused, TargetPatchRejected,
+        ConfigMapRejected, TargetRecreated,
     }
 );
 
@@ -52,7 +53,8 @@ vocabulary!(
     EventReason {
         TargetNotFound, ContainerNotFound, TargetConflict, ConfigMapConflict, RollbackRejected,
         RollbackStarted, RolloutStarted, RolloutFailed, RolloutSucceeded, RollbackFailed,
-        RollbackSucceeded, ModelRemoved, ModelRemovalSkipped,
+        RollbackSucceeded, ModelRemoved, ModelRemovalSkipped, TargetPatchRejected,
+        ConfigMapRejected, TargetReleased, TargetAdopted,
     }
 );
 
@@ -69,6 +71,8 @@ impl EventReason {
                 | EventReason::RolloutFailed
                 | EventReason::RollbackFailed
                 | EventReason::ModelRemovalSkipped
+                | EventReason::TargetPatchRejected
+                | EventReason::ConfigMapRejected
         )
     }
 }
@@ -84,6 +88,7 @@ pub enum Field {
     ManifestHash,
     AppliedSpecHash,
     TargetDeploymentGeneration,
+    TargetDeploymentUid,
     FailedSpecHash,
     LastSuccessfulSpec,
     PreviousSuccessfulSpec,
@@ -104,6 +109,7 @@ impl Field {
             Field::ManifestHash => "manifestHash",
             Field::AppliedSpecHash => "appliedSpecHash",
             Field::TargetDeploymentGeneration => "targetDeploymentGeneration",
+            Field::TargetDeploymentUid => "targetDeploymentUID",
             Field::FailedSpecHash => "failedSpecHash",
             Field::LastSuccessfulSpec => "lastSuccessfulSpec",
             Field::PreviousSuccessfulSpec => "previousSuccessfulSpec",
@@ -115,20 +121,61 @@ impl Field {
     }
 }
 
+/// A condition's status: True, False, or Unknown (a judgement the operator
+/// cannot make yet, such as a rollout on a paused Deployment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CondStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl CondStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CondStatus::True => "True",
+            CondStatus::False => "False",
+            CondStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+impl From<bool> for CondStatus {
+    fn from(b: bool) -> CondStatus {
+        if b {
+            CondStatus::True
+        } else {
+            CondStatus::False
+        }
+    }
+}
+
 /// One condition as the plan wants it; lastTransitionTime is decided on merge.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cond {
-    pub status: bool,
+    pub status: CondStatus,
     pub reason: Reason,
     pub message: String,
 }
 
-pub fn cond(status: bool, reason: Reason, message: impl Into<String>) -> Cond {
+pub fn cond(status: impl Into<CondStatus>, reason: Reason, message: impl Into<String>) -> Cond {
     Cond {
-        status,
+        status: status.into(),
         reason,
         message: message.into(),
     }
+}
+
+/// The longest message copied into status or an Event (contract 9.15).
+pub const MAX_MESSAGE: usize = 1024;
+
+/// `s` cut to `max` characters, with `...` marking a cut.
+pub fn bounded(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let kept: String = s.chars().take(max.saturating_sub(3)).collect();
+    format!("{kept}...")
 }
 
 /// The status document: the observed status, edited field by field, so
@@ -210,7 +257,7 @@ impl StatusDoc {
             .unwrap_or_default();
         let mut out = Vec::with_capacity(4);
         for (ty, c) in ConditionType::ALL.iter().zip(conds) {
-            let status = if c.status { "True" } else { "False" };
+            let status = c.status.as_str();
             let prev = old.iter().find(|o| o["type"] == ty.as_str());
             let unchanged = prev
                 .map(|p| {
@@ -268,6 +315,16 @@ impl StatusDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_strings_are_cut_and_marked() {
+        assert_eq!(bounded("short", 10), "short");
+        let long = "x".repeat(2000);
+        let cut = bounded(&long, MAX_MESSAGE);
+        assert_eq!(cut.chars().count(), MAX_MESSAGE);
+        assert!(cut.ends_with("..."));
+        assert_eq!(bounded("ééééé", 4), "é...");
+    }
 
     #[test]
     fn vocabulary_round_trips() {

@@ -52,36 +52,48 @@ pub fn plan_delete(obs: Observed<'_>) -> Plan {
     let owner = m.owner();
     let mut skipped = Vec::new();
     let mut removed = Vec::new();
-    if let Some(d) = obs.deployments.iter().find(|d| d.name == s.target.name) {
-        if judge::deployment_owned_by(d, &owner) {
-            let container = d
-                .container(&s.target.container_name)
-                .map(|c| c.name.as_str());
-            plan.writes.push(Write::PatchDeployment {
-                name: d.name.clone(),
-                body: patches::deployment_decommission(container),
-                sets_target: false,
-            });
-            removed.push(format!("model pointer removed from Deployment {}", d.name));
-        } else if judge::deployment_foreign(d, &owner) {
+    match obs.deployments.iter().find(|d| d.name == s.target.name) {
+        Some(d)
+            if judge::deployment_foreign(d, &owner) && !judge::deployment_owned_by(d, &owner) =>
+        {
             skipped.push(format!(
                 "Deployment {} belongs to another OpenMedModel",
                 d.name
             ));
         }
+        _ => {}
     }
-    if let Some(cm) = obs
-        .config_maps
+    // Every Deployment this owner still claims is handed back (9.16): the
+    // target of the spec being cleaned up, and any it was retargeted from.
+    for d in obs
+        .deployments
         .iter()
-        .find(|c| c.name == s.manifest_config_map_name)
+        .filter(|d| judge::deployment_owned_by(d, &owner))
     {
+        let body = if d.name == s.target.name {
+            let container = d
+                .container(&s.target.container_name)
+                .map(|c| c.name.as_str());
+            patches::deployment_decommission(container)
+        } else {
+            patches::deployment_release(d)
+        };
+        plan.writes.push(Write::PatchDeployment {
+            name: d.name.clone(),
+            body,
+            sets_target: false,
+        });
+        removed.push(format!("model pointer removed from Deployment {}", d.name));
+    }
+    for cm in obs.config_maps {
+        let named = cm.name == s.manifest_config_map_name;
         if judge::cm_fully_ours(cm, m) {
             plan.writes.push(Write::DeleteConfigMap {
                 name: cm.name.clone(),
                 uid: cm.uid.clone(),
             });
             removed.push(format!("ConfigMap {} deleted", cm.name));
-        } else {
+        } else if named {
             skipped.push(format!(
                 "ConfigMap {} is not owned by this resource",
                 cm.name

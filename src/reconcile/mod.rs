@@ -9,4 +9,4 @@ pub mod patches;
 pub mod plan;
 
 pub use observed::{ConfigMapView, DeploymentView, ModelView};
-pub use plan::{lookups, plan, EventSpec, Lookups, Observed, Plan, Write};
+pub use plan::{lookups, plan, plan_refused, EventSpec, Lookups, Observed, Plan, Refused, Write};

@@ -107,6 +107,9 @@ pub struct DeploymentView {
     pub owner: Option<String>,
     pub replicas: Option<i64>,
     pub progress_deadline_seconds: Option<i64>,
+    pub min_ready_seconds: i64,
+    /// `spec.paused`: Kubernetes neither rolls out nor judges the deadline.
+    pub paused: bool,
     pub strategy_type: Option<String>,
     pub max_unavailable: Option<Value>,
     pub max_surge: Option<Value>,
@@ -168,6 +171,8 @@ impl DeploymentView {
             owner: annotation(v, OWNER_ANNOTATION),
             replicas: spec["replicas"].as_i64(),
             progress_deadline_seconds: spec["progressDeadlineSeconds"].as_i64(),
+            min_ready_seconds: spec["minReadySeconds"].as_i64().unwrap_or(0),
+            paused: spec["paused"].as_bool().unwrap_or(false),
             strategy_type: s(&spec["strategy"]["type"]),
             max_unavailable: spec["strategy"]["rollingUpdate"]
                 .get("maxUnavailable")

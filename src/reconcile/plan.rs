@@ -5,7 +5,9 @@ use super::judge::{self, cm_ours};
 use super::observed::{ConfigMapView, DeploymentView, ModelView};
 use super::patches;
 use crate::model::spec::DesiredSpec;
-use crate::model::status::{cond, Cond, EventReason, Field, Phase, Reason, StatusDoc};
+use crate::model::status::{
+    bounded, cond, Cond, CondStatus, EventReason, Field, Phase, Reason, StatusDoc, MAX_MESSAGE,
+};
 use crate::model::{validate, FINALIZER, KOPF_FINALIZER};
 use serde_json::{json, Value};
 
@@ -16,6 +18,10 @@ pub struct Observed<'a> {
     pub model: &'a ModelView,
     pub deployments: &'a [DeploymentView],
     pub config_maps: &'a [ConfigMapView],
+    /// Owners (`<namespace>/<name>`) named on observed Deployments that are
+    /// confirmed to exist no more: their Deployments are orphans, adopted
+    /// rather than reported as a conflict (9.16).
+    pub orphans: &'a [String],
     /// RFC 3339 UTC, seconds.
     pub now: &'a str,
 }
@@ -181,6 +187,16 @@ enum Block {
     ContainerNotFound(String, String),
     TargetConflict(String, String),
     ConfigMapConflict(String),
+    /// A write the API refuses every time, or one the operator knows it
+    /// would refuse (9.19): the message says why.
+    Refused(Refused, String),
+}
+
+/// Which write was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Deployment,
+    ConfigMap,
 }
 
 impl Block {
@@ -193,6 +209,13 @@ impl Block {
             Block::TargetConflict(..) => (Reason::TargetConflict, EventReason::TargetConflict),
             Block::ConfigMapConflict(_) => {
                 (Reason::ConfigMapConflict, EventReason::ConfigMapConflict)
+            }
+            Block::Refused(Refused::Deployment, _) => (
+                Reason::TargetPatchRejected,
+                EventReason::TargetPatchRejected,
+            ),
+            Block::Refused(Refused::ConfigMap, _) => {
+                (Reason::ConfigMapRejected, EventReason::ConfigMapRejected)
             }
         }
     }
@@ -209,6 +232,7 @@ impl Block {
                     "ConfigMap {ns}/{c} exists and belongs to someone else; it is left untouched"
                 )
             }
+            Block::Refused(_, why) => bounded(why, MAX_MESSAGE),
         }
     }
 }
@@ -218,6 +242,11 @@ struct Pass<'a> {
     m: &'a ModelView,
     owner: String,
     plan: Plan,
+    /// A refusal the shell met carrying out the previous plan.
+    refusal: Option<Block>,
+    /// The Deployment and ConfigMap this pass keeps serving; every other
+    /// one this owner still claims is released (9.16).
+    kept: Option<(String, String)>,
 }
 
 const NO_ROLLBACK: &str = "no rollback requested";
@@ -237,6 +266,9 @@ impl<'a> Pass<'a> {
     }
 
     fn blocked(&self, s: &DesiredSpec) -> Option<Block> {
+        if let Some(r) = &self.refusal {
+            return Some(r.clone());
+        }
         let Some(d) = self.obs.deployment(&s.target.name) else {
             return Some(Block::TargetNotFound(s.target.name.clone()));
         };
@@ -246,14 +278,16 @@ impl<'a> Pass<'a> {
                 s.target.container_name.clone(),
             ));
         }
-        if judge::deployment_foreign(d, &self.owner) {
-            let other = [d.owner.as_deref(), d.template_owner.as_deref()]
-                .into_iter()
-                .flatten()
-                .find(|o| *o != self.owner)
-                .unwrap_or("")
-                .to_string();
+        if let Some(other) = self.foreign_owner(d) {
             return Some(Block::TargetConflict(d.name.clone(), other));
+        }
+        let deadline = s.rollout.progress_deadline_seconds;
+        if d.min_ready_seconds >= deadline {
+            let why = format!(
+                "Deployment {}/{} has minReadySeconds {}, which must be less than progressDeadlineSeconds {deadline}: the API server would refuse the patch",
+                d.namespace, d.name, d.min_ready_seconds
+            );
+            return Some(Block::Refused(Refused::Deployment, why));
         }
         match self.obs.config_map(&s.manifest_config_map_name) {
             Some(cm) if !cm_ours(cm, self.m) => Some(Block::ConfigMapConflict(cm.name.clone())),
@@ -261,8 +295,19 @@ impl<'a> Pass<'a> {
         }
     }
 
+    /// Another OpenMedModel named on the Deployment that still exists; an
+    /// owner confirmed gone leaves an orphan, which is adopted.
+    fn foreign_owner(&self, d: &DeploymentView) -> Option<String> {
+        [d.owner.as_deref(), d.template_owner.as_deref()]
+            .into_iter()
+            .flatten()
+            .find(|o| !o.is_empty() && *o != self.owner && !self.obs.orphans.iter().any(|x| x == o))
+            .map(str::to_string)
+    }
+
     /// Steps 2-4 (and the foreign ConfigMap of 9.2): report the block.
     fn report_block(&mut self, b: Block) {
+        self.kept = None;
         let (reason, event) = b.reason();
         let msg = b.message(&self.m.namespace);
         let phase = if matches!(b, Block::TargetNotFound(_)) {
@@ -294,19 +339,41 @@ impl<'a> Pass<'a> {
             }
             Some(_) => {}
         }
-        match self.obs.deployment(&s.target.name) {
-            Some(d) if !judge::needs_apply(d, s, &self.owner) => {
-                self.plan.target = TargetGen::Known(d.generation)
-            }
-            _ => {
-                self.plan.writes.push(Write::PatchDeployment {
-                    name: s.target.name.clone(),
-                    body: patches::deployment_apply(self.m, s),
-                    sets_target: true,
-                });
-                self.plan.target = TargetGen::FromPatch;
-            }
+        let Some(d) = self.obs.deployment(&s.target.name) else {
+            return;
+        };
+        self.plan
+            .new
+            .set(Field::TargetDeploymentUid, json!(d.uid.clone()));
+        self.kept = Some((s.target.name.clone(), s.manifest_config_map_name.clone()));
+        if let Some(orphan) = self.orphaned_owner(d) {
+            self.event(
+                EventReason::TargetAdopted,
+                format!(
+                    "Deployment {} named OpenMedModel {orphan}, which no longer exists; adopted",
+                    d.name
+                ),
+            );
         }
+        if judge::needs_apply(d, s, &self.owner) {
+            self.plan.writes.push(Write::PatchDeployment {
+                name: s.target.name.clone(),
+                body: patches::deployment_apply(self.m, s),
+                sets_target: true,
+            });
+            self.plan.target = TargetGen::FromPatch;
+        } else {
+            self.plan.target = TargetGen::Known(d.generation);
+        }
+    }
+
+    /// The gone owner this Deployment still names, if any.
+    fn orphaned_owner(&self, d: &DeploymentView) -> Option<String> {
+        [d.owner.as_deref(), d.template_owner.as_deref()]
+            .into_iter()
+            .flatten()
+            .find(|o| *o != self.owner && self.obs.orphans.iter().any(|x| x == o))
+            .map(str::to_string)
     }
 
     /// "Starting a rollout".
@@ -414,6 +481,9 @@ impl<'a> Pass<'a> {
         let Some(d) = self.obs.deployment(&r.target.name) else {
             return;
         };
+        self.kept = Some((r.target.name.clone(), r.manifest_config_map_name.clone()));
+        let recreated = recreated(&self.plan.old, d);
+        self.record_uid(&self.plan.old.clone(), d);
         let why = if manual {
             format!(
                 "{} is not serving: manual rollback to {}",
@@ -424,7 +494,7 @@ impl<'a> Pass<'a> {
         };
         self.plan.new.set_phase(Phase::RolledBack);
         self.set_str(Field::ActiveVersion, &r.version);
-        if judge::failed(d, gen) {
+        if !recreated && !d.paused && judge::failed(d, gen) {
             self.plan.new.set_phase(Phase::Failed);
             self.rollback_failed_conds(&r.version, &r.target.name);
             self.event(
@@ -442,7 +512,7 @@ impl<'a> Pass<'a> {
                 .config_map(&r.manifest_config_map_name)
                 .map(|cm| !judge::cm_content_matches(cm, &r))
                 .unwrap_or(true);
-        if !drifted && judge::ready(d, r.replicas, gen) {
+        if !recreated && !drifted && judge::ready(d, r.replicas, gen) {
             self.conds([
                 cond(
                     false,
@@ -470,21 +540,27 @@ impl<'a> Pass<'a> {
             );
             return;
         }
-        if drifted {
-            // Someone changed what the rollback wrote: write it again.
+        if drifted || recreated {
+            // Someone changed what the rollback wrote, or the Deployment
+            // was created again: write it again and judge it afresh.
             self.apply(&r);
         }
+        let progressing = if d.paused {
+            paused_cond(d, &r.version)
+        } else {
+            cond(
+                true,
+                Reason::RollbackInProgress,
+                format!("rolling back Deployment {} to {}", r.target.name, r.version),
+            )
+        };
         self.conds([
             cond(
                 false,
                 Reason::RolledBack,
                 format!("rolling back to {}", r.version),
             ),
-            cond(
-                true,
-                Reason::RollbackInProgress,
-                format!("rolling back Deployment {} to {}", r.target.name, r.version),
-            ),
+            progressing,
             cond(true, Reason::DesiredVersionFailed, why),
             cond(
                 false,
@@ -640,9 +716,19 @@ impl<'a> Pass<'a> {
         let Some(d) = self.obs.deployment(&s.target.name) else {
             return;
         };
+        // 9.18: a Deployment deleted and created again is a new target.
+        if recreated(&old, d) {
+            self.start_rollout(&s, &hash, Reason::TargetRecreated);
+            return;
+        }
+        self.kept = Some((s.target.name.clone(), s.manifest_config_map_name.clone()));
+        self.record_uid(&old, d);
         let gen = old.int(Field::TargetDeploymentGeneration).unwrap_or(0);
-        // 8. The rollout failed.
-        if old.get(Field::TargetDeploymentGeneration).is_some() && judge::failed(d, gen) {
+        // 8. The rollout failed (a paused Deployment's deadline is not judged).
+        if old.get(Field::TargetDeploymentGeneration).is_some()
+            && !d.paused
+            && judge::failed(d, gen)
+        {
             self.event(
                 EventReason::RolloutFailed,
                 format!(
@@ -740,12 +826,9 @@ impl<'a> Pass<'a> {
             return;
         }
         self.plan.new.set_phase(Phase::RollingOut);
-        self.conds([
-            cond(
-                false,
-                Reason::RolloutInProgress,
-                format!("rolling out {}", s.version),
-            ),
+        let progressing = if d.paused {
+            paused_cond(d, &s.version)
+        } else {
             cond(
                 true,
                 Reason::DeploymentProgressing,
@@ -753,11 +836,28 @@ impl<'a> Pass<'a> {
                     "waiting for Deployment {} to roll out {}",
                     s.target.name, s.version
                 ),
+            )
+        };
+        self.conds([
+            cond(
+                false,
+                Reason::RolloutInProgress,
+                format!("rolling out {}", s.version),
             ),
+            progressing,
             cond(false, Reason::Healthy, "no failure"),
             cond(false, Reason::NotRequested, NO_ROLLBACK),
         ]);
         self.claim_if_needed(d);
+    }
+
+    /// Status from before 9.18 has no target uid: record the one judged.
+    fn record_uid(&mut self, old: &StatusDoc, d: &DeploymentView) {
+        if old.get(Field::TargetDeploymentUid).is_none() && !d.uid.is_empty() {
+            self.plan
+                .new
+                .set(Field::TargetDeploymentUid, json!(d.uid.clone()));
+        }
     }
 
     /// A Deployment we own but have not labelled (adopted from the
@@ -775,6 +875,58 @@ impl<'a> Pass<'a> {
                 sets_target: false,
             });
         }
+    }
+
+    /// Release every Deployment this owner still claims but no longer
+    /// serves from, after the kept one is applied and only if it still
+    /// carries this owner; delete our ConfigMaps nothing refers to any more.
+    fn release_others(&mut self) {
+        let Some((keep_d, keep_cm)) = self.kept.clone() else {
+            return;
+        };
+        let stale: Vec<&DeploymentView> = self
+            .obs
+            .deployments
+            .iter()
+            .filter(|d| d.name != keep_d && judge::deployment_owned_by(d, &self.owner))
+            .collect();
+        for d in &stale {
+            self.plan.writes.push(Write::PatchDeployment {
+                name: d.name.clone(),
+                body: patches::deployment_release(d),
+                sets_target: false,
+            });
+            self.plan.push_event(
+                EventReason::TargetReleased,
+                format!("Deployment {} is no longer the target; released", d.name),
+            );
+        }
+        // Whether a Deployment will still point at `cm` after this pass: not
+        // the kept one (it points at `keep_cm` once applied), not a released one.
+        let referenced = |cm: &str| {
+            self.obs.deployments.iter().any(|d| {
+                d.name != keep_d
+                    && !stale.iter().any(|s| s.name == d.name)
+                    && d.containers.iter().any(|c| {
+                        c.preload
+                            .as_ref()
+                            .and_then(|e| e.config_map_ref.as_ref())
+                            .is_some_and(|(n, _)| n == cm)
+                    })
+            })
+        };
+        let doomed: Vec<Write> = self
+            .obs
+            .config_maps
+            .iter()
+            .filter(|c| c.name != keep_cm && judge::cm_fully_ours(c, self.m))
+            .filter(|c| !referenced(&c.name))
+            .map(|c| Write::DeleteConfigMap {
+                name: c.name.clone(),
+                uid: c.uid.clone(),
+            })
+            .collect();
+        self.plan.writes.extend(doomed);
     }
 
     /// Keep a finalizer on every resource the operator acts on, added
@@ -797,6 +949,25 @@ impl<'a> Pass<'a> {
     }
 }
 
+/// The Deployment's uid differs from the one status recorded (9.18).
+fn recreated(old: &StatusDoc, d: &DeploymentView) -> bool {
+    old.str(Field::TargetDeploymentUid)
+        .is_some_and(|u| !d.uid.is_empty() && u != d.uid)
+}
+
+/// Progressing=Unknown while the target is paused (9.20): Kubernetes
+/// neither rolls out nor judges the deadline until it is resumed.
+fn paused_cond(d: &DeploymentView, version: &str) -> Cond {
+    cond(
+        CondStatus::Unknown,
+        Reason::TargetPaused,
+        format!(
+            "Deployment {} is paused; the rollout of {version} waits for `kubectl rollout resume deployment/{}`",
+            d.name, d.name
+        ),
+    )
+}
+
 fn is_block_reason(r: Option<Reason>) -> bool {
     matches!(
         r,
@@ -807,12 +978,24 @@ fn is_block_reason(r: Option<Reason>) -> bool {
                 | Reason::ConfigMapConflict
                 | Reason::RollbackTargetUnavailable
                 | Reason::InvalidSpec
+                | Reason::TargetPatchRejected
+                | Reason::ConfigMapRejected
         )
     )
 }
 
 /// The plan for one pass over `obs.model`.
 pub fn plan(obs: Observed<'_>) -> Plan {
+    plan_with(obs, None)
+}
+
+/// The plan after the API refused a write of the last plan with an error
+/// retrying will not cure (9.19): the block is reported with the API's words.
+pub fn plan_refused(obs: Observed<'_>, what: Refused, message: &str) -> Plan {
+    plan_with(obs, Some(Block::Refused(what, message.to_string())))
+}
+
+fn plan_with(obs: Observed<'_>, refusal: Option<Block>) -> Plan {
     if obs.model.deleting {
         return super::delete::plan_delete(obs);
     }
@@ -822,8 +1005,11 @@ pub fn plan(obs: Observed<'_>) -> Plan {
         m: obs.model,
         owner: obs.model.owner(),
         plan: Plan::bare(old),
+        refusal,
+        kept: None,
     };
     pass.run();
+    pass.release_others();
     pass.ensure_finalizer();
     pass.plan
 }

@@ -7,6 +7,7 @@ use crate::http::{ChunkWriter, HttpServer, Request, Response};
 use crate::kinds::FieldValidation;
 use crate::patch;
 use crate::resources::{Registry, ResourceDef};
+use crate::scale;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{EvKind, HistEvent, Preconditions, Propagation, Store};
 use crate::table;
@@ -375,10 +376,16 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
     let ns = res.ns.clone().unwrap_or_default();
     let def = res.def.clone();
     let fv = FieldValidation::parse(req.q("fieldValidation"));
+    if let (Some("scale"), Some(name)) = (res.sub.as_deref(), &res.name) {
+        if def.scale_subresource {
+            return serve_scale(shared, req, &def, &ns, name, now);
+        }
+    }
     match (req.method.as_str(), &res.name) {
         ("GET", None) if is_watch(req) => watch(shared, req, res),
         ("GET", None) => list(shared, req, &res),
         ("GET", Some(name)) => {
+            sub_is_status(&res)?;
             let st = lock(&shared.store);
             let obj = st
                 .get(&def, &ns, name)
@@ -410,26 +417,12 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
         ("PATCH", Some(name)) => {
             let status_only = sub_is_status(&res)?;
             let body = parse_body(req)?;
-            let ct = req
-                .header("content-type")
-                .unwrap_or("")
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_string();
+            let ct = content_type(req);
             let w = shared.write(|st| {
-                let current = st.get(&def, &ns, name).ok_or_else(|| ApiErr::not_found(&def, name))?;
-                let patched = match ct.as_str() {
-                    "application/merge-patch+json" => Ok(patch::merge_patch(&current, &body)),
-                    "application/strategic-merge-patch+json" if !def.custom => patch::strategic_merge(&current, &body).map_err(|e| ApiErr::new(422, "Invalid", e)),
-                    "application/json-patch+json" => patch::json_patch(&current, &body).map_err(|e| ApiErr::new(422, "Invalid", e)),
-                    _ => Err(ApiErr::new(
-                        415,
-                        "UnsupportedMediaType",
-                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
-                    )),
-                }?;
+                let current = st
+                    .get(&def, &ns, name)
+                    .ok_or_else(|| ApiErr::not_found(&def, name))?;
+                let patched = apply_patch(&ct, &current, &body, def.custom)?;
                 st.update(&def, &ns, name, patched, status_only, fv, false, now)
             })?;
             Ok(with_warnings(ok(200, &present(&w.obj, &res)), &w.warnings))
@@ -497,6 +490,85 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
             ),
         )),
     }
+}
+
+/// The media type of the body, without parameters.
+fn content_type(req: &Request) -> String {
+    req.header("content-type")
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// A PATCH body of media type `ct` applied to `current` (strategic merge
+/// only for built-in kinds: a 415 for custom resources).
+fn apply_patch(ct: &str, current: &Value, body: &Value, custom: bool) -> Result<Value, ApiErr> {
+    let invalid = |e: String| ApiErr::new(422, "Invalid", e);
+    match ct {
+        "application/merge-patch+json" => Ok(patch::merge_patch(current, body)),
+        "application/strategic-merge-patch+json" if !custom => {
+            patch::strategic_merge(current, body).map_err(invalid)
+        }
+        "application/json-patch+json" => patch::json_patch(current, body).map_err(invalid),
+        _ => Err(ApiErr::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        )),
+    }
+}
+
+/// `ScaleREST` (pkg/registry/apps/deployment/storage/storage.go): `Get`
+/// answers the Deployment as a Scale; `Update` (PUT, and PATCH applied to
+/// the current Scale) writes the Scale's replicas into the Deployment
+/// through the Deployment's own update path (validation, generation, a
+/// `resourceVersion` precondition) and answers the Scale it now has.
+fn serve_scale(
+    shared: &Arc<Shared>,
+    req: &Request,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    now: SystemTime,
+) -> Result<Response, ApiErr> {
+    let method = req.method.as_str();
+    if method == "GET" {
+        let st = lock(&shared.store);
+        let obj = st
+            .get(def, ns, name)
+            .ok_or_else(|| ApiErr::not_found(def, name))?;
+        return Ok(ok(200, &scale::scale_of(&obj)));
+    }
+    if method != "PUT" && method != "PATCH" {
+        return Err(ApiErr::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        ));
+    }
+    let body = parse_body(req)?;
+    let ct = content_type(req);
+    let fv = FieldValidation::parse(req.q("fieldValidation"));
+    let w = shared.write(|st| {
+        let current = st
+            .get(def, ns, name)
+            .ok_or_else(|| ApiErr::not_found(def, name))?;
+        let new_scale = if method == "PUT" {
+            scale::check_body(&body, name)?;
+            body.clone()
+        } else {
+            apply_patch(&ct, &scale::scale_of(&current), &body, false)?
+        };
+        let next = scale::apply(&current, &new_scale, name)?;
+        st.update(def, ns, name, next, false, fv, false, now)
+    })?;
+    Ok(with_warnings(
+        ok(200, &scale::scale_of(&w.obj)),
+        &w.warnings,
+    ))
 }
 
 /// Stores built with `ReturnDeletedObject: true` (pods, namespaces,
@@ -697,6 +769,8 @@ struct WatchSpec {
     output: Output,
     bookmarks: bool,
     deadline: Instant,
+    /// The request path, for the watch-lag fault.
+    path: String,
 }
 
 impl WatchSpec {
@@ -838,6 +912,7 @@ fn watch(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Response, ApiE
         output: output_of(req),
         bookmarks: matches!(req.q("allowWatchBookmarks"), Some("true") | Some("1")),
         deadline: Instant::now() + timeout,
+        path: req.path.clone(),
     };
     let expire = {
         let mut f = lock(&shared.faults);
@@ -904,6 +979,10 @@ fn watch(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Response, ApiE
     })
 }
 
+/// The events of one watch after `cursor`, as they become due: each one
+/// `lag` after it happened (the watch-lag fault; none by default), in
+/// order. The cursor only passes events already sent (or not this watch's),
+/// so a bookmark never carries a resourceVersion past an event held back.
 fn stream_events(
     shared: &Arc<Shared>,
     spec: &WatchSpec,
@@ -913,6 +992,8 @@ fn stream_events(
 ) -> io::Result<()> {
     let cut = || io::Error::new(io::ErrorKind::ConnectionAborted, "watch cut");
     let mut last_bookmark = Instant::now();
+    // When the first event held back by a lag falls due.
+    let mut held: Option<Instant> = None;
     loop {
         if shared.watch_epoch.load(Ordering::SeqCst) != epoch
             || shared.stopping.load(Ordering::SeqCst)
@@ -923,10 +1004,13 @@ fn stream_events(
         if now >= spec.deadline {
             return Ok(());
         }
-        let wait = (spec.deadline - now).min(Duration::from_millis(200));
+        let mut wait = (spec.deadline - now).min(Duration::from_millis(200));
+        if let Some(due) = held {
+            wait = wait.min(due.saturating_duration_since(now));
+        }
         let (events, current) = {
             let mut st = lock(&shared.store);
-            if st.rv <= cursor {
+            if st.rv <= cursor || held.is_some_and(|due| due > now) {
                 st = shared
                     .changed
                     .wait_timeout(st, wait)
@@ -941,14 +1025,23 @@ fn stream_events(
             )))?;
             return Ok(());
         };
-        for ev in &events {
+        let lag = lock(&shared.faults).watch_lag_for(&spec.path);
+        let now = Instant::now();
+        let due_at = |at: Instant| at.checked_add(lag).unwrap_or(spec.deadline);
+        let ready = events.iter().take_while(|e| due_at(e.at) <= now).count();
+        for ev in &events[..ready] {
             if let Some(line) = spec.translate(ev) {
                 w.send(&line)?;
             }
         }
-        cursor = current;
+        held = events.get(ready).map(|e| due_at(e.at));
+        cursor = match (held, events[..ready].last()) {
+            (None, _) => current,
+            (Some(_), Some(last)) => last.rv,
+            (Some(_), None) => cursor,
+        };
         // Every event up to `cursor` has been sent, so a bookmark at it is
-        // never behind an event before it.
+        // never behind an event before it nor ahead of one held back.
         if spec.bookmarks && last_bookmark.elapsed() >= shared.bookmark_interval {
             last_bookmark = Instant::now();
             w.send(&spec.bookmark(cursor, None))?;

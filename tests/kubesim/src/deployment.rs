@@ -193,9 +193,9 @@ pub fn scaled_value(v: &Value, total: i64, round_up: bool) -> i64 {
         Value::Number(n) => n.as_i64().unwrap_or(0),
         Value::String(s) => {
             let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
-            let x = pct * total;
+            let x = pct.saturating_mul(total);
             if round_up {
-                (x + 99).div_euclid(100)
+                x.saturating_add(99).div_euclid(100)
             } else {
                 x.div_euclid(100)
             }

@@ -172,16 +172,27 @@ impl ApiErr {
     }
 
     pub fn invalid(def: &ResourceDef, name: &str, causes: Vec<Cause>) -> ApiErr {
+        ApiErr::invalid_kind(&def.group, &def.kind, name, causes)
+    }
+
+    /// `NewInvalid(schema.GroupKind{Group: group, Kind: kind}, name, errs)`
+    /// for a kind that is not a stored resource (`Scale.autoscaling`).
+    pub fn invalid_kind(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> ApiErr {
         let body = render_causes(&causes);
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
         let mut e = ApiErr::new(
             422,
             "Invalid",
-            format!("{} {name:?} is invalid: {body}", def.qualified_kind()),
+            format!("{qualified} {name:?} is invalid: {body}"),
         );
         e.details = json!({
             "name": name,
-            "group": def.group,
-            "kind": def.kind,
+            "group": group,
+            "kind": kind,
             "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect::<Vec<_>>(),
         });
         e

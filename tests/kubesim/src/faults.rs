@@ -16,10 +16,20 @@ pub struct FailRule {
     pub remaining: u32,
 }
 
+/// Watches whose request path matches `path` deliver each event `lag`
+/// after it happened.
+#[derive(Debug, Clone)]
+pub struct WatchLag {
+    pub pattern: String,
+    pub path: Regex,
+    pub lag: Duration,
+}
+
 #[derive(Debug, Default)]
 pub struct Faults {
     pub rules: Vec<FailRule>,
     pub latency: Duration,
+    pub watch_lags: Vec<WatchLag>,
     /// Answer this many upcoming watches with "too old resource version".
     pub expire_watches: u32,
     /// ... as an in-stream ERROR event rather than an HTTP 410.
@@ -27,6 +37,29 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// Set the lag of watches matching `pattern` (replacing an earlier rule
+    /// with the same pattern); a zero lag removes the rule.
+    pub fn set_watch_lag(&mut self, pattern: &str, path: Regex, lag: Duration) {
+        self.watch_lags.retain(|l| l.pattern != pattern);
+        if !lag.is_zero() {
+            self.watch_lags.push(WatchLag {
+                pattern: pattern.to_string(),
+                path,
+                lag,
+            });
+        }
+    }
+
+    /// The lag of a watch on `path`: the longest of the rules matching it.
+    pub fn watch_lag_for(&self, path: &str) -> Duration {
+        self.watch_lags
+            .iter()
+            .filter(|l| l.path.is_match(path))
+            .map(|l| l.lag)
+            .max()
+            .unwrap_or_default()
+    }
+
     /// The failure the next request must get, if a rule matches it.
     pub fn take_failure(
         &mut self,

@@ -288,46 +288,85 @@ fn default_deployment(obj: &mut Value) {
     }
 }
 
-/// `0`, `3`, `25%`: a non-negative int or a percentage up to 100%.
-fn int_or_percent(v: &Value) -> Option<(bool, u64)> {
-    match v {
-        Value::Number(n) => n.as_u64().map(|x| (false, x)),
-        Value::String(s) => {
-            let n: u64 = s.strip_suffix('%')?.parse().ok()?;
-            (n <= 100).then_some((true, n))
-        }
-        _ => None,
+/// `ValidateNonnegativeField`'s words.
+const NEGATIVE_MSG: &str = "must be greater than or equal to 0";
+
+/// `IsValidPercent`'s words (apimachinery util/validation, `RegexError`).
+const PERCENT_MSG: &str = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
+
+/// `getPercentValue`: the number of a string matching `^[0-9]+%$` (Go's
+/// `Atoi` saturates on overflow).
+fn percent_value(v: &Value) -> Option<i64> {
+    let digits = v.as_str()?.strip_suffix('%')?;
+    let valid = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    valid.then(|| digits.parse().unwrap_or(i64::MAX))
+}
+
+/// `getIntOrPercentValue`: a percentage's number, else `IntValue()` (a
+/// string that is no number reads as 0).
+fn int_or_percent_value(v: &Value) -> i64 {
+    match (percent_value(v), v) {
+        (Some(n), _) => n,
+        (None, Value::String(s)) => s.parse().unwrap_or(0),
+        (None, other) => other.as_i64().unwrap_or(0),
     }
 }
 
+/// `ValidatePositiveIntOrPercent`: a percent string, or an int not below 0.
+fn positive_int_or_percent(v: &Value, path: &str, causes: &mut Vec<Cause>) {
+    match v {
+        Value::String(_) if percent_value(v).is_none() => {
+            causes.push(Cause::invalid(path, v, PERCENT_MSG))
+        }
+        Value::String(_) | Value::Null => {}
+        Value::Number(n) if n.as_i64().is_some() => {
+            if n.as_i64().is_some_and(|x| x < 0) {
+                causes.push(Cause::invalid(path, v, NEGATIVE_MSG));
+            }
+        }
+        _ => causes.push(Cause::invalid(
+            path,
+            v,
+            "must be an integer or percentage (e.g '5%%')",
+        )),
+    }
+}
+
+/// `ValidateNonnegativeField` on an optional integer field of `spec`.
+fn nonnegative(spec: &Value, field: &str, causes: &mut Vec<Cause>) {
+    if let Some(v) = spec.get(field).filter(|v| !v.is_null()) {
+        if v.as_i64().map(|x| x < 0).unwrap_or(true) {
+            causes.push(Cause::invalid(&format!("spec.{field}"), v, NEGATIVE_MSG));
+        }
+    }
+}
+
+/// `ValidateDeploymentSpec` and the update strategy's immutable selector
+/// (pkg/apis/apps/validation/validation.go, pkg/registry/apps/deployment),
+/// in upstream's order: replicas, selector, template, strategy,
+/// minReadySeconds, revisionHistoryLimit, progressDeadlineSeconds.
 fn validate_deployment(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     let spec = &obj["spec"];
     if !spec.is_object() {
         causes.push(Cause::required("spec"));
         return;
     }
-    if let Some(r) = spec.get("replicas") {
-        if r.as_i64().map(|x| x < 0).unwrap_or(true) {
+    nonnegative(spec, "replicas", causes);
+    validate_deployment_selector(spec, causes);
+    validate_containers(spec, causes);
+    validate_deployment_strategy(&spec["strategy"], causes);
+    nonnegative(spec, "minReadySeconds", causes);
+    nonnegative(spec, "revisionHistoryLimit", causes);
+    let min_ready = spec["minReadySeconds"].as_i64().unwrap_or(0);
+    if let Some(pd) = spec.get("progressDeadlineSeconds").filter(|v| !v.is_null()) {
+        nonnegative(spec, "progressDeadlineSeconds", causes);
+        if pd.as_i64().map(|p| p <= min_ready).unwrap_or(true) {
             causes.push(Cause::invalid(
-                "spec.replicas",
-                r,
-                "must be greater than or equal to 0",
+                "spec.progressDeadlineSeconds",
+                pd,
+                "must be greater than minReadySeconds",
             ));
         }
-    }
-    let labels = &spec["template"]["metadata"]["labels"];
-    match spec["selector"]["matchLabels"].as_object() {
-        None if spec["selector"]["matchExpressions"].is_null() => {
-            causes.push(Cause::required("spec.selector"))
-        }
-        Some(ml) if ml.iter().any(|(k, v)| labels.get(k) != Some(v)) => {
-            causes.push(Cause::invalid(
-                "spec.template.metadata.labels",
-                labels,
-                "`selector` does not match template `labels`",
-            ))
-        }
-        _ => {}
     }
     if let Some(old) = old {
         if old["spec"]["selector"] != spec["selector"] {
@@ -338,33 +377,68 @@ fn validate_deployment(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
             ));
         }
     }
-    match spec["template"]["spec"]["containers"].as_array() {
-        Some(cs) if !cs.is_empty() => {
-            let mut seen = Vec::new();
-            for (i, c) in cs.iter().enumerate() {
-                let p = format!("spec.template.spec.containers[{i}]");
-                let name = c["name"].as_str().unwrap_or("");
-                if name.is_empty() {
-                    causes.push(Cause::required(&format!("{p}.name")));
-                } else if !is_dns_label(name) {
-                    causes.push(Cause::invalid(&format!("{p}.name"), &c["name"], "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"));
-                } else if seen.contains(&name) {
-                    causes.push(Cause::new(
-                        format!("{p}.name"),
-                        "FieldValueDuplicate",
-                        format!("Duplicate value: {name:?}"),
-                    ));
-                }
-                seen.push(name);
-                if c["image"].as_str().map(str::is_empty).unwrap_or(true) {
-                    causes.push(Cause::required(&format!("{p}.image")));
-                }
-                validate_env(c, &p, causes);
-            }
-        }
-        _ => causes.push(Cause::required("spec.template.spec.containers")),
+}
+
+/// The selector: required, not empty, matching the template's labels.
+fn validate_deployment_selector(spec: &Value, causes: &mut Vec<Cause>) {
+    let selector = &spec["selector"];
+    let labels = &spec["template"]["metadata"]["labels"];
+    let match_labels = selector["matchLabels"].as_object();
+    let expressions = selector["matchExpressions"].as_array();
+    let empty = match_labels.map_or(0, |m| m.len()) + expressions.map_or(0, Vec::len) == 0;
+    if !selector.is_object() {
+        causes.push(Cause::required("spec.selector"));
+    } else if empty {
+        causes.push(Cause::invalid(
+            "spec.selector",
+            selector,
+            "empty selector is invalid for deployment",
+        ));
     }
-    let strategy = &spec["strategy"];
+    if let Some(ml) = match_labels {
+        if ml.iter().any(|(k, v)| labels.get(k) != Some(v)) {
+            causes.push(Cause::invalid(
+                "spec.template.metadata.labels",
+                labels,
+                "`selector` does not match template `labels`",
+            ));
+        }
+    }
+}
+
+fn validate_containers(spec: &Value, causes: &mut Vec<Cause>) {
+    let Some(cs) = spec["template"]["spec"]["containers"]
+        .as_array()
+        .filter(|cs| !cs.is_empty())
+    else {
+        causes.push(Cause::required("spec.template.spec.containers"));
+        return;
+    };
+    let mut seen = Vec::new();
+    for (i, c) in cs.iter().enumerate() {
+        let p = format!("spec.template.spec.containers[{i}]");
+        let name = c["name"].as_str().unwrap_or("");
+        if name.is_empty() {
+            causes.push(Cause::required(&format!("{p}.name")));
+        } else if !is_dns_label(name) {
+            causes.push(Cause::invalid(&format!("{p}.name"), &c["name"], "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"));
+        } else if seen.contains(&name) {
+            causes.push(Cause::new(
+                format!("{p}.name"),
+                "FieldValueDuplicate",
+                format!("Duplicate value: {name:?}"),
+            ));
+        }
+        seen.push(name);
+        if c["image"].as_str().map(str::is_empty).unwrap_or(true) {
+            causes.push(Cause::required(&format!("{p}.image")));
+        }
+        validate_env(c, &p, causes);
+    }
+}
+
+/// `ValidateDeploymentStrategy`.
+fn validate_deployment_strategy(strategy: &Value, causes: &mut Vec<Cause>) {
     match strategy["type"].as_str() {
         Some("Recreate") => {
             if !strategy["rollingUpdate"].is_null() {
@@ -374,32 +448,7 @@ fn validate_deployment(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
                 ));
             }
         }
-        Some("RollingUpdate") => {
-            let ru = &strategy["rollingUpdate"];
-            let mu = int_or_percent(&ru["maxUnavailable"]);
-            let ms = int_or_percent(&ru["maxSurge"]);
-            if mu.is_none() {
-                causes.push(Cause::invalid(
-                    "spec.strategy.rollingUpdate.maxUnavailable",
-                    &ru["maxUnavailable"],
-                    "must be a non-negative integer or a percentage up to 100%",
-                ));
-            }
-            if ms.is_none() {
-                causes.push(Cause::invalid(
-                    "spec.strategy.rollingUpdate.maxSurge",
-                    &ru["maxSurge"],
-                    "must be a non-negative integer or a percentage up to 100%",
-                ));
-            }
-            if let (Some((_, 0)), Some((_, 0))) = (mu, ms) {
-                causes.push(Cause::invalid(
-                    "spec.strategy.rollingUpdate.maxUnavailable",
-                    &ru["maxUnavailable"],
-                    "may not be 0 when `maxSurge` is 0",
-                ));
-            }
-        }
+        Some("RollingUpdate") => validate_rolling_update(&strategy["rollingUpdate"], causes),
         _ => causes.push(Cause::new(
             "spec.strategy.type",
             "FieldValueNotSupported",
@@ -409,15 +458,22 @@ fn validate_deployment(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
             ),
         )),
     }
-    let min_ready = spec["minReadySeconds"].as_i64().unwrap_or(0);
-    if let Some(pd) = spec.get("progressDeadlineSeconds") {
-        if pd.as_i64().map(|p| p <= min_ready).unwrap_or(true) {
-            causes.push(Cause::invalid(
-                "spec.progressDeadlineSeconds",
-                pd,
-                "must be greater than minReadySeconds",
-            ));
-        }
+}
+
+/// `ValidateRollingUpdateDeployment`: both fields an int not below 0 or a
+/// percentage; not both 0; `maxUnavailable` (only) at most 100%, so a
+/// `maxSurge` of "200%" is valid.
+fn validate_rolling_update(ru: &Value, causes: &mut Vec<Cause>) {
+    const MU: &str = "spec.strategy.rollingUpdate.maxUnavailable";
+    const MS: &str = "spec.strategy.rollingUpdate.maxSurge";
+    let (mu, ms) = (&ru["maxUnavailable"], &ru["maxSurge"]);
+    positive_int_or_percent(mu, MU, causes);
+    positive_int_or_percent(ms, MS, causes);
+    if int_or_percent_value(mu) == 0 && int_or_percent_value(ms) == 0 {
+        causes.push(Cause::invalid(MU, mu, "may not be 0 when `maxSurge` is 0"));
+    }
+    if percent_value(mu).is_some_and(|n| n > 100) {
+        causes.push(Cause::invalid(MU, mu, "must not be greater than 100%"));
     }
 }
 

@@ -11,6 +11,7 @@ pub mod http;
 pub mod kinds;
 pub mod patch;
 pub mod resources;
+pub mod scale;
 pub mod schema;
 pub mod selector;
 pub mod store;
@@ -235,6 +236,18 @@ impl Sim {
         f.expire_in_stream = in_stream;
     }
 
+    /// Make every watch whose request path matches `path_regex` lag: each
+    /// event is delivered `lag` after it happened, in order, and bookmarks
+    /// never pass an event held back. Applies to open watches too; a zero
+    /// lag removes the rule for that regex; an invalid regex is ignored.
+    pub fn set_watch_lag(&self, path_regex: &str, lag: Duration) {
+        let Ok(re) = Regex::new(path_regex) else {
+            return;
+        };
+        lock(&self.shared.faults).set_watch_lag(path_regex, re, lag);
+        self.shared.changed.notify_all();
+    }
+
     /// Forget the watch history: every older resourceVersion is now expired.
     pub fn compact(&self) {
         self.shared.write(|st| st.compact());
@@ -424,27 +437,12 @@ fn control(shared: &Arc<Shared>, req: Request) -> Response {
             *lock(&shared.stats) = faults::Stats::default();
             done()
         }
-        ("POST", "fail") => {
-            let Ok(re) = Regex::new(body["path"].as_str().unwrap_or(".*")) else {
-                return Response::json(400, &json!({"error": "path is not a valid regex"}));
-            };
-            let Ok(query) = body["query"].as_str().map(Regex::new).transpose() else {
-                return Response::json(400, &json!({"error": "query is not a valid regex"}));
-            };
-            lock(&shared.faults).rules.push(FailRule {
-                method: body["method"].as_str().map(str::to_string),
-                path: re,
-                query,
-                code: body["code"].as_u64().unwrap_or(500) as u16,
-                retry_after: body["retryAfter"].as_u64(),
-                remaining: body["count"].as_u64().unwrap_or(1) as u32,
-            });
-            done()
-        }
+        ("POST", "fail") => control_fail(shared, &body),
         ("POST", "latency") => {
             lock(&shared.faults).latency = Duration::from_millis(body["ms"].as_u64().unwrap_or(0));
             done()
         }
+        ("POST", "watch-lag") => control_watch_lag(shared, &body),
         ("POST", "clear-faults") => {
             *lock(&shared.faults) = faults::Faults::default();
             done()
@@ -487,4 +485,35 @@ fn control(shared: &Arc<Shared>, req: Request) -> Response {
             &json!({"error": format!("unknown control operation {op:?}")}),
         ),
     }
+}
+
+/// `POST /__sim/fail`: a [`FailRule`] from the body.
+fn control_fail(shared: &Arc<Shared>, body: &Value) -> Response {
+    let Ok(re) = Regex::new(body["path"].as_str().unwrap_or(".*")) else {
+        return Response::json(400, &json!({"error": "path is not a valid regex"}));
+    };
+    let Ok(query) = body["query"].as_str().map(Regex::new).transpose() else {
+        return Response::json(400, &json!({"error": "query is not a valid regex"}));
+    };
+    lock(&shared.faults).rules.push(FailRule {
+        method: body["method"].as_str().map(str::to_string),
+        path: re,
+        query,
+        code: body["code"].as_u64().unwrap_or(500) as u16,
+        retry_after: body["retryAfter"].as_u64(),
+        remaining: body["count"].as_u64().unwrap_or(1) as u32,
+    });
+    Response::json(200, &json!({"ok": true}))
+}
+
+/// `POST /__sim/watch-lag {"path": REGEX, "ms": N}`: as [`Sim::set_watch_lag`].
+fn control_watch_lag(shared: &Arc<Shared>, body: &Value) -> Response {
+    let pattern = body["path"].as_str().unwrap_or(".*");
+    let Ok(re) = Regex::new(pattern) else {
+        return Response::json(400, &json!({"error": "path is not a valid regex"}));
+    };
+    let lag = Duration::from_millis(body["ms"].as_u64().unwrap_or(0));
+    lock(&shared.faults).set_watch_lag(pattern, re, lag);
+    shared.changed.notify_all();
+    Response::json(200, &json!({"ok": true}))
 }

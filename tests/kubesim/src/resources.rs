@@ -25,6 +25,8 @@ pub struct ResourceDef {
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
     pub status_subresource: bool,
+    /// Serves `/scale` as an `autoscaling/v1` `Scale` (Deployments).
+    pub scale_subresource: bool,
     /// Whether metadata.generation is kept (spec-bearing kinds).
     pub generation: bool,
     /// Served from a CustomResourceDefinition.
@@ -76,6 +78,7 @@ impl ResourceDef {
             short_names: vec![],
             categories: vec![],
             status_subresource: false,
+            scale_subresource: false,
             generation: false,
             custom: false,
             schemas: BTreeMap::new(),
@@ -116,6 +119,7 @@ impl Registry {
             .shorts(&["deploy"]);
         deploy.categories = vec!["all".into()];
         deploy.status_subresource = true;
+        deploy.scale_subresource = true;
         deploy.generation = true;
         let lease = ResourceDef::builtin("coordination.k8s.io", "v1", "leases", "Lease", true);
         let mut crd = ResourceDef::builtin(
@@ -249,6 +253,12 @@ impl Registry {
                 resources.push(json!({
                     "name": format!("{}/status", d.plural), "singularName": "", "namespaced": d.namespaced,
                     "kind": d.kind, "verbs": ["get", "patch", "update"],
+                }));
+            }
+            if d.scale_subresource {
+                resources.push(json!({
+                    "name": format!("{}/scale", d.plural), "singularName": "", "namespaced": d.namespaced,
+                    "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
                 }));
             }
         }
@@ -394,6 +404,7 @@ pub fn def_from_crd(crd: &Value) -> ResourceDef {
         short_names: str_list(names.get("shortNames")),
         categories: str_list(names.get("categories")),
         status_subresource,
+        scale_subresource: false,
         generation: true,
         custom: true,
         schemas,

@@ -10,7 +10,7 @@ use crate::time::rfc3339;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// (resource key, namespace or "", name)
 pub type Key = (String, String, String);
@@ -30,6 +30,8 @@ pub struct HistEvent {
     pub kind: EvKind,
     pub obj: Arc<Value>,
     pub old: Option<Arc<Value>>,
+    /// When it happened (for watches that lag).
+    pub at: Instant,
 }
 
 #[derive(Debug)]
@@ -239,6 +241,7 @@ impl Store {
             kind,
             obj: obj.clone(),
             old,
+            at: Instant::now(),
         });
         while self.history.len() > self.history_cap {
             if let Some(e) = self.history.pop_front() {
