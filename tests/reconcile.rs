@@ -440,6 +440,14 @@ const READY: [&str; 4] = [
     "F:NotRequested",
 ];
 
+/// Back on the retained spec by hand: an override, not a failure (9.22).
+const MANUAL_ROLLBACK_SUCCEEDED: [&str; 4] = [
+    "F:RolledBack",
+    "F:RollbackComplete",
+    "T:ManualRollback",
+    "T:RollbackSucceeded",
+];
+
 /// Back on the retained spec after a failed rollout.
 const ROLLBACK_SUCCEEDED: [&str; 4] = [
     "F:RolledBack",
@@ -852,7 +860,8 @@ fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
         Want {
             active: Some(V1),
             applied: Some(&s1),
-            failed: Some(&s2),
+            // 9.22: an override, not a verdict: v2 served, it is not failed.
+            failed: None,
             last: Some(&s2),
             prev: Some(&s1),
             rollback: Some(&s1),
@@ -879,34 +888,23 @@ fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
         Want {
             active: Some(V1),
             applied: Some(&s1),
-            failed: Some(&s2),
+            failed: None,
             last: Some(&s2),
             prev: Some(&s1),
             rollback: Some(&s1),
             request: Some(manual.as_str()),
             count: 1,
-            ..Want::new("RolledBack", &s2, ROLLBACK_SUCCEEDED)
+            ..Want::new("RolledBack", &s2, MANUAL_ROLLBACK_SUCCEEDED)
         },
     );
     assert!(w.plan().is_noop(), "a completed manual rollback is stable");
 
-    // The user makes it permanent.
+    // The user makes it permanent: the Deployment already serves v1, so it
+    // is judged at once (9.11): Ready in this pass, no rollout started.
     w.set_spec(s1.clone());
     w.annotate("openmed.ai/rollback-to", None);
-    let (tags, _) = w.step();
+    let (tags, ev) = w.step();
     assert_eq!(tags, ["S"], "the Deployment already serves v1");
-    assert_status(
-        &w,
-        Want {
-            active: Some(V1),
-            applied: Some(&s1),
-            last: Some(&s2),
-            prev: Some(&s1),
-            count: 1,
-            ..Want::new("RollingOut", &s1, started("T:SpecChanged"))
-        },
-    );
-    let (_, ev) = w.step();
     assert_eq!(ev, [EventReason::RolloutSucceeded]);
     assert_status(
         &w,
@@ -1711,4 +1709,256 @@ fn a_refused_write_is_reported_with_the_api_message() {
     // The next pass, with the cause gone, rolls out as usual.
     w.model["status"] = st;
     assert_first_pass_starts_rollout(&mut w, &spec(V1));
+}
+
+// ------------------------------------- the state machine held to 9.21-9.24
+
+/// v1 Ready, then v2 Ready: two retained versions.
+fn ready_on_v2_after_v1() -> World {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.set_spec(spec(V2));
+    w.converge();
+    w
+}
+
+/// Someone else breaks the Deployment (an env var reading a missing
+/// ConfigMap): its generation moves past ours and its deadline passes.
+fn outsider_breaks_it(w: &mut World) {
+    let g = w.dep()["metadata"]["generation"].as_i64().unwrap() + 1;
+    w.dep()["metadata"]["generation"] = json!(g);
+    w.rollout_misses_deadline();
+}
+
+const DEGRADED: [&str; 4] = [
+    "F:TargetDegraded",
+    "F:TargetDegraded",
+    "T:TargetDegraded",
+    "F:NotRequested",
+];
+
+#[test]
+fn an_outside_failure_is_reported_never_rolled_back_to_itself() {
+    for rollback_on_failure in [true, false] {
+        let (s1, s2) = (spec(V1), spec(V2));
+        let mut s2 = s2;
+        s2["rolloutStrategy"]["rollbackOnFailure"] = json!(rollback_on_failure);
+        let mut w = World::new(s1.clone());
+        w.converge();
+        w.set_spec(s2.clone());
+        w.converge();
+        outsider_breaks_it(&mut w);
+        let (tags, ev) = w.step();
+        assert_eq!(tags, ["S"], "nothing rolled back, nothing written");
+        assert_eq!(ev, [EventReason::TargetDegraded]);
+        assert_eq!(w.conds(), DEGRADED);
+        let st = w.status().clone();
+        assert!(
+            st["failedSpecHash"].is_null() && st["rollbackSpec"].is_null(),
+            "{st:#}"
+        );
+        assert_eq!(st["rollbackCount"], 0);
+        assert!(st["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ProgressDeadlineExceeded"));
+        let (tags, ev) = w.step();
+        assert!(tags.is_empty() && ev.is_empty(), "reported once");
+        // The outsider's change is undone: Ready by itself, with no new Event.
+        w.rollout_completes();
+        let (tags, ev) = w.step();
+        assert_eq!(tags, ["S"]);
+        assert!(ev.is_empty(), "{ev:?}");
+        let st = w.status();
+        assert_eq!(st["phase"], "Ready");
+        assert_eq!(st["activeVersion"], V2);
+        assert_eq!(w.conds(), READY);
+        assert_eq!(st["lastSuccessfulSpec"]["version"], V2);
+        assert_eq!(st["previousSuccessfulSpec"]["version"], V1);
+    }
+}
+
+#[test]
+fn removing_a_manual_rollback_rolls_the_desired_spec_out_again() {
+    let mut w = ready_on_v2_after_v1();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    w.step();
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.conds(), MANUAL_ROLLBACK_SUCCEEDED);
+    assert!(w.status()["failedSpecHash"].is_null());
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"], "v2 is what the resource asks for");
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_eq!(w.status()["phase"], "RollingOut");
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.status()["phase"], "Ready");
+    assert_eq!(w.status()["activeVersion"], V2);
+}
+
+#[test]
+fn a_manual_rollback_to_the_spec_named_is_no_rollback() {
+    let mut w = ready_on_v2_after_v1();
+    w.annotate("openmed.ai/rollback-to", Some(V2));
+    let (tags, ev) = w.step();
+    assert!(tags.is_empty() && ev.is_empty(), "{tags:?} {ev:?}");
+    assert_eq!(w.status()["phase"], "Ready");
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, ev) = w.step();
+    assert!(tags.is_empty() && ev.is_empty());
+}
+
+#[test]
+fn a_failed_manual_rollback_is_judged_again_and_can_be_retried() {
+    let mut w = ready_on_v2_after_v1();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    w.step();
+    w.rollout_misses_deadline();
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackFailed]);
+    assert_eq!(w.status()["phase"], "Failed");
+    // The outside cause goes: the Deployment serves v1, the rollback succeeded.
+    w.rollout_completes();
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackSucceeded]);
+    assert_eq!(w.conds(), MANUAL_ROLLBACK_SUCCEEDED);
+    assert_eq!(w.status()["phase"], "RolledBack");
+    // Once it has served, a failure is an outside one (9.21); removing and
+    // re-adding the annotation is a new attempt.
+    w.rollout_misses_deadline();
+    w.step();
+    assert_eq!(w.status()["conditions"][0]["reason"], "TargetDegraded");
+    w.annotate("openmed.ai/rollback-to", None);
+    w.step();
+    assert_eq!(w.status()["phase"], "RollingOut");
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RollbackStarted]);
+    assert_eq!(w.status()["rollbackCount"], 2);
+}
+
+/// v1 Ready, v2 misses its deadline, rolled back automatically to v1.
+fn automatically_rolled_back() -> World {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.set_spec(spec(V2));
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.conds(), ROLLBACK_SUCCEEDED);
+    w
+}
+
+#[test]
+fn removing_a_rejected_annotation_restores_exactly_what_it_replaced() {
+    let mut w = automatically_rolled_back();
+    let before = w.status().clone();
+    w.annotate("openmed.ai/rollback-to", Some("bogus"));
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackRejected]);
+    assert_eq!(w.status()["rollbackRequest"], "manual:bogus");
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert!(ev.is_empty(), "no new rollback, no Event: {ev:?}");
+    assert_eq!(
+        w.status(),
+        &before,
+        "request, count and messages as they were"
+    );
+}
+
+#[test]
+fn correcting_a_rejected_annotation_back_is_no_new_rollback() {
+    let mut w = ready_on_v2_after_v1();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    w.step();
+    w.rollout_completes();
+    w.step();
+    let before = w.status().clone();
+    assert_eq!(before["rollbackCount"], 1);
+    w.annotate("openmed.ai/rollback-to", Some("bogus"));
+    w.step();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"], "no Deployment write");
+    assert!(ev.is_empty(), "{ev:?}");
+    assert_eq!(w.status(), &before);
+}
+
+#[test]
+fn every_status_write_carries_the_current_generation_on_all_conditions() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let mut same = spec(V1);
+    same["manifestConfigMapName"] = json!("openmed-service-model-manifest");
+    w.set_spec(same);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert!(ev.is_empty());
+    for c in w.status()["conditions"].as_array().unwrap() {
+        assert_eq!(c["observedGeneration"], 2, "{c}");
+    }
+}
+
+#[test]
+fn a_message_change_alone_posts_no_event() {
+    // RolledBack after an automatic rollback; the user edits the failed
+    // version to another unloadable one: conditions keep their reasons.
+    let mut w = automatically_rolled_back();
+    let p = w.plan();
+    assert!(p.is_noop());
+    w.model["status"]["conditions"][2]["message"] = json!("an older wording");
+    let p = w.plan();
+    assert!(!p.is_noop(), "the message is put right");
+    assert!(
+        p.events_to_post(None).is_empty(),
+        "{:?}",
+        p.events_to_post(None)
+    );
+}
+
+#[test]
+fn a_change_that_needs_no_deployment_write_is_judged_at_once() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let mut s = spec(V1);
+    s["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
+    w.set_spec(s.clone());
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert!(
+        ev.is_empty(),
+        "Ready before and after: no transition, no Event: {ev:?}"
+    );
+    assert_eq!(w.status()["phase"], "Ready");
+    assert_eq!(w.status()["desiredSpecHash"], hash_of(&s).as_str());
+}
+
+#[test]
+fn delete_with_the_container_gone_leaves_the_template_alone() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.dep()["spec"]["template"]["spec"]["containers"][0]["name"] = json!("renamed");
+    let template = w.dep()["spec"]["template"].clone();
+    let (tags, _) = delete_pass(&mut w);
+    assert_eq!(
+        tags,
+        ["D~", "F-"],
+        "the ConfigMap is still read by the renamed container"
+    );
+    assert_eq!(
+        w.dep()["spec"]["template"],
+        template,
+        "no rollout that cannot finish"
+    );
+    assert!(w.dep()["metadata"]["annotations"]
+        .get("openmed.ai/model-resource")
+        .is_none());
+    assert!(w.config_maps.contains_key("openmed-service-model-manifest"));
 }

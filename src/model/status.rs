@@ -44,7 +44,7 @@ vocabulary!(
         RolloutSucceeded, RolloutComplete, Healthy, RolloutInProgress, DeploymentProgressing,
         RollbackFailed, RollbackComplete, DesiredVersionFailed, RollbackSucceeded, RolloutStarted,
         SpecChanged, InitialRollout, DriftCorrected, TargetPaused, TargetPatchRejected,
-        ConfigMapRejected, TargetRecreated,
+        ConfigMapRejected, TargetRecreated, TargetDegraded,
     }
 );
 
@@ -54,7 +54,7 @@ vocabulary!(
         TargetNotFound, ContainerNotFound, TargetConflict, ConfigMapConflict, RollbackRejected,
         RollbackStarted, RolloutStarted, RolloutFailed, RolloutSucceeded, RollbackFailed,
         RollbackSucceeded, ModelRemoved, ModelRemovalSkipped, TargetPatchRejected,
-        ConfigMapRejected, TargetReleased, TargetAdopted,
+        ConfigMapRejected, TargetReleased, TargetAdopted, TargetDegraded,
     }
 );
 
@@ -73,6 +73,7 @@ impl EventReason {
                 | EventReason::ModelRemovalSkipped
                 | EventReason::TargetPatchRejected
                 | EventReason::ConfigMapRejected
+                | EventReason::TargetDegraded
         )
     }
 }
@@ -96,6 +97,9 @@ pub enum Field {
     RollbackRequest,
     RollbackCount,
     Conditions,
+    /// What a rejected `rollback-to` annotation replaced, restored when it
+    /// goes (9.3, 9.24): phase, rollbackRequest and conditions.
+    BeforeRejection,
 }
 
 impl Field {
@@ -117,6 +121,7 @@ impl Field {
             Field::RollbackRequest => "rollbackRequest",
             Field::RollbackCount => "rollbackCount",
             Field::Conditions => "conditions",
+            Field::BeforeRejection => "beforeRejection",
         }
     }
 }
@@ -226,10 +231,15 @@ impl StatusDoc {
 
     /// The reason of the Ready condition, if it is one we know.
     pub fn ready_reason(&self) -> Option<Reason> {
+        self.condition_reason(ConditionType::Ready)
+    }
+
+    /// The reason of condition `ty`, if it is one we know.
+    pub fn condition_reason(&self, ty: ConditionType) -> Option<Reason> {
         self.get(Field::Conditions)?
             .as_array()?
             .iter()
-            .find(|c| c["type"] == "Ready")
+            .find(|c| c["type"] == ty.as_str())
             .and_then(|c| c["reason"].as_str())
             .and_then(Reason::parse)
     }
@@ -280,6 +290,28 @@ impl StatusDoc {
             }));
         }
         self.set(Field::Conditions, Value::Array(out));
+    }
+
+    /// Each condition's (type, status, reason): what a transition changes.
+    pub fn transitions(&self) -> Vec<(String, String, String)> {
+        let field = |c: &Value, k: &str| c[k].as_str().unwrap_or("").to_string();
+        self.get(Field::Conditions)
+            .and_then(Value::as_array)
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| (field(c, "type"), field(c, "status"), field(c, "reason")))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every condition carries the generation this status describes.
+    pub fn stamp_generation(&mut self, generation: i64) {
+        if let Some(Value::Array(cs)) = self.0.get_mut(Field::Conditions.key()) {
+            for c in cs.iter_mut().filter(|c| c.is_object()) {
+                c["observedGeneration"] = json!(generation);
+            }
+        }
     }
 
     /// The merge-patch body turning `old` into `self`: changed keys, and

@@ -65,37 +65,64 @@ pub fn plan_delete(obs: Observed<'_>) -> Plan {
     }
     // Every Deployment this owner still claims is handed back (9.16): the
     // target of the spec being cleaned up, and any it was retargeted from.
+    // The pod template is touched only to blank the container that points
+    // at our ConfigMap; with that container gone it is left as it is (9.13).
+    let mut blanked: Vec<(String, String)> = Vec::new();
     for d in obs
         .deployments
         .iter()
         .filter(|d| judge::deployment_owned_by(d, &owner))
     {
-        let body = if d.name == s.target.name {
-            let container = d
-                .container(&s.target.container_name)
-                .map(|c| c.name.as_str());
-            patches::deployment_decommission(container)
+        let container = if d.name == s.target.name {
+            d.container(&s.target.container_name)
+                .map(|c| c.name.clone())
         } else {
-            patches::deployment_release(d)
+            patches::pointed_container(d).map(|c| c.name.clone())
         };
         plan.writes.push(Write::PatchDeployment {
             name: d.name.clone(),
-            body,
+            body: match &container {
+                Some(c) => patches::deployment_decommission(Some(c)),
+                None => patches::deployment_unclaim(),
+            },
             sets_target: false,
         });
+        if let Some(c) = container {
+            blanked.push((d.name.clone(), c));
+        }
         removed.push(format!("model pointer removed from Deployment {}", d.name));
     }
+    // A ConfigMap some container will still read after this pass stays.
+    let still_read = |cm: &str| {
+        obs.deployments.iter().any(|d| {
+            d.containers.iter().any(|c| {
+                let blank = blanked
+                    .iter()
+                    .any(|(dn, cn)| *dn == d.name && *cn == c.name);
+                !blank
+                    && c.preload
+                        .as_ref()
+                        .and_then(|e| e.config_map_ref.as_ref())
+                        .is_some_and(|(n, _)| n == cm)
+            })
+        })
+    };
     for cm in obs.config_maps {
         let named = cm.name == s.manifest_config_map_name;
-        if judge::cm_fully_ours(cm, m) {
+        if judge::cm_fully_ours(cm, m) && !still_read(&cm.name) {
             plan.writes.push(Write::DeleteConfigMap {
                 name: cm.name.clone(),
                 uid: cm.uid.clone(),
             });
             removed.push(format!("ConfigMap {} deleted", cm.name));
-        } else if named {
+        } else if named && !judge::cm_fully_ours(cm, m) {
             skipped.push(format!(
                 "ConfigMap {} is not owned by this resource",
+                cm.name
+            ));
+        } else if named {
+            skipped.push(format!(
+                "ConfigMap {} is still read by a Deployment; kept",
                 cm.name
             ));
         }

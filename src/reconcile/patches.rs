@@ -2,7 +2,7 @@
 //! name only what they change, so other containers, env vars, volumes and
 //! annotations are left alone.
 
-use super::observed::{ConfigMapView, DeploymentView, ModelView, OwnerRef};
+use super::observed::{ConfigMapView, ContainerView, DeploymentView, ModelView, OwnerRef};
 use crate::model::spec::{empty_manifest_hash, StrategyType};
 use crate::model::status::EventReason;
 use crate::model::{
@@ -140,22 +140,30 @@ pub fn deployment_decommission(container: Option<&str>) -> Value {
     })
 }
 
+/// The container whose preload env reads a ConfigMap, if any.
+pub fn pointed_container(d: &DeploymentView) -> Option<&ContainerView> {
+    d.containers.iter().find(|c| {
+        c.preload
+            .as_ref()
+            .is_some_and(|e| e.config_map_ref.is_some())
+    })
+}
+
 /// Hand back a Deployment that is no longer the target (9.16), as section 7
 /// hands one back: the container whose preload refers to a ConfigMap starts
 /// cold; with no such container only the metadata is released and the pod
 /// template is left exactly as it is.
 pub fn deployment_release(d: &DeploymentView) -> Value {
-    let pointed = d.containers.iter().find(|c| {
-        c.preload
-            .as_ref()
-            .is_some_and(|e| e.config_map_ref.is_some())
-    });
-    match pointed {
+    match pointed_container(d) {
         Some(c) => deployment_decommission(Some(&c.name)),
-        None => {
-            json!({"metadata": {"annotations": {OWNER_ANNOTATION: null}, "labels": {CLAIM_LABEL.0: null}}})
-        }
+        None => deployment_unclaim(),
     }
+}
+
+/// Strategic merge patch removing only the owner annotation and the claim
+/// label: no pod template change, so no pod restarts.
+pub fn deployment_unclaim() -> Value {
+    json!({"metadata": {"annotations": {OWNER_ANNOTATION: null}, "labels": {CLAIM_LABEL.0: null}}})
 }
 
 /// Strategic merge patch that only adds the claim label (a Deployment

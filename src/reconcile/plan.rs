@@ -6,7 +6,8 @@ use super::observed::{ConfigMapView, DeploymentView, ModelView};
 use super::patches;
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{
-    bounded, cond, Cond, CondStatus, EventReason, Field, Phase, Reason, StatusDoc, MAX_MESSAGE,
+    bounded, cond, Cond, CondStatus, ConditionType, EventReason, Field, Phase, Reason, StatusDoc,
+    MAX_MESSAGE,
 };
 use crate::model::{validate, FINALIZER, KOPF_FINALIZER};
 use serde_json::{json, Value};
@@ -113,7 +114,11 @@ enum TargetGen {
 pub struct Plan {
     pub writes: Vec<Write>,
     pub events: Vec<EventSpec>,
+    /// The status as stored: what the status patch is computed against.
     old: StatusDoc,
+    /// The status the pass reasons from: as stored, or as it was before a
+    /// rejected `rollback-to` annotation that has since gone (9.3, 9.24).
+    base: StatusDoc,
     new: StatusDoc,
     target: TargetGen,
     /// Deletion posts its Event whatever happens to status.
@@ -144,10 +149,12 @@ impl Plan {
         Some(patches::status_patch(resource_version, changes))
     }
 
-    /// Events accompany a status change and nothing else (section 9.1): a
-    /// pass that changes nothing posts nothing.
+    /// An Event announces a transition (9.1, 9.24): it is posted when a
+    /// condition's status or reason changes from the state the pass reasoned
+    /// from, never because some other field (a message, a version) did.
     pub fn events_to_post(&self, patched_generation: Option<i64>) -> &[EventSpec] {
-        if self.events_always || self.status(patched_generation).diff(&self.old).is_some() {
+        let moved = self.status(patched_generation).transitions() != self.base.transitions();
+        if self.events_always || moved {
             &self.events
         } else {
             &[]
@@ -164,6 +171,7 @@ impl Plan {
             writes: Vec::new(),
             events: Vec::new(),
             new: old.clone(),
+            base: old.clone(),
             old,
             target: TargetGen::Unchanged,
             events_always: false,
@@ -378,6 +386,7 @@ impl<'a> Pass<'a> {
 
     /// "Starting a rollout".
     fn start_rollout(&mut self, s: &DesiredSpec, hash: &str, reason: Reason) {
+        let before = self.plan.writes.len();
         self.apply(s);
         self.plan.new.set_phase(Phase::RollingOut);
         self.set_str(Field::AppliedSpecHash, hash);
@@ -387,6 +396,19 @@ impl<'a> Pass<'a> {
             Field::RollbackRequest,
         ] {
             self.plan.new.clear(f);
+        }
+        // 9.11: nothing to write means no rollout to start: judge the
+        // Deployment as it stands, in this very pass.
+        let wrote = self.plan.writes.len() > before;
+        if let (false, TargetGen::Known(g), Some(d)) =
+            (wrote, self.plan.target, self.obs.deployment(&s.target.name))
+        {
+            if judge::ready(d, s.replicas, g) {
+                self.mark_ready(s);
+            } else {
+                self.rolling_out(s, d);
+            }
+            return;
         }
         let msg = format!("rolling out {} ({reason})", s.version);
         self.conds([
@@ -414,10 +436,17 @@ impl<'a> Pass<'a> {
         self.plan.new.set_phase(Phase::RolledBack);
         self.set_str(Field::ActiveVersion, &r.version);
         self.set_str(Field::AppliedSpecHash, &r.hash());
-        self.set_str(Field::FailedSpecHash, desired_hash);
+        // A manual rollback is an override, not a verdict (9.22): only an
+        // automatic one records the desired spec as failed.
+        if request.starts_with("automatic:") {
+            self.set_str(Field::FailedSpecHash, desired_hash);
+        } else {
+            self.plan.new.clear(Field::FailedSpecHash);
+        }
+        self.plan.new.clear(Field::BeforeRejection);
         self.plan.new.set(Field::RollbackSpec, r.to_json());
         self.set_str(Field::RollbackRequest, &request);
-        let count = self.plan.old.int(Field::RollbackCount).unwrap_or(0);
+        let count = self.plan.base.int(Field::RollbackCount).unwrap_or(0);
         self.plan.new.set(Field::RollbackCount, json!(count + 1));
         self.event(
             EventReason::RollbackStarted,
@@ -457,7 +486,7 @@ impl<'a> Pass<'a> {
 
     /// Step 12: watch a rollback through.
     fn monitor_rollback(&mut self, desired: &DesiredSpec, hash: &str) {
-        let Some(r) = self.plan.old.spec(Field::RollbackSpec, &self.m.name) else {
+        let Some(r) = self.plan.base.spec(Field::RollbackSpec, &self.m.name) else {
             // A rollback with no readable rollbackSpec cannot be watched:
             // go back to the desired spec.
             self.start_rollout(desired, hash, Reason::InitialRollout);
@@ -469,12 +498,12 @@ impl<'a> Pass<'a> {
         }
         let gen = self
             .plan
-            .old
+            .base
             .int(Field::TargetDeploymentGeneration)
             .unwrap_or(0);
         let manual = self
             .plan
-            .old
+            .base
             .str(Field::RollbackRequest)
             .map(|q| q.starts_with("manual:"))
             .unwrap_or(false);
@@ -482,19 +511,37 @@ impl<'a> Pass<'a> {
             return;
         };
         self.kept = Some((r.target.name.clone(), r.manifest_config_map_name.clone()));
-        let recreated = recreated(&self.plan.old, d);
-        self.record_uid(&self.plan.old.clone(), d);
-        let why = if manual {
-            format!(
-                "{} is not serving: manual rollback to {}",
-                desired.version, r.version
+        let recreated = recreated(&self.plan.base, d);
+        self.record_uid(&self.plan.base.clone(), d);
+        // A manual rollback is an override, not a verdict (9.22).
+        let degraded = if manual {
+            cond(
+                true,
+                Reason::ManualRollback,
+                format!(
+                    "serving {} instead of {} (manual rollback)",
+                    r.version, desired.version
+                ),
             )
         } else {
-            format!("{} failed its rollout", desired.version)
+            cond(
+                true,
+                Reason::DesiredVersionFailed,
+                format!("{} failed its rollout", desired.version),
+            )
         };
+        let base = &self.plan.base;
+        let served = base.ready_reason() == Some(Reason::TargetDegraded)
+            || base.condition_reason(ConditionType::RolledBack) == Some(Reason::RollbackSucceeded);
         self.plan.new.set_phase(Phase::RolledBack);
         self.set_str(Field::ActiveVersion, &r.version);
-        if !recreated && !d.paused && judge::failed(d, gen) {
+        let failed = !recreated && !d.paused && judge::failed(d, gen);
+        if failed && served {
+            // The rollback had served: an outside failure (9.21).
+            self.target_degraded(d);
+            return;
+        }
+        if failed {
             self.plan.new.set_phase(Phase::Failed);
             self.rollback_failed_conds(&r.version, &r.target.name);
             self.event(
@@ -524,20 +571,22 @@ impl<'a> Pass<'a> {
                     Reason::RollbackComplete,
                     format!("rollback to {} complete", r.version),
                 ),
-                cond(true, Reason::DesiredVersionFailed, why),
+                degraded,
                 cond(
                     true,
                     Reason::RollbackSucceeded,
                     format!("rolled back to {}", r.version),
                 ),
             ]);
-            self.event(
-                EventReason::RollbackSucceeded,
-                format!(
-                    "Deployment {} is serving {} again",
-                    r.target.name, r.version
-                ),
-            );
+            if self.plan.base.ready_reason() != Some(Reason::TargetDegraded) {
+                self.event(
+                    EventReason::RollbackSucceeded,
+                    format!(
+                        "Deployment {} is serving {} again",
+                        r.target.name, r.version
+                    ),
+                );
+            }
             return;
         }
         if drifted || recreated {
@@ -561,7 +610,7 @@ impl<'a> Pass<'a> {
                 format!("rolling back to {}", r.version),
             ),
             progressing,
-            cond(true, Reason::DesiredVersionFailed, why),
+            degraded,
             cond(
                 false,
                 Reason::RollbackInProgress,
@@ -573,29 +622,30 @@ impl<'a> Pass<'a> {
     /// Step 5.
     fn manual_rollback(&mut self, desired: &DesiredSpec, hash: &str, target: &str) {
         let request = format!("manual:{target}");
-        let same_request = self.plan.old.str(Field::RollbackRequest) == Some(request.as_str());
-        let phase = self.plan.old.phase();
+        let same_request = self.plan.base.str(Field::RollbackRequest) == Some(request.as_str());
+        let phase = self.plan.base.phase();
         let failed_rollback = phase == Some(Phase::Failed)
-            && self.plan.old.ready_reason() == Some(Reason::RollbackFailed);
+            && matches!(
+                self.plan.base.ready_reason(),
+                Some(Reason::RollbackFailed | Reason::TargetDegraded)
+            );
         if same_request && (phase == Some(Phase::RolledBack) || failed_rollback) {
-            if failed_rollback {
-                // A failed manual rollback is not retried by itself either.
-                return;
-            }
+            // A rollback under way, done, or failed: judged on every pass
+            // (9.23), so a failed one that later serves is RolledBack.
             self.monitor_rollback(desired, hash);
             return;
         }
         // The last successful spec first, then the previous one.
         let retained = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
             .iter()
-            .filter_map(|f| self.plan.old.spec(*f, &self.m.name))
+            .filter_map(|f| self.plan.base.spec(*f, &self.m.name))
             .find(|s| s.version == target);
         match retained {
             None => {
                 let versions: Vec<String> =
                     [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
                         .iter()
-                        .filter_map(|f| self.plan.old.get(*f))
+                        .filter_map(|f| self.plan.base.get(*f))
                         .filter_map(|v| v["version"].as_str().map(str::to_string))
                         .collect();
                 let retained = if versions.is_empty() {
@@ -606,6 +656,7 @@ impl<'a> Pass<'a> {
                 let msg = format!(
                     "rollback target {target} is not a retained version (retained: {retained})"
                 );
+                self.remember_before_rejection();
                 self.plan.new.set_phase(Phase::Failed);
                 self.set_str(Field::RollbackRequest, &request);
                 self.conds([
@@ -615,6 +666,12 @@ impl<'a> Pass<'a> {
                     cond(false, Reason::RollbackRejected, msg.clone()),
                 ]);
                 self.event(EventReason::RollbackRejected, msg);
+            }
+            Some(r) if r.hash() == hash => {
+                // A rollback to the very spec the resource names is no
+                // rollback (9.10): judge the spec as it stands.
+                self.plan.new.clear(Field::BeforeRejection);
+                self.judge_desired(desired, hash);
             }
             Some(r) => {
                 if let Some(b) = self.blocked(&r) {
@@ -646,7 +703,7 @@ impl<'a> Pass<'a> {
         self.plan
             .new
             .set(Field::ObservedGeneration, json!(m.generation));
-        if self.plan.old.get(Field::RollbackCount).is_none() {
+        if self.plan.base.get(Field::RollbackCount).is_none() {
             self.plan.new.set(Field::RollbackCount, json!(0));
         }
         // 1. Invalid spec.
@@ -679,15 +736,23 @@ impl<'a> Pass<'a> {
             self.manual_rollback(&s, &hash, &target);
             return;
         }
-        let old = self.plan.old.clone();
+        self.judge_desired(&s, &hash);
+    }
+
+    /// Steps 6-11: the desired spec against what the Deployment shows.
+    fn judge_desired(&mut self, s: &DesiredSpec, hash: &str) {
+        let (m, s, hash) = (self.m, s.clone(), hash.to_string());
+        let old = self.plan.base.clone();
         let phase = old.phase();
         // 6. A failed spec is never retried by itself.
         if matches!(phase, Some(Phase::Failed) | Some(Phase::RolledBack))
             && old.str(Field::FailedSpecHash) == Some(hash.as_str())
         {
             let unblocked = phase == Some(Phase::Failed) && is_block_reason(old.ready_reason());
+            let failed_rollback =
+                phase == Some(Phase::Failed) && old.ready_reason() == Some(Reason::RollbackFailed);
             if phase == Some(Phase::RolledBack)
-                || (unblocked && old.get(Field::RollbackSpec).is_some())
+                || ((unblocked || failed_rollback) && old.get(Field::RollbackSpec).is_some())
             {
                 // A rollback, or a block over one that has now cleared (9.2,
                 // 9.3): judge the rollback by what the Deployment shows.
@@ -729,6 +794,12 @@ impl<'a> Pass<'a> {
             && !d.paused
             && judge::failed(d, gen)
         {
+            // 9.21: not a rollout of ours (Ready, or the applied spec has
+            // served): report the Deployment, roll nothing back.
+            if phase == Some(Phase::Ready) || has_served(&old, &hash, &m.name) {
+                self.target_degraded(d);
+                return;
+            }
             self.event(
                 EventReason::RolloutFailed,
                 format!(
@@ -780,42 +851,7 @@ impl<'a> Pass<'a> {
         // 10. Done.
         if matches && judge::ready(d, s.replicas, gen) {
             if phase != Some(Phase::Ready) {
-                self.plan.new.set_phase(Phase::Ready);
-                self.set_str(Field::ActiveVersion, &s.version);
-                let spec_json = s.to_json();
-                if let Some(last) = old.get(Field::LastSuccessfulSpec) {
-                    if *last != spec_json {
-                        self.plan
-                            .new
-                            .set(Field::PreviousSuccessfulSpec, last.clone());
-                    }
-                }
-                self.plan.new.set(Field::LastSuccessfulSpec, spec_json);
-                for f in [
-                    Field::FailedSpecHash,
-                    Field::RollbackSpec,
-                    Field::RollbackRequest,
-                ] {
-                    self.plan.new.clear(f);
-                }
-                self.conds([
-                    cond(
-                        true,
-                        Reason::RolloutSucceeded,
-                        format!("{} is serving", s.version),
-                    ),
-                    cond(
-                        false,
-                        Reason::RolloutComplete,
-                        format!("rollout of {} complete", s.version),
-                    ),
-                    cond(false, Reason::Healthy, "no failure"),
-                    cond(false, Reason::NotRequested, NO_ROLLBACK),
-                ]);
-                self.event(
-                    EventReason::RolloutSucceeded,
-                    format!("Deployment {} is serving {}", s.target.name, s.version),
-                );
+                self.mark_ready(&s);
             }
             self.claim_if_needed(d);
             return;
@@ -825,6 +861,56 @@ impl<'a> Pass<'a> {
             self.start_rollout(&s, &hash, Reason::DriftCorrected);
             return;
         }
+        self.rolling_out(&s, d);
+        self.claim_if_needed(d);
+    }
+
+    /// Step 10's transition: the desired spec serves.
+    fn mark_ready(&mut self, s: &DesiredSpec) {
+        let base = self.plan.base.clone();
+        self.plan.new.set_phase(Phase::Ready);
+        self.set_str(Field::ActiveVersion, &s.version);
+        let spec_json = s.to_json();
+        if let Some(last) = base.get(Field::LastSuccessfulSpec) {
+            if *last != spec_json {
+                self.plan
+                    .new
+                    .set(Field::PreviousSuccessfulSpec, last.clone());
+            }
+        }
+        self.plan.new.set(Field::LastSuccessfulSpec, spec_json);
+        for f in [
+            Field::FailedSpecHash,
+            Field::RollbackSpec,
+            Field::RollbackRequest,
+        ] {
+            self.plan.new.clear(f);
+        }
+        self.conds([
+            cond(
+                true,
+                Reason::RolloutSucceeded,
+                format!("{} is serving", s.version),
+            ),
+            cond(
+                false,
+                Reason::RolloutComplete,
+                format!("rollout of {} complete", s.version),
+            ),
+            cond(false, Reason::Healthy, "no failure"),
+            cond(false, Reason::NotRequested, NO_ROLLBACK),
+        ]);
+        // Serving again after an outside failure (9.21) is no rollout.
+        if base.ready_reason() != Some(Reason::TargetDegraded) {
+            self.event(
+                EventReason::RolloutSucceeded,
+                format!("Deployment {} is serving {}", s.target.name, s.version),
+            );
+        }
+    }
+
+    /// Step 11's state: the rollout of `s` is under way.
+    fn rolling_out(&mut self, s: &DesiredSpec, d: &DeploymentView) {
         self.plan.new.set_phase(Phase::RollingOut);
         let progressing = if d.paused {
             paused_cond(d, &s.version)
@@ -848,7 +934,55 @@ impl<'a> Pass<'a> {
             cond(false, Reason::Healthy, "no failure"),
             cond(false, Reason::NotRequested, NO_ROLLBACK),
         ]);
-        self.claim_if_needed(d);
+    }
+
+    /// 9.21: the Deployment fails while no rollout of ours is under way.
+    fn target_degraded(&mut self, d: &DeploymentView) {
+        let why = d
+            .conditions
+            .iter()
+            .find(|c| {
+                (c.type_ == "Progressing" && c.status == "False")
+                    || (c.type_ == "ReplicaFailure" && c.status == "True")
+            })
+            .map(|c| format!("{}={} ({})", c.type_, c.status, c.reason))
+            .unwrap_or_else(|| "a failure".to_string());
+        let msg = format!(
+            "Deployment {} reports {why}; nothing of ours is rolling out, so nothing is rolled back",
+            d.name
+        );
+        self.plan.new.set_phase(Phase::Failed);
+        let rolled_back = self.plan.base.get(Field::RollbackSpec).is_some();
+        self.conds([
+            cond(false, Reason::TargetDegraded, msg.clone()),
+            cond(false, Reason::TargetDegraded, msg.clone()),
+            cond(true, Reason::TargetDegraded, msg.clone()),
+            if rolled_back {
+                cond(
+                    true,
+                    Reason::RollbackSucceeded,
+                    "the rollback had completed",
+                )
+            } else {
+                cond(false, Reason::NotRequested, NO_ROLLBACK)
+            },
+        ]);
+        self.event(EventReason::TargetDegraded, msg);
+    }
+
+    /// A rejected `rollback-to` keeps what it replaces, so removing or
+    /// correcting it restores exactly that (9.3, 9.24).
+    fn remember_before_rejection(&mut self) {
+        if self.plan.base.get(Field::BeforeRejection).is_some() {
+            return;
+        }
+        let b = &self.plan.base;
+        let snapshot = json!({
+            "phase": b.get(Field::Phase),
+            "rollbackRequest": b.get(Field::RollbackRequest),
+            "conditions": b.get(Field::Conditions),
+        });
+        self.plan.new.set(Field::BeforeRejection, snapshot);
     }
 
     /// Status from before 9.18 has no target uid: record the one judged.
@@ -937,7 +1071,7 @@ impl<'a> Pass<'a> {
             .finalizers
             .iter()
             .any(|f| f == FINALIZER || f == KOPF_FINALIZER);
-        let acted = self.plan.old.get(Field::AppliedSpecHash).is_some();
+        let acted = self.plan.base.get(Field::AppliedSpecHash).is_some();
         if has || (self.plan.writes.is_empty() && !acted) {
             return;
         }
@@ -947,6 +1081,12 @@ impl<'a> Pass<'a> {
             .writes
             .insert(0, Write::AddFinalizer { finalizers });
     }
+}
+
+/// `hash` is the spec status records as having served last.
+fn has_served(st: &StatusDoc, hash: &str, name: &str) -> bool {
+    st.spec(Field::LastSuccessfulSpec, name)
+        .is_some_and(|l| l.hash() == hash)
 }
 
 /// The Deployment's uid differs from the one status recorded (9.18).
@@ -980,6 +1120,7 @@ fn is_block_reason(r: Option<Reason>) -> bool {
                 | Reason::InvalidSpec
                 | Reason::TargetPatchRejected
                 | Reason::ConfigMapRejected
+                | Reason::TargetDegraded
         )
     )
 }
@@ -995,21 +1136,50 @@ pub fn plan_refused(obs: Observed<'_>, what: Refused, message: &str) -> Plan {
     plan_with(obs, Some(Block::Refused(what, message.to_string())))
 }
 
+/// The status as it was before a rejected `rollback-to`, once the
+/// annotation is gone or back at the request it replaced.
+fn before_rejection(base: &StatusDoc, m: &ModelView) -> Option<StatusDoc> {
+    let snapshot = base.get(Field::BeforeRejection)?;
+    let request = snapshot["rollbackRequest"].as_str();
+    let back = match &m.rollback_to {
+        None => true,
+        Some(t) => request == Some(format!("manual:{t}").as_str()),
+    };
+    if !back {
+        return None;
+    }
+    let mut restored = base.clone();
+    for f in [Field::Phase, Field::RollbackRequest, Field::Conditions] {
+        match snapshot.get(f.key()).filter(|v| !v.is_null()) {
+            Some(v) => restored.set(f, v.clone()),
+            None => restored.clear(f),
+        }
+    }
+    restored.clear(Field::BeforeRejection);
+    Some(restored)
+}
+
 fn plan_with(obs: Observed<'_>, refusal: Option<Block>) -> Plan {
     if obs.model.deleting {
         return super::delete::plan_delete(obs);
     }
     let old = StatusDoc::from_value(obs.model.status.as_ref());
+    let mut plan = Plan::bare(old);
+    if let Some(restored) = before_rejection(&plan.base, obs.model) {
+        plan.base = restored.clone();
+        plan.new = restored;
+    }
     let mut pass = Pass {
         obs,
         m: obs.model,
         owner: obs.model.owner(),
-        plan: Plan::bare(old),
+        plan,
         refusal,
         kept: None,
     };
     pass.run();
     pass.release_others();
     pass.ensure_finalizer();
+    pass.plan.new.stamp_generation(obs.model.generation);
     pass.plan
 }
