@@ -39,16 +39,21 @@ impl Outcome {
     }
 }
 
+/// Where the phase gauge is read from at scrape time.
+pub type PhaseSource = std::sync::Arc<dyn Fn() -> BTreeMap<String, i64> + Send + Sync>;
+
 #[derive(Default)]
 pub struct Metrics {
     reconciles: Mutex<BTreeMap<Outcome, u64>>,
     errors: Mutex<BTreeMap<String, u64>>,
     duration: Mutex<Histogram>,
     queue_depth: AtomicI64,
+    queue_retries: AtomicI64,
     watch_restarts: Mutex<BTreeMap<&'static str, u64>>,
     relists: Mutex<BTreeMap<&'static str, u64>>,
     api_requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
-    phases: Mutex<BTreeMap<String, i64>>,
+    /// Counts managed resources by phase, from the cache, at each scrape.
+    phases: Mutex<Option<PhaseSource>>,
     events_posted: Mutex<u64>,
 }
 
@@ -71,8 +76,14 @@ impl Metrics {
         *lock(&self.errors).entry(kind.to_string()).or_default() += 1;
     }
 
+    /// Keys ready to be processed.
     pub fn set_queue_depth(&self, n: usize) {
         self.queue_depth.store(n as i64, Ordering::Relaxed);
+    }
+
+    /// Keys waiting out a backoff (one per key).
+    pub fn set_queue_retries(&self, n: usize) {
+        self.queue_retries.store(n as i64, Ordering::Relaxed);
     }
 
     pub fn watch_restarted(&self, resource: &'static str) {
@@ -91,9 +102,10 @@ impl Metrics {
         *lock(&self.events_posted) += 1;
     }
 
-    /// Managed resources per phase, recomputed from the cache.
-    pub fn set_phases(&self, counts: BTreeMap<String, i64>) {
-        *lock(&self.phases) = counts;
+    /// Managed resources per phase, counted at every scrape by `source`
+    /// (so the gauge is never behind the cache).
+    pub fn set_phase_source(&self, source: PhaseSource) {
+        *lock(&self.phases) = Some(source);
     }
 
     pub fn api_requests_total(&self) -> u64 {
@@ -102,6 +114,8 @@ impl Metrics {
 
     pub fn render(&self) -> String {
         let mut out = String::new();
+        let source = lock(&self.phases).clone();
+        let phases = source.map(|f| f()).unwrap_or_default();
         let reconciles = lock(&self.reconciles);
         family(
             &mut out,
@@ -147,10 +161,20 @@ impl Metrics {
             &mut out,
             "openmed_operator_queue_depth",
             "gauge",
-            "Keys waiting in the work queue.",
+            "Keys ready to be processed.",
             std::iter::once((
                 String::new(),
                 self.queue_depth.load(Ordering::Relaxed).to_string(),
+            )),
+        );
+        family(
+            &mut out,
+            "openmed_operator_queue_retries",
+            "gauge",
+            "Keys waiting out a backoff after a failure, one per key.",
+            std::iter::once((
+                String::new(),
+                self.queue_retries.load(Ordering::Relaxed).to_string(),
             )),
         );
         family(
@@ -188,7 +212,7 @@ impl Metrics {
             "openmed_operator_managed_resources",
             "gauge",
             "OpenMedModels by status phase.",
-            labelled("phase", lock(&self.phases).iter()),
+            labelled("phase", phases.iter()),
         );
         family(
             &mut out,
@@ -242,7 +266,7 @@ mod tests {
         m.relisted("openmedmodels");
         m.error("api_409");
         m.set_queue_depth(4);
-        m.set_phases([("Ready".to_string(), 3)].into());
+        m.set_phase_source(std::sync::Arc::new(|| [("Ready".to_string(), 3)].into()));
         let t = m.render();
         for want in [
             "openmed_operator_reconciles_total{result=\"applied\"} 1",

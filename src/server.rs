@@ -15,7 +15,10 @@ pub struct Health {
     beats: Mutex<BTreeMap<String, (Instant, Duration)>>,
     /// Loops that ended; a loop that ends while the operator runs is dead.
     dead: Mutex<Vec<String>>,
+    /// Every cache has listed once, in every namespace watched.
     ready: AtomicBool,
+    /// List/watch loops whose last list failed: not ready while any is.
+    failing_lists: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Health {
@@ -37,8 +40,26 @@ impl Health {
         self.ready.store(true, Ordering::SeqCst);
     }
 
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+    pub fn list_failed(&self, name: &str) {
+        lock(&self.failing_lists).insert(name.to_string());
+    }
+
+    pub fn list_ok(&self, name: &str) {
+        lock(&self.failing_lists).remove(name);
+    }
+
+    /// Ok once every cache has listed, and while no loop fails to list;
+    /// otherwise why not, naming the failing loops.
+    pub fn readiness(&self) -> Result<(), String> {
+        let failing = lock(&self.failing_lists);
+        if !failing.is_empty() {
+            let names: Vec<&str> = failing.iter().map(String::as_str).collect();
+            return Err(format!("cannot list: {}", names.join(", ")));
+        }
+        if !self.ready.load(Ordering::SeqCst) {
+            return Err("caches not yet synced".into());
+        }
+        Ok(())
     }
 
     /// Ok, or the loops that look stuck or dead.
@@ -81,8 +102,10 @@ pub fn start(
                         Ok(()) => (200, "ok\n".to_string(), "text/plain"),
                         Err(e) => (503, format!("unhealthy: {e}\n"), "text/plain"),
                     },
-                    "/readyz" if health.is_ready() => (200, "ok\n".to_string(), "text/plain"),
-                    "/readyz" => (503, "caches not yet synced\n".to_string(), "text/plain"),
+                    "/readyz" => match health.readiness() {
+                        Ok(()) => (200, "ok\n".to_string(), "text/plain"),
+                        Err(e) => (503, format!("not ready: {e}\n"), "text/plain"),
+                    },
                     "/metrics" => (200, metrics.render(), "text/plain; version=0.0.4"),
                     _ => (404, "not found\n".to_string(), "text/plain"),
                 };
@@ -101,6 +124,18 @@ pub fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ready_only_when_synced_and_no_list_fails() {
+        let h = Health::default();
+        assert_eq!(h.readiness(), Err("caches not yet synced".into()));
+        h.set_ready();
+        assert_eq!(h.readiness(), Ok(()));
+        h.list_failed("list/deployments/b");
+        assert_eq!(h.readiness(), Err("cannot list: list/deployments/b".into()));
+        h.list_ok("list/deployments/b");
+        assert_eq!(h.readiness(), Ok(()));
+    }
 
     #[test]
     fn silent_or_dead_loops_are_unhealthy() {

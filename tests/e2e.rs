@@ -947,6 +947,140 @@ fn a_rollback_made_permanent_in_two_writes_needs_no_resync() {
     }
 }
 
+/// The value of one sample in a Prometheus text exposition.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Issue 23, point 1: with two namespaces watched, a list failing in one
+/// keeps `/readyz` at 503 (naming the loop) and no model in either is
+/// judged until it succeeds.
+#[test]
+fn every_namespace_is_listed_before_anything_is_judged() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("two-ns");
+    sim.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "b"}}))
+        .unwrap();
+    sim.create(deployment("svc", 2)).unwrap();
+    let mut in_b = deployment("svc", 2);
+    in_b["metadata"]["namespace"] = json!("b");
+    sim.create(in_b).unwrap();
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    let mut m_b = model("svc", "svc", V1, 600);
+    m_b["metadata"]["namespace"] = json!("b");
+    sim.create(m_b).unwrap();
+    let ns = ["--namespace", NS, "--namespace", "b"];
+    // The Deployment lists of `b` fail (watches and reads still work).
+    sim.fail_next_query(
+        Some("GET"),
+        "/namespaces/b/deployments$",
+        "limit=",
+        500,
+        10_000,
+    );
+    let mut op = Operator::start(&sim.url(), &dir, &ns);
+    let (code, body) = wait_for(
+        "/readyz to name the failing list",
+        || op.http_get("/readyz"),
+        |(_, body)| body.contains("deployments"),
+    );
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("/b"), "{body}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(op.http_get("/readyz").0, 503);
+    for n in [NS, "b"] {
+        let m = sim.object("openmed.ai", "openmedmodels", n, "svc").unwrap();
+        assert!(
+            m.get("status").is_none(),
+            "{n} judged before every list was in: {m:#}"
+        );
+    }
+    sim.clear_faults();
+    op.wait_ready();
+    wait_serving(&sim, "svc", V1);
+    wait_until("the model in b to be Ready", || {
+        sim.object("openmed.ai", "openmedmodels", "b", "svc")
+            .is_some_and(|m| m["status"]["phase"] == "Ready")
+    });
+    op.assert_clean_exit();
+}
+
+/// Issue 23, points 2-4: deletes are final in the caches and the gauge,
+/// one waiting retry per key, and the phase gauge current with every phase.
+#[test]
+fn caches_queue_and_gauges_tell_the_truth() {
+    let (sim, _, mut op) = cluster_with(fast(), "gauges", "svc", &["--resync-seconds", "1"]);
+    let (_, metrics) = op.http_get("/metrics");
+    for phase in ["Pending", "RollingOut", "Ready", "Failed", "RolledBack"] {
+        let series = format!("openmed_operator_managed_resources{{phase=\"{phase}\"}}");
+        assert_eq!(sample(&metrics, &series), Some(0.0), "{phase}: {metrics}");
+    }
+    let names: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    for n in &names {
+        sim.create(deployment(n, 1)).unwrap();
+        let mut m = model(n, n, V1, 600);
+        m["spec"]["replicas"] = json!(1);
+        sim.create(m).unwrap();
+    }
+    wait_until("ten Ready", || {
+        let (_, m) = op.http_get("/metrics");
+        sample(&m, "openmed_operator_managed_resources{phase=\"Ready\"}") == Some(10.0)
+    });
+    for n in &names[..8] {
+        sim.delete(MODEL.0, MODEL.1, NS, n).unwrap();
+    }
+    wait_until("eight gone", || {
+        names[..8]
+            .iter()
+            .all(|n| sim.object("openmed.ai", "openmedmodels", NS, n).is_none())
+    });
+    // The gauge and the resync come down to what exists, and stay there.
+    wait_until("the gauge at 2", || {
+        let (_, m) = op.http_get("/metrics");
+        sample(&m, "openmed_operator_managed_resources{phase=\"Ready\"}") == Some(2.0)
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let (_, m) = op.http_get("/metrics");
+    let total: f64 = ["Pending", "RollingOut", "Ready", "Failed", "RolledBack"]
+        .iter()
+        .filter_map(|p| {
+            sample(
+                &m,
+                &format!("openmed_operator_managed_resources{{phase=\"{p}\"}}"),
+            )
+        })
+        .sum();
+    assert_eq!(total, 2.0, "ghosts in the cache: {m}");
+
+    // A key whose Deployment patch keeps failing: one waiting retry, and a
+    // depth that counts only keys ready to be processed.
+    sim.fail_next(Some("PATCH"), "/deployments/m9$", 500, 10_000, None);
+    set_version(&sim, "m9", V2);
+    let mut max = (0.0f64, 0.0f64);
+    for _ in 0..25 {
+        let (_, m) = op.http_get("/metrics");
+        let depth = sample(&m, "openmed_operator_queue_depth").unwrap_or(0.0);
+        let retries = sample(&m, "openmed_operator_queue_retries").unwrap_or(0.0);
+        max = (max.0.max(depth), max.1.max(retries));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        max.0 <= 2.0 && max.1 <= 1.0,
+        "depth and retries peaked at {max:?}"
+    );
+    sim.clear_faults();
+    wait_serving(&sim, "m9", V2);
+    wait_until("nothing waiting", || {
+        let (_, m) = op.http_get("/metrics");
+        sample(&m, "openmed_operator_queue_retries") == Some(0.0)
+    });
+    op.assert_clean_exit();
+}
+
 #[test]
 fn cut_watches_and_forced_410s_lose_no_change() {
     let (sim, _, mut op) = cluster_with(fast(), "watches", "svc", &["--resync-seconds", "3600"]);

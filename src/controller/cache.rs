@@ -1,9 +1,9 @@
 //! Caches filled by list+watch: compact views keyed by (namespace, name).
 
+use crate::kube::endpoint::lock;
 use crate::reconcile::{ConfigMapView, DeploymentView, ModelView};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::RwLock;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, RwLock};
 
 /// (namespace, name)
 pub type Key = (String, String);
@@ -95,14 +95,42 @@ pub struct Stale;
 
 pub struct Store<V> {
     items: RwLock<HashMap<Key, V>>,
-    synced: AtomicBool,
+    /// Every list/watch loop that fills this store (one per namespace
+    /// watched), and whether its first list is in. Synced when all are.
+    loops: Mutex<HashMap<String, bool>>,
+    /// Uids a DELETED event has removed: final, whatever arrives later.
+    gone: Mutex<Tombstones>,
+}
+
+/// The uids of deleted objects, the oldest forgotten past a cap.
+#[derive(Default)]
+struct Tombstones {
+    set: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+const TOMBSTONES: usize = 10_000;
+
+impl Tombstones {
+    fn bury(&mut self, uid: &str) {
+        if uid.is_empty() || !self.set.insert(uid.to_string()) {
+            return;
+        }
+        self.order.push_back(uid.to_string());
+        while self.order.len() > TOMBSTONES {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
 }
 
 impl<V: Clone + Versioned> Default for Store<V> {
     fn default() -> Self {
         Store {
             items: RwLock::new(HashMap::new()),
-            synced: AtomicBool::new(false),
+            loops: Mutex::new(HashMap::new()),
+            gone: Mutex::new(Tombstones::default()),
         }
     }
 }
@@ -144,6 +172,9 @@ impl<V: Clone + Versioned> Store<V> {
     /// object than one already held (a lagging watch after our own write).
     /// `Err(Stale)` when refused, else what it replaced.
     pub fn put(&self, k: Key, v: V) -> Result<Option<V>, Stale> {
+        if self.is_gone(&v) {
+            return Err(Stale);
+        }
         let mut items = self.write();
         if items.get(&k).is_some_and(|old| regresses(&v, old)) {
             return Err(Stale);
@@ -151,9 +182,14 @@ impl<V: Clone + Versioned> Store<V> {
         Ok(items.insert(k, v))
     }
 
+    fn is_gone(&self, v: &V) -> bool {
+        lock(&self.gone).set.contains(v.uid())
+    }
+
     /// A watch's DELETED event: only for the incarnation it names, so a
     /// late deletion of an object since created again removes nothing.
     pub fn remove_object(&self, k: &Key, uid: &str) -> Option<V> {
+        lock(&self.gone).bury(uid);
         let mut items = self.write();
         let same = items
             .get(k)
@@ -172,6 +208,9 @@ impl<V: Clone + Versioned> Store<V> {
     /// The response to our own write: kept only if newer than the cache,
     /// so the next pass sees our write even before its watch event.
     pub fn put_if_newer(&self, k: Key, v: V) -> bool {
+        if self.is_gone(&v) {
+            return false;
+        }
         let mut items = self.write();
         let fresher = items
             .get(&k)
@@ -213,12 +252,31 @@ impl<V: Clone + Versioned> Store<V> {
         changes
     }
 
-    pub fn mark_synced(&self) {
-        self.synced.store(true, Ordering::SeqCst);
+    /// A list/watch loop that will fill this store.
+    pub fn register_loop(&self, name: &str) {
+        lock(&self.loops).entry(name.to_string()).or_insert(false);
     }
 
+    /// `name`'s first list is in.
+    pub fn mark_synced(&self, name: &str) {
+        lock(&self.loops).insert(name.to_string(), true);
+    }
+
+    /// Every loop that fills this store has listed once (and there is one).
     pub fn is_synced(&self) -> bool {
-        self.synced.load(Ordering::SeqCst)
+        let loops = lock(&self.loops);
+        !loops.is_empty() && loops.values().all(|s| *s)
+    }
+
+    /// The loops not yet synced, for logs and `/readyz`.
+    pub fn unsynced(&self) -> Vec<String> {
+        let mut v: Vec<String> = lock(&self.loops)
+            .iter()
+            .filter(|(_, s)| !**s)
+            .map(|(n, _)| n.clone())
+            .collect();
+        v.sort();
+        v
     }
 }
 
@@ -277,6 +335,34 @@ mod tests {
             vec![(k("a", "m"), model("u3", 2, "20", "Ready"))],
         );
         assert_eq!(s.get(&k("a", "m")).unwrap().generation, 5);
+    }
+
+    /// Issue 23: a DELETED event is final for that uid; the store is synced
+    /// only when every loop filling it has listed.
+    #[test]
+    fn deletes_are_final_and_sync_needs_every_loop() {
+        let s: Store<ModelView> = Store::default();
+        s.put(k("a", "m"), model("u1", 1, "10", "Ready")).unwrap();
+        s.remove_object(&k("a", "m"), "u1");
+        // Our finalizer-release response arrives after the DELETED event.
+        assert!(!s.put_if_newer(k("a", "m"), model("u1", 2, "12", "Ready")));
+        assert_eq!(
+            s.put(k("a", "m"), model("u1", 2, "12", "Ready")),
+            Err(Stale)
+        );
+        assert!(s.is_empty());
+        assert!(
+            s.put_if_newer(k("a", "m"), model("u2", 1, "20", "Pending")),
+            "a new object of that name"
+        );
+        assert!(!s.is_synced(), "no loop: not synced");
+        s.register_loop("models/a");
+        s.register_loop("models/b");
+        s.mark_synced("models/a");
+        assert!(!s.is_synced());
+        assert_eq!(s.unsynced(), ["models/b"]);
+        s.mark_synced("models/b");
+        assert!(s.is_synced());
     }
 
     #[test]

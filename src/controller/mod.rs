@@ -24,7 +24,7 @@ use crate::cli::Config;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Client, ClientConfig, Endpoint, ResourcePath};
 use crate::metrics::{Metrics, Outcome};
-use crate::model::status::{Field, StatusDoc};
+use crate::model::status::{Phase, StatusDoc};
 use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
 use crate::server::{self, Health};
@@ -90,6 +90,8 @@ pub fn run(cfg: Config) -> Result<(), String> {
         acted: Mutex::new(Default::default()),
     });
     let queue: Arc<WorkQueue<Key>> = Arc::new(WorkQueue::new(RETRY));
+    let models = ctx.models.clone();
+    metrics.set_phase_source(Arc::new(move || phase_counts(&models)));
     let index = Arc::new(TargetIndex::default());
 
     let scopes: Vec<Option<String>> = if cfg.namespaces.is_empty() {
@@ -204,7 +206,17 @@ pub fn run(cfg: Config) -> Result<(), String> {
         }
         if Instant::now() >= next_warning {
             next_warning += Duration::from_secs(30);
-            log::warn!("still waiting for the initial lists (is the API server reachable?)");
+            let waiting: Vec<String> = [
+                ctx.models.unsynced(),
+                ctx.deployments.unsynced(),
+                ctx.deployment_meta.unsynced(),
+                ctx.config_maps.unsynced(),
+            ]
+            .concat();
+            log::warn!(
+                "still waiting for the initial lists of {} (is the API server reachable?)",
+                waiting.join(", ")
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -236,12 +248,12 @@ pub fn run(cfg: Config) -> Result<(), String> {
     while !crate::signals::stop_requested() {
         std::thread::sleep(Duration::from_millis(100));
         metrics.set_queue_depth(queue.len());
+        metrics.set_queue_retries(queue.waiting());
         if Instant::now() >= next_resync {
             next_resync = Instant::now() + cfg.resync;
             for k in ctx.models.keys() {
                 queue.resync(k);
             }
-            metrics.set_phases(phase_counts(&ctx.models));
         }
     }
 
@@ -258,12 +270,18 @@ pub fn run(cfg: Config) -> Result<(), String> {
     Ok(())
 }
 
+/// Managed resources per phase, every phase present (0 included); a model
+/// not yet given a phase counts as Pending.
 fn phase_counts(models: &Store<ModelView>) -> BTreeMap<String, i64> {
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<String, i64> = Phase::ALL
+        .iter()
+        .map(|p| (p.as_str().to_string(), 0))
+        .collect();
     for m in models.values() {
-        let st = StatusDoc::from_value(m.status.as_ref());
-        let phase = st.str(Field::Phase).unwrap_or("Unknown").to_string();
-        *out.entry(phase).or_default() += 1;
+        let phase = StatusDoc::from_value(m.status.as_ref())
+            .phase()
+            .unwrap_or(Phase::Pending);
+        *out.entry(phase.as_str().to_string()).or_default() += 1;
     }
     out
 }
@@ -294,10 +312,7 @@ fn worker(name: &str, ctx: &sync::Ctx, queue: &WorkQueue<Key>, metrics: &Metrics
                     },
                 };
                 metrics.error(&kind);
-                if e.is_refusal() {
-                    queue.hold(key.clone());
-                }
-                let delay = queue.retry(key.clone(), e.retry_after());
+                let delay = queue.add_rate_limited(key.clone(), e.retry_after());
                 log::warn!(
                     "{}/{}: reconcile failed, retrying in {} ms: {e}",
                     key.0,

@@ -16,11 +16,14 @@ struct Inner<K> {
     processing: HashSet<K>,
     /// Added while processing: requeue on `done`.
     dirty: HashSet<K>,
+    /// Entries due later, earliest first; an entry whose time is not the
+    /// key's in `waiting` is stale (replaced by an earlier one) and skipped.
     delayed: BinaryHeap<Reverse<(Instant, u64, K)>>,
+    /// At most one waiting retry per key: when it is due (client-go's
+    /// delaying queue keeps one entry per key, the earliest).
+    waiting: HashMap<K, Instant>,
     seq: u64,
     failures: HashMap<K, u32>,
-    /// Failing keys resyncs leave alone (see `hold`).
-    held: HashSet<K>,
     shutting_down: bool,
 }
 
@@ -40,8 +43,8 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                 dirty: HashSet::new(),
                 delayed: BinaryHeap::new(),
                 seq: 0,
+                waiting: HashMap::new(),
                 failures: HashMap::new(),
-                held: HashSet::new(),
                 shutting_down: false,
             }),
             ready: Condvar::new(),
@@ -71,12 +74,12 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         }
     }
 
-    /// A periodic resync. A key held back by [`WorkQueue::hold`] keeps
-    /// waiting for its scheduled retry, so a write the API refuses every
-    /// time is not retried on every resync; any other key is added.
+    /// A periodic resync: a key waiting out a failure's backoff keeps
+    /// waiting (its retry is already scheduled, and its backoff does not
+    /// advance); any other key is added.
     pub fn resync(&self, k: K) {
         let mut inner = lock(&self.inner);
-        if inner.held.contains(&k) {
+        if inner.waiting.contains_key(&k) {
             return;
         }
         if Self::enqueue(&mut inner, k) {
@@ -84,20 +87,29 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         }
     }
 
-    pub fn add_after(&self, k: K, d: Duration) {
+    /// Add `k` once `d` has passed; if it already waits, the earlier time wins.
+    /// Returns how long it will really wait.
+    pub fn add_after(&self, k: K, d: Duration) -> Duration {
         let mut inner = lock(&self.inner);
+        let now = Instant::now();
         if inner.shutting_down {
-            return;
+            return d;
         }
+        let at = now + d;
+        if let Some(&earlier) = inner.waiting.get(&k).filter(|e| **e <= at) {
+            return earlier.saturating_duration_since(now);
+        }
+        inner.waiting.insert(k.clone(), at);
         inner.seq += 1;
         let seq = inner.seq;
-        inner.delayed.push(Reverse((Instant::now() + d, seq, k)));
+        inner.delayed.push(Reverse((at, seq, k)));
         self.ready.notify_one();
+        d
     }
 
-    /// Retry `k` after its next backoff step (honouring a server's
-    /// Retry-After). Returns the delay chosen.
-    pub fn retry(&self, k: K, retry_after: Option<Duration>) -> Duration {
+    /// A failure: retry `k` after its next backoff step (client-go's
+    /// `AddRateLimited`), returning the delay that will really be used.
+    pub fn add_rate_limited(&self, k: K, retry_after: Option<Duration>) -> Duration {
         let attempt = {
             let mut inner = lock(&self.inner);
             let n = inner.failures.entry(k.clone()).or_insert(0);
@@ -105,25 +117,14 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
             *n - 1
         };
         let d = self.backoff.delay_after(attempt, retry_after);
-        self.add_after(k, d);
-        d
+        self.add_after(k, d)
     }
 
-    /// `k` succeeded: its backoff starts over.
-    /// Keep resyncs off `k` until it succeeds: its failure is one that
-    /// only its own backoff (or a change to what it watches) should retry.
-    pub fn hold(&self, k: K) {
-        lock(&self.inner).held.insert(k);
-    }
-
+    /// Success: the key's backoff starts over.
     pub fn forget(&self, k: &K) {
-        let mut inner = lock(&self.inner);
-        inner.failures.remove(k);
-        inner.held.remove(k);
+        lock(&self.inner).failures.remove(k);
     }
 
-    /// The next key to handle, waiting up to `timeout`. None on timeout or
-    /// once shut down.
     pub fn get(&self, timeout: Duration) -> Option<K> {
         let deadline = Instant::now() + timeout;
         let mut inner = lock(&self.inner);
@@ -136,8 +137,11 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                 if *at > now {
                     break;
                 }
-                if let Some(Reverse((_, _, k))) = inner.delayed.pop() {
-                    Self::enqueue(&mut inner, k);
+                if let Some(Reverse((at, _, k))) = inner.delayed.pop() {
+                    if inner.waiting.get(&k) == Some(&at) {
+                        inner.waiting.remove(&k);
+                        Self::enqueue(&mut inner, k);
+                    }
                 }
             }
             if let Some(k) = inner.queue.pop_front() {
@@ -170,13 +174,18 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     }
 
     /// Keys waiting (now or later), for the queue-depth gauge.
+    /// Keys ready to be processed (client-go's `workqueue_depth`).
     pub fn len(&self) -> usize {
-        let inner = lock(&self.inner);
-        inner.queue.len() + inner.delayed.len()
+        lock(&self.inner).queue.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Keys waiting out a backoff, one per key.
+    pub fn waiting(&self) -> usize {
+        lock(&self.inner).waiting.len()
     }
 
     /// Stop handing out work; workers finish what they hold.
@@ -224,19 +233,60 @@ mod tests {
     #[test]
     fn retries_back_off_per_key_and_honour_retry_after() {
         let q = q();
-        let d1 = q.retry("a".into(), None);
-        let d2 = q.retry("a".into(), None);
-        let d3 = q.retry("a".into(), None);
+        // Each failure follows the retry of the one before (the key is
+        // taken, fails, and is put back), as in the workers.
+        let fail = |q: &WorkQueue<String>| {
+            let d = q.add_rate_limited("a".into(), None);
+            assert_eq!(q.get(Duration::from_secs(1)).as_deref(), Some("a"));
+            q.done(&"a".to_string());
+            d
+        };
+        let d1 = fail(&q);
+        let d2 = fail(&q);
+        let d3 = fail(&q);
         assert!(
             d1 <= Duration::from_millis(20) && d3 >= Duration::from_millis(40),
             "{d1:?} {d2:?} {d3:?}"
         );
         q.forget(&"a".to_string());
-        assert!(q.retry("a".into(), None) <= Duration::from_millis(20));
-        assert!(q.retry("b".into(), Some(Duration::from_secs(3))) >= Duration::from_secs(3));
+        assert!(q.add_rate_limited("a".into(), None) <= Duration::from_millis(20));
+        assert!(
+            q.add_rate_limited("b".into(), Some(Duration::from_secs(3))) >= Duration::from_secs(3)
+        );
         let t = Instant::now();
         assert_eq!(q.get(Duration::from_secs(1)).as_deref(), Some("a"));
         assert!(t.elapsed() >= Duration::from_millis(5));
+    }
+
+    /// Issue 23: one waiting entry per key, the earliest; a resync leaves a
+    /// waiting key alone; depth counts only keys ready to be processed.
+    #[test]
+    fn one_waiting_retry_per_key_and_resyncs_leave_it_alone() {
+        let q = q();
+        let k = "a".to_string();
+        assert_eq!(
+            q.add_after(k.clone(), Duration::from_secs(60)),
+            Duration::from_secs(60)
+        );
+        let sooner = q.add_after(k.clone(), Duration::from_millis(30));
+        assert_eq!(sooner, Duration::from_millis(30));
+        let later = q.add_after(k.clone(), Duration::from_secs(90));
+        assert!(
+            later <= Duration::from_millis(30),
+            "the earlier time wins: {later:?}"
+        );
+        assert_eq!((q.len(), q.waiting()), (0, 1));
+        q.resync(k.clone());
+        assert_eq!(q.len(), 0, "a resync does not cut a backoff short");
+        q.resync("b".into());
+        assert_eq!(q.get(Duration::ZERO).as_deref(), Some("b"));
+        let t = Instant::now();
+        assert_eq!(q.get(Duration::from_secs(1)).as_deref(), Some("a"));
+        assert!(t.elapsed() < Duration::from_secs(1));
+        assert_eq!(q.waiting(), 0);
+        // The stale 60 s and 90 s entries fire nothing.
+        q.done(&k);
+        assert_eq!(q.get(Duration::from_millis(50)), None);
     }
 
     #[test]

@@ -104,6 +104,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
     pub fn spawn(self) -> std::io::Result<()> {
         let name = self.loop_name();
         self.health.register(&name, MAX_SILENCE);
+        self.store.register_loop(&name);
         std::thread::Builder::new().name(name).spawn(move || {
             self.run();
             if !self.stop.load(Ordering::SeqCst) {
@@ -138,10 +139,12 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
                 Ok(l) => l,
                 Err(e) => {
                     log::warn!("{name}: list failed, retrying: {e}");
+                    self.health.list_failed(&name);
                     self.pause(&mut failures);
                     continue;
                 }
             };
+            self.health.list_ok(&name);
             self.metrics.relisted(self.resource);
             let items: Vec<(Key, V)> = list
                 .items
@@ -151,7 +154,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
             for change in self.store.replace(self.namespace.as_deref(), items) {
                 (self.on_change)(change);
             }
-            self.store.mark_synced();
+            self.store.mark_synced(&name);
             self.health.beat(&name);
             let mut rv = list.resource_version;
             loop {

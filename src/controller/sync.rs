@@ -329,6 +329,7 @@ impl Ctx {
         let model_path = ResourcePath::object(crate::model::RESOURCE, Some(ns), &model.name)?;
         let mut rv = model.resource_version.clone();
         let mut patched_gen = None;
+        let mut gone = false;
         if !p.writes.is_empty() {
             self.remember_acted(model);
         }
@@ -339,7 +340,15 @@ impl Ctx {
                     let resp =
                         self.client
                             .patch(&model_path, PatchType::Merge, &body, Retry::Write)?;
-                    rv = self.remember_model(&resp).unwrap_or(rv);
+                    if finalizers.is_empty() && model.deleting {
+                        // The server deletes it now: the answer is a last
+                        // view of a gone object, never to be cached (issue 23).
+                        let key = (ns.to_string(), model.name.clone());
+                        self.models.remove_object(&key, &model.uid);
+                        gone = true;
+                    } else {
+                        rv = self.remember_model(&resp).unwrap_or(rv);
+                    }
                     let what = if matches!(w, Write::AddFinalizer { .. }) {
                         "added"
                     } else {
@@ -387,7 +396,7 @@ impl Ctx {
                 }
             }
         }
-        if let Some(body) = p.status_patch(patched_gen, &rv) {
+        if let Some(body) = p.status_patch(patched_gen, &rv).filter(|_| !gone) {
             let resp = self.client.patch(
                 &model_path.clone().status(),
                 PatchType::Merge,
