@@ -2,9 +2,9 @@
 # The whole test suite: formatting, lints, unit, integration and end-to-end
 # tests, the kubectl end-to-end script, manifest validation, shellcheck, the
 # dependency audit and the static build with its checks. `.ci/run` runs
-# exactly this after installing what a fresh machine lacks.
-# Needs: cargo (rustfmt, clippy), kubectl, python3, shellcheck, unshare, the
-# static-build packages (see build-static.sh). About 6 minutes from a clean
+# exactly this. It first installs what a fresh machine lacks
+# (scripts/install-deps.sh: Debian packages, rustfmt, clippy); it needs
+# cargo, kubectl and python3 to be there. About 6 minutes from a clean
 # clone on 2 cores (5 min 47 s measured), the static build being half of it.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -19,6 +19,8 @@ step() {
   info "($((SECONDS - t)) s)"
 }
 
+if [[ -d $HOME/.cargo/bin ]]; then export PATH="$HOME/.cargo/bin:$PATH"; fi
+step "Installing what is missing" scripts/install-deps.sh
 step "Formatting" cargo fmt --all -- --check
 step "Lints" cargo clippy --workspace --all-targets --locked -- -D warnings
 step "Unit, integration and end-to-end tests (Rust)" cargo test --workspace --locked

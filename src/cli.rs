@@ -55,98 +55,174 @@ pub enum Command {
     Version,
 }
 
+/// What the flags have set so far.
+struct Settings {
+    config: Config,
+    all: bool,
+    /// Set by --help / --version: stop parsing and answer this.
+    stop: Option<Command>,
+}
+
+/// One flag: its names, whether it takes a value (inline `--flag=v` or the
+/// next argument), and what it does with the value ("" for a switch).
+struct Flag {
+    names: &'static [&'static str],
+    takes_value: bool,
+    apply: fn(&mut Settings, String) -> Result<(), String>,
+}
+
+const FLAGS: [Flag; 10] = [
+    Flag {
+        names: &["--help", "-h"],
+        takes_value: false,
+        apply: |s, _| {
+            s.stop = Some(Command::Help);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--version", "-V"],
+        takes_value: false,
+        apply: |s, _| {
+            s.stop = Some(Command::Version);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--all-namespaces"],
+        takes_value: false,
+        apply: |s, _| {
+            s.all = true;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--namespace"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.namespaces.push(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--server"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.endpoint.server = Some(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--token-file"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.endpoint.token_file = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--ca-file"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.endpoint.ca_file = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--health-addr"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.health_addr = v
+                .parse()
+                .map_err(|_| format!("--health-addr: {v:?} is not an address like 0.0.0.0:8080"))?;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--resync-seconds"],
+        takes_value: true,
+        apply: |s, v| {
+            let n: u64 = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                format!("--resync-seconds: {v:?} is not a whole number of seconds >= 1")
+            })?;
+            s.config.resync = Duration::from_secs(n);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--log-format"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.log_format = match v.as_str() {
+                "text" => LogFormat::Text,
+                "json" => LogFormat::Json,
+                _ => return Err(format!("--log-format: {v:?} is not text or json")),
+            };
+            Ok(())
+        },
+    },
+];
+
 /// Parse arguments (without the program name). `env` looks up environment
 /// variables. Errors are one line, meant for stderr.
 pub fn parse(
     args: impl IntoIterator<Item = String>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Command, String> {
-    let mut namespaces: Vec<String> = Vec::new();
-    let mut all = false;
-    let mut endpoint = EndpointOptions::default();
-    let mut health_addr: SocketAddr = ([0, 0, 0, 0], 8080).into();
-    let mut resync = Duration::from_secs(15);
-    let mut log_format = LogFormat::Text;
+    let mut s = Settings {
+        config: Config {
+            namespaces: Vec::new(),
+            endpoint: EndpointOptions::default(),
+            health_addr: ([0, 0, 0, 0], 8080).into(),
+            resync: Duration::from_secs(15),
+            log_format: LogFormat::Text,
+        },
+        all: false,
+        stop: None,
+    };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
+        let (name, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+            _ => (arg.as_str(), None),
         };
-        let takes_value = matches!(
-            flag.as_str(),
-            "--namespace"
-                | "--server"
-                | "--token-file"
-                | "--ca-file"
-                | "--health-addr"
-                | "--resync-seconds"
-                | "--log-format"
-        );
-        let value = if takes_value {
-            match inline {
-                Some(v) => v,
-                None => it.next().ok_or_else(|| format!("{flag} needs a value"))?,
-            }
-        } else {
-            if inline.is_some() {
-                return Err(format!("{flag} takes no value"));
-            }
-            String::new()
+        let flag = FLAGS.iter().find(|f| f.names.contains(&name));
+        let value = match (flag.is_some_and(|f| f.takes_value), inline) {
+            (true, Some(v)) => v.to_string(),
+            (true, None) => it.next().ok_or_else(|| format!("{name} needs a value"))?,
+            (false, Some(_)) => return Err(format!("{name} takes no value")),
+            (false, None) => String::new(),
         };
-        match flag.as_str() {
-            "--help" | "-h" => return Ok(Command::Help),
-            "--version" | "-V" => return Ok(Command::Version),
-            "--all-namespaces" => all = true,
-            "--namespace" => namespaces.push(value),
-            "--server" => endpoint.server = Some(value),
-            "--token-file" => endpoint.token_file = Some(PathBuf::from(value)),
-            "--ca-file" => endpoint.ca_file = Some(PathBuf::from(value)),
-            "--health-addr" => {
-                health_addr = value.parse().map_err(|_| {
-                    format!("--health-addr: {value:?} is not an address like 0.0.0.0:8080")
-                })?
-            }
-            "--resync-seconds" => {
-                let n: u64 = value.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
-                    format!("--resync-seconds: {value:?} is not a whole number of seconds >= 1")
-                })?;
-                resync = Duration::from_secs(n);
-            }
-            "--log-format" => {
-                log_format = match value.as_str() {
-                    "text" => LogFormat::Text,
-                    "json" => LogFormat::Json,
-                    _ => return Err(format!("--log-format: {value:?} is not text or json")),
-                }
-            }
-            other => return Err(format!("unknown flag {other:?} (see --help)")),
+        let flag = flag.ok_or_else(|| format!("unknown flag {name:?} (see --help)"))?;
+        (flag.apply)(&mut s, value)?;
+        if let Some(stop) = s.stop {
+            return Ok(stop);
         }
     }
-    if namespaces.is_empty() && !all {
+    finish(s, env).map(Command::Run)
+}
+
+/// WATCH_NAMESPACE when no flag chose namespaces, then the namespace checks.
+fn finish(s: Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, String> {
+    let mut config = s.config;
+    if config.namespaces.is_empty() && !s.all {
         if let Some(w) = env("WATCH_NAMESPACE") {
-            namespaces = w
+            config.namespaces = w
                 .split(',')
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect();
         }
     }
-    if all && !namespaces.is_empty() {
+    if s.all && !config.namespaces.is_empty() {
         return Err("--all-namespaces and --namespace are mutually exclusive".into());
     }
-    if let Some(bad) = namespaces.iter().find(|n| !is_dns_label(n)) {
+    if let Some(bad) = config.namespaces.iter().find(|n| !is_dns_label(n)) {
         return Err(format!("namespace {bad:?} is not a valid namespace name"));
     }
-    namespaces.sort();
-    namespaces.dedup();
-    Ok(Command::Run(Config {
-        namespaces,
-        endpoint,
-        health_addr,
-        resync,
-        log_format,
-    }))
+    config.namespaces.sort();
+    config.namespaces.dedup();
+    Ok(config)
 }
 
 #[cfg(test)]

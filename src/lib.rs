@@ -1,10 +1,16 @@
 //! openmed-operator: makes the model version served by an OpenMed REST
 //! Deployment declarative. See README.md for the module map.
+//!
+//! The behaviour is specified in `docs/contract.md`; comments cite it by
+//! section: "§6.8" or "step 8" is one step of a reconcile pass, "9.21" or
+//! "§9.21" a deliberate improvement, "section 3" what the operator writes.
 
 pub mod backoff;
 pub mod cli;
 pub mod controller;
+pub mod health;
 pub mod kube;
+mod lock;
 pub mod logging;
 pub mod metrics;
 pub mod model;

@@ -1,6 +1,7 @@
 //! Counters, gauges and a histogram, rendered as Prometheus text.
 
-use crate::kube::endpoint::lock;
+use crate::controller::outcome::Outcome;
+use crate::lock::lock;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -16,27 +17,6 @@ struct Histogram {
     counts: [u64; BUCKETS.len()],
     sum: f64,
     count: u64,
-}
-
-/// Outcome of one reconcile, for `openmed_operator_reconciles_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Outcome {
-    /// Nothing needed writing.
-    Unchanged,
-    /// Writes were made.
-    Applied,
-    /// Failed; will be retried with backoff.
-    Error,
-}
-
-impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Unchanged => "unchanged",
-            Outcome::Applied => "applied",
-            Outcome::Error => "error",
-        }
-    }
 }
 
 /// Where the phase gauge is read from at scrape time.
@@ -112,142 +92,150 @@ impl Metrics {
         lock(&self.api_requests).values().sum()
     }
 
+    /// The Prometheus text exposition, families in `FAMILIES` order.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        for (name, kind, help, rows) in FAMILIES {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (suffix, value) in rows(self) {
+                let _ = writeln!(out, "{name}{suffix} {value}");
+            }
+        }
+        out
+    }
+
+    fn reconcile_rows(&self) -> Vec<Row> {
+        let reconciles = lock(&self.reconciles);
+        [Outcome::Unchanged, Outcome::Applied, Outcome::Error]
+            .iter()
+            .map(|o| {
+                let n = reconciles.get(o).copied().unwrap_or(0);
+                (format!("{{result=\"{}\"}}", o.as_str()), n.to_string())
+            })
+            .collect()
+    }
+
+    fn duration_rows(&self) -> Vec<Row> {
+        let h = lock(&self.duration);
+        let mut rows: Vec<Row> = BUCKETS
+            .iter()
+            .zip(h.counts.iter())
+            .map(|(b, c)| (format!("_bucket{{le=\"{b}\"}}"), c.to_string()))
+            .collect();
+        rows.push(("_bucket{le=\"+Inf\"}".into(), h.count.to_string()));
+        rows.push(("_sum".into(), h.sum.to_string()));
+        rows.push(("_count".into(), h.count.to_string()));
+        rows
+    }
+
+    fn api_request_rows(&self) -> Vec<Row> {
+        lock(&self.api_requests)
+            .iter()
+            .map(|((verb, code), v)| {
+                (
+                    format!("{{verb=\"{verb}\",code=\"{code}\"}}"),
+                    v.to_string(),
+                )
+            })
+            .collect()
+    }
+
+    fn phase_rows(&self) -> Vec<Row> {
+        // Cloned out first, so the source runs without our lock held.
         let source = lock(&self.phases).clone();
         let phases = source.map(|f| f()).unwrap_or_default();
-        let reconciles = lock(&self.reconciles);
-        family(
-            &mut out,
-            "openmed_operator_reconciles_total",
-            "counter",
-            "Reconcile passes by result.",
-            [Outcome::Unchanged, Outcome::Applied, Outcome::Error]
-                .iter()
-                .map(|o| {
-                    (
-                        format!("{{result=\"{}\"}}", o.as_str()),
-                        reconciles.get(o).copied().unwrap_or(0).to_string(),
-                    )
-                }),
-        );
-        drop(reconciles);
-        family(
-            &mut out,
-            "openmed_operator_reconcile_errors_total",
-            "counter",
-            "Reconcile errors by kind.",
-            labelled("kind", lock(&self.errors).iter()),
-        );
-        {
-            let h = lock(&self.duration);
-            let mut rows: Vec<(String, String)> = BUCKETS
-                .iter()
-                .zip(h.counts.iter())
-                .map(|(b, c)| (format!("_bucket{{le=\"{b}\"}}"), c.to_string()))
-                .collect();
-            rows.push(("_bucket{le=\"+Inf\"}".into(), h.count.to_string()));
-            rows.push(("_sum".into(), h.sum.to_string()));
-            rows.push(("_count".into(), h.count.to_string()));
-            family(
-                &mut out,
-                "openmed_operator_reconcile_duration_seconds",
-                "histogram",
-                "Time per reconcile pass.",
-                rows.into_iter(),
-            );
-        }
-        family(
-            &mut out,
-            "openmed_operator_queue_depth",
-            "gauge",
-            "Keys ready to be processed.",
-            std::iter::once((
-                String::new(),
-                self.queue_depth.load(Ordering::Relaxed).to_string(),
-            )),
-        );
-        family(
-            &mut out,
-            "openmed_operator_queue_retries",
-            "gauge",
-            "Keys waiting out a backoff after a failure, one per key.",
-            std::iter::once((
-                String::new(),
-                self.queue_retries.load(Ordering::Relaxed).to_string(),
-            )),
-        );
-        family(
-            &mut out,
-            "openmed_operator_watch_restarts_total",
-            "counter",
-            "Watches restarted, by resource.",
-            labelled("resource", lock(&self.watch_restarts).iter()),
-        );
-        family(
-            &mut out,
-            "openmed_operator_relists_total",
-            "counter",
-            "Full lists (initial and after 410), by resource.",
-            labelled("resource", lock(&self.relists).iter()),
-        );
-        family(
-            &mut out,
-            "openmed_operator_api_requests_total",
-            "counter",
-            "API requests by verb and HTTP status code (0: no response).",
-            lock(&self.api_requests)
-                .iter()
-                .map(|((verb, code), v)| {
-                    (
-                        format!("{{verb=\"{verb}\",code=\"{code}\"}}"),
-                        v.to_string(),
-                    )
-                })
-                .collect::<Vec<_>>()
-                .into_iter(),
-        );
-        family(
-            &mut out,
-            "openmed_operator_managed_resources",
-            "gauge",
-            "OpenMedModels by status phase.",
-            labelled("phase", phases.iter()),
-        );
-        family(
-            &mut out,
-            "openmed_operator_events_posted_total",
-            "counter",
-            "Events created.",
-            std::iter::once((String::new(), lock(&self.events_posted).to_string())),
-        );
-        out
+        labelled("phase", phases.iter())
     }
 }
 
-/// One metric family: HELP and TYPE lines, then `name<suffix> value` rows.
-fn family(
-    out: &mut String,
-    name: &str,
-    kind: &str,
-    help: &str,
-    rows: impl Iterator<Item = (String, String)>,
-) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    for (suffix, value) in rows {
-        let _ = writeln!(out, "{name}{suffix} {value}");
-    }
+/// One exposition line after the metric name: `{labels}` or a suffix such
+/// as `_sum`, and the value.
+type Row = (String, String);
+
+/// Every metric family in exposition order: name, type, help, its rows.
+type Family = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&Metrics) -> Vec<Row>,
+);
+
+const FAMILIES: [Family; 10] = [
+    (
+        "openmed_operator_reconciles_total",
+        "counter",
+        "Reconcile passes by result.",
+        Metrics::reconcile_rows,
+    ),
+    (
+        "openmed_operator_reconcile_errors_total",
+        "counter",
+        "Reconcile errors by kind.",
+        |m| labelled("kind", lock(&m.errors).iter()),
+    ),
+    (
+        "openmed_operator_reconcile_duration_seconds",
+        "histogram",
+        "Time per reconcile pass.",
+        Metrics::duration_rows,
+    ),
+    (
+        "openmed_operator_queue_depth",
+        "gauge",
+        "Keys ready to be processed.",
+        |m| single(m.queue_depth.load(Ordering::Relaxed)),
+    ),
+    (
+        "openmed_operator_queue_retries",
+        "gauge",
+        "Keys waiting out a backoff after a failure, one per key.",
+        |m| single(m.queue_retries.load(Ordering::Relaxed)),
+    ),
+    (
+        "openmed_operator_watch_restarts_total",
+        "counter",
+        "Watches restarted, by resource.",
+        |m| labelled("resource", lock(&m.watch_restarts).iter()),
+    ),
+    (
+        "openmed_operator_relists_total",
+        "counter",
+        "Full lists (initial and after 410), by resource.",
+        |m| labelled("resource", lock(&m.relists).iter()),
+    ),
+    (
+        "openmed_operator_api_requests_total",
+        "counter",
+        "API requests by verb and HTTP status code (0: no response).",
+        Metrics::api_request_rows,
+    ),
+    (
+        "openmed_operator_managed_resources",
+        "gauge",
+        "OpenMedModels by status phase.",
+        Metrics::phase_rows,
+    ),
+    (
+        "openmed_operator_events_posted_total",
+        "counter",
+        "Events created.",
+        |m| single(*lock(&m.events_posted)),
+    ),
+];
+
+/// The one row of an unlabelled metric.
+fn single(value: impl std::fmt::Display) -> Vec<Row> {
+    vec![(String::new(), value.to_string())]
 }
 
 /// Rows with a single label.
-fn labelled<'a, K: std::fmt::Display + 'a, V: std::fmt::Display + 'a>(
-    label: &'a str,
-    items: impl Iterator<Item = (K, V)> + 'a,
-) -> impl Iterator<Item = (String, String)> + 'a {
+fn labelled<K: std::fmt::Display, V: std::fmt::Display>(
+    label: &str,
+    items: impl Iterator<Item = (K, V)>,
+) -> Vec<Row> {
     items
-        .map(move |(k, v)| (format!("{{{label}=\"{k}\"}}"), v.to_string()))
-        .collect::<Vec<_>>()
-        .into_iter()
+        .map(|(k, v)| (format!("{{{label}=\"{k}\"}}"), v.to_string()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,25 +5,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-const SIGINT: i32 = 2;
-const SIGTERM: i32 = 15;
-
-extern "C" {
-    // From the C library std already links; `sighandler_t signal(int, sighandler_t)`.
-    fn signal(signum: i32, handler: extern "C" fn(i32)) -> usize;
-}
-
-extern "C" fn on_signal(_: i32) {
+extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
 /// Route SIGTERM and SIGINT to [`stop_requested`].
 pub fn install() {
     // SAFETY: `on_signal` only stores to a static atomic, which is
-    // async-signal-safe; `signal` is called with valid signal numbers.
+    // async-signal-safe. The zeroed `sigaction` is a valid value (empty
+    // mask, no flags) before the fields are set; SA_RESTART keeps the
+    // semantics `signal` had, so interrupted system calls resume.
     unsafe {
-        signal(SIGTERM, on_signal);
-        signal(SIGINT, on_signal);
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        for signum in [libc::SIGTERM, libc::SIGINT] {
+            libc::sigaction(signum, &action, std::ptr::null_mut());
+        }
     }
 }
 

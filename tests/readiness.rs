@@ -1,4 +1,4 @@
-//! Contract section 4 with 9.9 and 9.12: when is a rollout Ready? Judged as
+//! docs/contract.md §4 with 9.9 and 9.12: when is a rollout Ready? Judged as
 //! `kubectl rollout status` judges it. First, rows of Deployment statuses as
 //! the real controller reports them at telling moments; then every moment of
 //! whole rollouts driven by kubesim's Deployment controller (which mirrors the

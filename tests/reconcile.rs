@@ -10,10 +10,11 @@ use common::*;
 use kubesim::patch::{merge_patch, strategic_merge};
 use openmed_operator::model::names::event_name;
 use openmed_operator::model::spec::empty_manifest_hash;
+use openmed_operator::model::status::{states, CondSet, Reason};
 use openmed_operator::model::{validate, EventReason};
 use openmed_operator::reconcile::{
-    lookups, plan, plan_refused, ConfigMapView, DeploymentView, ModelView, Observed, Plan, Refused,
-    Write,
+    execute, lookups, plan, plan_refused, Cluster, ConfigMapView, DeploymentView, EventSpec,
+    Executed, ModelView, Observed, Plan, Refused, Write,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -36,6 +37,9 @@ struct World {
     clock: u64,
     rv: u64,
     uid_seq: u64,
+    /// What the current step wrote and posted.
+    tags: Tags,
+    posted: Vec<EventReason>,
 }
 
 impl World {
@@ -50,6 +54,8 @@ impl World {
             clock: 0,
             rv: 200,
             uid_seq: 0,
+            tags: Vec::new(),
+            posted: Vec::new(),
         }
     }
 
@@ -124,99 +130,22 @@ impl World {
     fn step(&mut self) -> (Tags, Vec<EventReason>) {
         self.clock += 1;
         let p = self.plan();
-        let mut tags = Vec::new();
-        let mut patched_gen = None;
-        for w in &p.writes {
-            match w {
-                Write::AddFinalizer { finalizers } => {
-                    self.model["metadata"]["finalizers"] = json!(finalizers);
-                    self.model["metadata"]["resourceVersion"] = json!(self.bump_rv());
-                    tags.push("F+");
-                }
-                Write::RemoveFinalizers { finalizers } => {
-                    self.model["metadata"]["finalizers"] = json!(finalizers);
-                    tags.push("F-");
-                }
-                Write::CreateConfigMap { body } => {
-                    let name = body["metadata"]["name"].as_str().unwrap().to_string();
-                    assert!(
-                        !self.config_maps.contains_key(&name),
-                        "create of an existing ConfigMap"
-                    );
-                    self.uid_seq += 1;
-                    let mut cm = body.clone();
-                    cm["metadata"]["uid"] = json!(format!("cm-uid-{}", self.uid_seq));
-                    self.config_maps.insert(name, cm);
-                    tags.push("CM+");
-                }
-                Write::PatchConfigMap { name, body } => {
-                    let cm = self
-                        .config_maps
-                        .get(name)
-                        .expect("patch of a missing ConfigMap");
-                    let next = merge_patch(cm, body);
-                    self.config_maps.insert(name.clone(), next);
-                    tags.push("CM~");
-                }
-                Write::DeleteConfigMap { name, uid } => {
-                    let cm = self
-                        .config_maps
-                        .remove(name)
-                        .expect("delete of a missing ConfigMap");
-                    assert_eq!(cm["metadata"]["uid"], uid.as_str());
-                    tags.push("CM-");
-                }
-                Write::PatchDeployment {
-                    name,
-                    body,
-                    sets_target,
-                } => {
-                    let d = self.deployment_named(name).clone();
-                    let mut next = strategic_merge(&d, body).unwrap();
-                    // A Deployment's generation follows spec and annotations
-                    // (the registry's PrepareForUpdate).
-                    if next["spec"] != d["spec"]
-                        || next["metadata"]["annotations"] != d["metadata"]["annotations"]
-                    {
-                        let g = d["metadata"]["generation"].as_i64().unwrap() + 1;
-                        next["metadata"]["generation"] = json!(g);
-                    }
-                    if *sets_target {
-                        patched_gen = next["metadata"]["generation"].as_i64();
-                    }
-                    *self.deployment_named(name) = next;
-                    tags.push("D~");
-                }
-            }
-        }
+        self.tags.clear();
+        self.posted.clear();
         let rv = self.model["metadata"]["resourceVersion"]
             .as_str()
             .unwrap()
             .to_string();
-        if let Some(body) = p.status_patch(patched_gen, &rv) {
-            assert_eq!(
-                body["metadata"]["resourceVersion"],
-                rv.as_str(),
-                "status patch must carry the resourceVersion"
-            );
-            let status = merge_patch(
-                self.model.get("status").unwrap_or(&Value::Null),
-                &body["status"],
-            );
-            self.model["status"] = status;
-            self.model["metadata"]["resourceVersion"] = json!(self.bump_rv());
-            tags.push("S");
+        // The shell's executor, against this in-memory cluster.
+        match execute(self, &p, &rv) {
+            Ok(Executed::Done) => {}
+            Ok(Executed::Replan(cm)) => panic!("the world has no unknown ConfigMap: {cm:?}"),
+            Err(never) => match never {},
         }
-        let mut posted = Vec::new();
-        let generation = self.model["metadata"]["generation"].as_i64().unwrap();
-        for e in p.events_to_post(patched_gen) {
-            let name = event_name(NAME, e.reason.as_str(), generation);
-            if !self.events.iter().any(|(n, _)| *n == name) {
-                self.events.push((name, e.reason));
-            }
-            posted.push(e.reason);
-        }
-        (tags, posted)
+        (
+            std::mem::take(&mut self.tags),
+            std::mem::take(&mut self.posted),
+        )
     }
 
     fn status(&self) -> &Value {
@@ -324,6 +253,111 @@ impl World {
     }
 }
 
+/// The in-memory cluster the contract tests carry plans out against, with
+/// the simulated API server's merge implementations.
+impl Cluster for World {
+    type Error = std::convert::Infallible;
+
+    fn set_finalizers(
+        &mut self,
+        _rv: &str,
+        finalizers: &[String],
+    ) -> Result<Option<String>, Self::Error> {
+        let adding = finalizers.iter().any(|f| f == "openmed.ai/finalizer");
+        self.model["metadata"]["finalizers"] = json!(finalizers);
+        if adding {
+            self.tags.push("F+");
+            let rv = self.bump_rv();
+            self.model["metadata"]["resourceVersion"] = json!(rv.clone());
+            return Ok(Some(rv));
+        }
+        self.tags.push("F-");
+        // Kept for the assertions; on a real server it may be gone now.
+        let gone = finalizers.is_empty() && self.model["metadata"]["deletionTimestamp"].is_string();
+        let rv = self.model["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        Ok((!gone).then_some(rv))
+    }
+
+    fn create_config_map(&mut self, body: &Value) -> Result<Option<ConfigMapView>, Self::Error> {
+        let name = body["metadata"]["name"].as_str().unwrap().to_string();
+        assert!(
+            !self.config_maps.contains_key(&name),
+            "create of an existing ConfigMap"
+        );
+        self.uid_seq += 1;
+        let mut cm = body.clone();
+        cm["metadata"]["uid"] = json!(format!("cm-uid-{}", self.uid_seq));
+        self.config_maps.insert(name, cm);
+        self.tags.push("CM+");
+        Ok(None)
+    }
+
+    fn patch_config_map(&mut self, name: &str, body: &Value) -> Result<(), Self::Error> {
+        let cm = self
+            .config_maps
+            .get(name)
+            .expect("patch of a missing ConfigMap");
+        let next = merge_patch(cm, body);
+        self.config_maps.insert(name.to_string(), next);
+        self.tags.push("CM~");
+        Ok(())
+    }
+
+    fn patch_deployment(&mut self, name: &str, body: &Value) -> Result<i64, Self::Error> {
+        let d = self.deployment_named(name).clone();
+        let mut next = strategic_merge(&d, body).unwrap();
+        // A Deployment's generation follows spec and annotations (the
+        // registry's PrepareForUpdate).
+        if next["spec"] != d["spec"]
+            || next["metadata"]["annotations"] != d["metadata"]["annotations"]
+        {
+            let g = d["metadata"]["generation"].as_i64().unwrap() + 1;
+            next["metadata"]["generation"] = json!(g);
+        }
+        let generation = next["metadata"]["generation"].as_i64().unwrap();
+        *self.deployment_named(name) = next;
+        self.tags.push("D~");
+        Ok(generation)
+    }
+
+    fn delete_config_map(&mut self, name: &str, uid: &str) -> Result<(), Self::Error> {
+        let cm = self
+            .config_maps
+            .remove(name)
+            .expect("delete of a missing ConfigMap");
+        assert_eq!(cm["metadata"]["uid"], uid);
+        self.tags.push("CM-");
+        Ok(())
+    }
+
+    fn patch_status(&mut self, body: &Value) -> Result<(), Self::Error> {
+        assert_eq!(
+            body["metadata"]["resourceVersion"], self.model["metadata"]["resourceVersion"],
+            "status patch must carry the resourceVersion"
+        );
+        let status = merge_patch(
+            self.model.get("status").unwrap_or(&Value::Null),
+            &body["status"],
+        );
+        self.model["status"] = status;
+        self.model["metadata"]["resourceVersion"] = json!(self.bump_rv());
+        self.tags.push("S");
+        Ok(())
+    }
+
+    fn post_event(&mut self, e: &EventSpec) {
+        let generation = self.model["metadata"]["generation"].as_i64().unwrap();
+        let name = event_name(NAME, e.reason.as_str(), generation);
+        if !self.events.iter().any(|(n, _)| *n == name) {
+            self.events.push((name, e.reason));
+        }
+        self.posted.push(e.reason);
+    }
+}
+
 fn hash_of(spec: &Value) -> String {
     validate(NAME, Some(spec)).unwrap().hash()
 }
@@ -332,12 +366,12 @@ fn manifest_hash_of(spec: &Value) -> String {
     validate(NAME, Some(spec)).unwrap().manifest_hash()
 }
 
-/// The whole expected status (contract section 5); a field left unset must
+/// The whole expected status (docs/contract.md §5); a field left unset must
 /// be absent from the status.
 struct Want<'a> {
     phase: &'a str,
     desired: &'a Value,
-    conds: [&'a str; 4],
+    conds: [String; 4],
     active: Option<&'a str>,
     applied: Option<&'a Value>,
     failed: Option<&'a Value>,
@@ -349,11 +383,11 @@ struct Want<'a> {
 }
 
 impl<'a> Want<'a> {
-    fn new(phase: &'a str, desired: &'a Value, conds: [&'a str; 4]) -> Self {
+    fn new(phase: &'a str, desired: &'a Value, conds: impl Labels) -> Self {
         Want {
             phase,
             desired,
-            conds,
+            conds: conds.labels4(),
             active: None,
             applied: None,
             failed: None,
@@ -366,7 +400,7 @@ impl<'a> Want<'a> {
     }
 }
 
-/// Assert the whole status: every field of contract section 5.
+/// Assert the whole status: every field of docs/contract.md §5.
 fn assert_status(w: &World, want: Want) {
     let Want {
         phase,
@@ -433,39 +467,37 @@ fn assert_status(w: &World, want: Want) {
     }
 }
 
-const READY: [&str; 4] = [
-    "T:RolloutSucceeded",
-    "F:RolloutComplete",
-    "F:Healthy",
-    "F:NotRequested",
-];
+/// A state's conditions as the tests spell them: a named state of the
+/// vocabulary, or four `T:Reason` labels written out.
+trait Labels {
+    fn labels4(self) -> [String; 4];
+}
 
+impl Labels for [&str; 4] {
+    fn labels4(self) -> [String; 4] {
+        self.map(str::to_string)
+    }
+}
+
+impl Labels for CondSet {
+    fn labels4(self) -> [String; 4] {
+        self.labels()
+    }
+}
+
+// The states named once, in the status vocabulary (docs/contract.md §6.14).
+const READY: CondSet = states::READY;
 /// Back on the retained spec by hand: an override, not a failure (9.22).
-const MANUAL_ROLLBACK_SUCCEEDED: [&str; 4] = [
-    "F:RolledBack",
-    "F:RollbackComplete",
-    "T:ManualRollback",
-    "T:RollbackSucceeded",
-];
-
+const MANUAL_ROLLBACK_SUCCEEDED: CondSet = states::rolled_back(true);
 /// Back on the retained spec after a failed rollout.
-const ROLLBACK_SUCCEEDED: [&str; 4] = [
-    "F:RolledBack",
-    "F:RollbackComplete",
-    "T:DesiredVersionFailed",
-    "T:RollbackSucceeded",
-];
-
+const ROLLBACK_SUCCEEDED: CondSet = states::rolled_back(false);
 /// Missed its deadline with automatic rollback turned off.
-const FAILED_NO_ROLLBACK: [&str; 4] = [
-    "F:RolloutFailed",
-    "F:ProgressDeadlineExceeded",
-    "T:RolloutFailed",
-    "F:RollbackDisabled",
-];
+const FAILED_NO_ROLLBACK: CondSet = states::FAILED_NO_ROLLBACK;
 
-fn started(reason: &'static str) -> [&'static str; 4] {
-    ["F:RolloutStarted", reason, "F:Healthy", "F:NotRequested"]
+/// Started for this reason, written `T:SpecChanged`.
+fn started(reason: &str) -> CondSet {
+    let r = reason.trim_start_matches("T:");
+    states::started(Reason::parse(r).unwrap_or_else(|| panic!("no reason {r}")))
 }
 
 /// Ready on the only spec it has ever had: nothing previous, no rollback.
@@ -960,7 +992,7 @@ fn manual_rollback_to_an_unretained_version_is_rejected_then_cleared() {
     let (tags, _) = w.step();
     assert_eq!(tags, ["S"]);
     assert_eq!(w.status()["phase"], "Ready");
-    assert_eq!(w.conds(), READY);
+    assert_eq!(w.conds(), READY.labels());
     assert!(w.status()["rollbackRequest"].is_null());
     assert_eq!(
         w.status()["lastSuccessfulSpec"],
@@ -1453,7 +1485,7 @@ fn a_rejected_rollback_over_a_rolled_back_resource_returns_to_rolled_back() {
     w.rollout_completes();
     w.step();
     let rolled_back = w.conds();
-    assert_eq!(rolled_back, ROLLBACK_SUCCEEDED);
+    assert_eq!(rolled_back, ROLLBACK_SUCCEEDED.labels());
     w.annotate("openmed.ai/rollback-to", Some("OpenMed/never"));
     w.step();
     assert_eq!(w.conds()[0], "F:RollbackTargetUnavailable");
@@ -1605,7 +1637,7 @@ fn a_recreated_target_is_applied_and_judged_afresh() {
     assert_eq!(tags, ["D~", "S"]);
     assert_eq!(ev, [EventReason::RolloutStarted]);
     assert_eq!(w.status()["targetDeploymentUID"], "dep-uid-2");
-    assert_eq!(w.conds(), started("T:TargetRecreated"));
+    assert_eq!(w.conds(), started("T:TargetRecreated").labels());
     assert_eq!(w.status()["targetDeploymentGeneration"], 2);
     w.rollout_completes();
     w.step();
@@ -1730,12 +1762,7 @@ fn outsider_breaks_it(w: &mut World) {
     w.rollout_misses_deadline();
 }
 
-const DEGRADED: [&str; 4] = [
-    "F:TargetDegraded",
-    "F:TargetDegraded",
-    "T:TargetDegraded",
-    "F:NotRequested",
-];
+const DEGRADED: CondSet = states::target_degraded(false);
 
 #[test]
 fn an_outside_failure_is_reported_never_rolled_back_to_itself() {
@@ -1751,7 +1778,7 @@ fn an_outside_failure_is_reported_never_rolled_back_to_itself() {
         let (tags, ev) = w.step();
         assert_eq!(tags, ["S"], "nothing rolled back, nothing written");
         assert_eq!(ev, [EventReason::TargetDegraded]);
-        assert_eq!(w.conds(), DEGRADED);
+        assert_eq!(w.conds(), DEGRADED.labels());
         let st = w.status().clone();
         assert!(
             st["failedSpecHash"].is_null() && st["rollbackSpec"].is_null(),
@@ -1772,7 +1799,7 @@ fn an_outside_failure_is_reported_never_rolled_back_to_itself() {
         let st = w.status();
         assert_eq!(st["phase"], "Ready");
         assert_eq!(st["activeVersion"], V2);
-        assert_eq!(w.conds(), READY);
+        assert_eq!(w.conds(), READY.labels());
         assert_eq!(st["lastSuccessfulSpec"]["version"], V2);
         assert_eq!(st["previousSuccessfulSpec"]["version"], V1);
     }
@@ -1785,7 +1812,7 @@ fn removing_a_manual_rollback_rolls_the_desired_spec_out_again() {
     w.step();
     w.rollout_completes();
     w.step();
-    assert_eq!(w.conds(), MANUAL_ROLLBACK_SUCCEEDED);
+    assert_eq!(w.conds(), MANUAL_ROLLBACK_SUCCEEDED.labels());
     assert!(w.status()["failedSpecHash"].is_null());
     w.annotate("openmed.ai/rollback-to", None);
     let (tags, ev) = w.step();
@@ -1823,7 +1850,7 @@ fn a_failed_manual_rollback_is_judged_again_and_can_be_retried() {
     w.rollout_completes();
     let (_, ev) = w.step();
     assert_eq!(ev, [EventReason::RollbackSucceeded]);
-    assert_eq!(w.conds(), MANUAL_ROLLBACK_SUCCEEDED);
+    assert_eq!(w.conds(), MANUAL_ROLLBACK_SUCCEEDED.labels());
     assert_eq!(w.status()["phase"], "RolledBack");
     // Once it has served, a failure is an outside one (9.21); removing and
     // re-adding the annotation is a new attempt.
@@ -1850,7 +1877,7 @@ fn automatically_rolled_back() -> World {
     w.step();
     w.rollout_completes();
     w.step();
-    assert_eq!(w.conds(), ROLLBACK_SUCCEEDED);
+    assert_eq!(w.conds(), ROLLBACK_SUCCEEDED.labels());
     w
 }
 

@@ -1,12 +1,43 @@
 //! Caches filled by list+watch: compact views keyed by (namespace, name).
 
-use crate::kube::endpoint::lock;
+use crate::lock::lock;
 use crate::reconcile::{ConfigMapView, DeploymentView, ModelView};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, RwLock};
 
-/// (namespace, name)
-pub type Key = (String, String);
+/// Where an object lives: namespace (empty for cluster-scoped) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> ObjectKey {
+        ObjectKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The key of a JSON object, from its metadata.
+    pub fn of(o: &serde_json::Value) -> Option<ObjectKey> {
+        let name = o["metadata"]["name"].as_str()?;
+        Some(ObjectKey::new(
+            o["metadata"]["namespace"].as_str().unwrap_or(""),
+            name,
+        ))
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The caches' key.
+pub type Key = ObjectKey;
 
 pub trait Versioned {
     fn resource_version(&self) -> &str;
@@ -87,7 +118,57 @@ pub fn newer(a: &str, b: &str) -> bool {
     }
 }
 
-pub type Change<V> = (Key, Option<V>, Option<V>);
+/// What one applied event did to a store entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change<V> {
+    pub key: ObjectKey,
+    pub old: Option<V>,
+    pub new: Option<V>,
+}
+
+/// One thing a list/watch loop saw, ready to apply to a store.
+#[derive(Debug, Clone)]
+pub enum Event<V> {
+    /// ADDED or MODIFIED.
+    Applied(ObjectKey, V),
+    /// DELETED, with the uid of the incarnation that went.
+    Deleted(ObjectKey, String),
+    /// A (re)list of one namespace (None: all): the whole truth for it.
+    Listed(Option<String>, Vec<(ObjectKey, V)>),
+}
+
+/// Apply one event to a store and say what changed (kube-runtime's
+/// `reflector::store::apply_watcher_event`): the loop that feeds it only
+/// lists, watches and backs off.
+pub fn apply_event<V: Clone + PartialEq + Versioned>(
+    store: &Store<V>,
+    ev: Event<V>,
+) -> Vec<Change<V>> {
+    match ev {
+        Event::Applied(key, v) => match store.put(key.clone(), v.clone()) {
+            Ok(old) if old.as_ref() != Some(&v) => vec![Change {
+                key,
+                old,
+                new: Some(v),
+            }],
+            Ok(_) => vec![],
+            Err(Stale) => {
+                log::debug!("kept a newer view of {key}");
+                vec![]
+            }
+        },
+        Event::Deleted(key, uid) => store
+            .remove_object(&key, &uid)
+            .map(|old| Change {
+                key,
+                old: Some(old),
+                new: None,
+            })
+            .into_iter()
+            .collect(),
+        Event::Listed(namespace, items) => store.replace(namespace.as_deref(), items),
+    }
+}
 
 /// A view refused because the store holds a newer one of the same object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,12 +314,16 @@ impl<V: Clone + Versioned> Store<V> {
         let fresh: HashMap<Key, V> = items.into_iter().collect();
         let gone: Vec<Key> = map
             .keys()
-            .filter(|k| namespace.map(|ns| k.0 == ns).unwrap_or(true) && !fresh.contains_key(*k))
+            .filter(|k| namespace.is_none_or(|ns| k.namespace == ns) && !fresh.contains_key(*k))
             .cloned()
             .collect();
         for k in gone {
             let old = map.remove(&k);
-            changes.push((k, old, None));
+            changes.push(Change {
+                key: k,
+                old,
+                new: None,
+            });
         }
         for (k, v) in fresh {
             if map.get(&k).is_some_and(|old| regresses(&v, old)) {
@@ -246,7 +331,11 @@ impl<V: Clone + Versioned> Store<V> {
             }
             let old = map.insert(k.clone(), v.clone());
             if old.as_ref() != Some(&v) {
-                changes.push((k, old, Some(v)));
+                changes.push(Change {
+                    key: k,
+                    old,
+                    new: Some(v),
+                });
             }
         }
         changes
@@ -292,7 +381,7 @@ mod tests {
     }
 
     fn k(ns: &str, n: &str) -> Key {
-        (ns.into(), n.into())
+        ObjectKey::new(ns, n)
     }
 
     #[test]
@@ -363,6 +452,55 @@ mod tests {
         assert_eq!(s.unsynced(), ["models/b"]);
         s.mark_synced("models/b");
         assert!(s.is_synced());
+    }
+
+    /// The applier alone, no server: events in, changes out.
+    #[test]
+    fn the_applier_reports_exactly_what_changed() {
+        let s: Store<ModelView> = Store::default();
+        let m1 = model("u1", 1, "10", "Pending");
+        let add = apply_event(&s, Event::Applied(k("a", "m"), m1.clone()));
+        assert_eq!(
+            add,
+            vec![Change {
+                key: k("a", "m"),
+                old: None,
+                new: Some(m1.clone())
+            }]
+        );
+        assert!(
+            apply_event(&s, Event::Applied(k("a", "m"), m1.clone())).is_empty(),
+            "no change"
+        );
+        let m2 = model("u1", 2, "11", "RollingOut");
+        let upd = apply_event(&s, Event::Applied(k("a", "m"), m2.clone()));
+        assert_eq!(upd[0].old.as_ref(), Some(&m1));
+        assert!(
+            apply_event(&s, Event::Applied(k("a", "m"), m1.clone())).is_empty(),
+            "older: kept"
+        );
+        let del = apply_event(&s, Event::Deleted(k("a", "m"), "u1".into()));
+        assert_eq!(del[0].new, None);
+        // A relist of namespace a: n appears; b is untouched.
+        apply_event(
+            &s,
+            Event::Applied(k("b", "x"), model("u9", 1, "1", "Ready")),
+        );
+        let n = model("u2", 1, "12", "Ready");
+        let listed = apply_event(
+            &s,
+            Event::Listed(Some("a".into()), vec![(k("a", "n"), n.clone())]),
+        );
+        assert_eq!(
+            listed,
+            vec![Change {
+                key: k("a", "n"),
+                old: None,
+                new: Some(n)
+            }]
+        );
+        assert!(s.contains(&k("b", "x")));
+        assert_eq!(k("a", "n").to_string(), "a/n");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! change to either wakes exactly those resources.
 
 use super::cache::Key;
-use crate::kube::endpoint::lock;
+use crate::lock::lock;
 use crate::reconcile::Lookups;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -41,7 +41,7 @@ impl TargetIndex {
             }
         }
         let Some(l) = lookups else { return };
-        let ns = &model.0;
+        let ns = &model.namespace;
         let targets: Vec<Target> = l
             .deployments
             .iter()
@@ -80,8 +80,8 @@ mod tests {
     #[test]
     fn tracks_targets_per_model() {
         let idx = TargetIndex::default();
-        let a = ("ns".to_string(), "a".to_string());
-        let b = ("ns".to_string(), "b".to_string());
+        let a = Key::new("ns", "a");
+        let b = Key::new("ns", "b");
         let l = |d: &str| Lookups {
             deployments: vec![d.to_string()],
             config_maps: vec![format!("{d}-cm")],

@@ -14,28 +14,33 @@
 //! while their resourceVersion is unchanged.
 
 pub mod cache;
+pub mod error;
 pub mod index;
+pub mod outcome;
 pub mod queue;
 pub mod reflector;
 pub mod sync;
 
 use crate::backoff::Backoff;
 use crate::cli::Config;
+use crate::controller::outcome::Outcome;
+use crate::health::Health;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Client, ClientConfig, Endpoint, ResourcePath};
-use crate::metrics::{Metrics, Outcome};
+use crate::metrics::Metrics;
 use crate::model::status::{Phase, StatusDoc};
 use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
-use crate::server::{self, Health};
+use crate::server;
 use cache::{Key, MetaView, Store};
+use error::StartError;
 use index::{Kind, TargetIndex};
 use queue::WorkQueue;
 use reflector::Reflector;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const WORKERS: usize = 2;
@@ -53,221 +58,367 @@ fn meta_view(v: &Value) -> Option<MetaView> {
 
 /// Run until SIGTERM/SIGINT. Returns an error only for what makes the
 /// operator unable to start (bad endpoint, health port taken).
-pub fn run(cfg: Config) -> Result<(), String> {
-    let endpoint =
-        Endpoint::resolve(&cfg.endpoint, &|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
-    let metrics = Arc::new(Metrics::default());
-    let observer = metrics.clone();
-    let client = Client::new(endpoint, ClientConfig::default())
-        .map_err(|e| e.to_string())?
-        .with_observer(Arc::new(move |verb, code| {
-            observer.api_request(verb.as_str(), code)
-        }));
-    let client = Arc::new(client);
-    let health = Arc::new(Health::default());
-    let bound = server::start(cfg.health_addr, health.clone(), metrics.clone())?;
-    log::info!(
-        "openmed-operator {} starting: API server {}, {}, health and metrics on http://{bound}",
-        env!("CARGO_PKG_VERSION"),
-        client.base_url(),
-        if cfg.namespaces.is_empty() {
-            "all namespaces".to_string()
-        } else {
-            format!("namespaces {}", cfg.namespaces.join(","))
-        },
-    );
+pub fn run(cfg: Config) -> Result<(), StartError> {
+    Controller::build(cfg)?.run()
+}
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let ctx = Arc::new(sync::Ctx {
-        client: client.clone(),
-        models: Arc::new(Store::default()),
-        deployments: Arc::new(Store::default()),
-        deployment_meta: Arc::new(Store::default()),
-        fetched: Mutex::new(Default::default()),
-        config_maps: Arc::new(Store::default()),
-        posted: Mutex::new(Default::default()),
-        metrics: metrics.clone(),
-        acted: Mutex::new(Default::default()),
-    });
-    let queue: Arc<WorkQueue<Key>> = Arc::new(WorkQueue::new(RETRY));
-    let models = ctx.models.clone();
-    metrics.set_phase_source(Arc::new(move || phase_counts(&models)));
-    let index = Arc::new(TargetIndex::default());
+/// The controller in the stages client-go's sample-controller names: build
+/// (`NewController`), run (`Run`: watches, wait for sync, workers, resync,
+/// shutdown), process the next key (`processNextWorkItem`), and sync one
+/// resource ([`sync::Reconciler::sync`], `syncHandler`).
+pub struct Controller {
+    cfg: Config,
+    client: Arc<Client>,
+    reconciler: Arc<sync::Reconciler>,
+    queue: Arc<WorkQueue<Key>>,
+    index: Arc<TargetIndex>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+}
 
-    let scopes: Vec<Option<String>> = if cfg.namespaces.is_empty() {
-        vec![None]
-    } else {
-        cfg.namespaces.iter().cloned().map(Some).collect()
-    };
-    let wake = |index: Arc<TargetIndex>, queue: Arc<WorkQueue<Key>>, kind: Kind| {
-        move |key: &Key| {
-            for m in index.models_for(&key.0, kind, &key.1) {
-                queue.add(m);
-            }
-        }
-    };
-    let common = reflector::Common {
-        client: client.clone(),
-        metrics: metrics.clone(),
-        health: health.clone(),
-        stop: stop.clone(),
-    };
-    let spawn_err = |e: std::io::Error| format!("cannot start a watch thread: {e}");
-    for scope in &scopes {
-        let ns = scope.as_deref();
-        let path = |rt| ResourcePath::collection(rt, ns).map_err(|e| e.to_string());
-        let (q, idx) = (queue.clone(), index.clone());
-        let on_model: reflector::OnChange<ModelView> = Arc::new(move |(key, _old, new)| {
-            idx.update(&key, new.as_ref().map(lookups).as_ref());
-            q.add(key);
-        });
-        Reflector::new(
-            &common,
-            "openmedmodels",
-            path(crate::model::RESOURCE)?,
-            scope.clone(),
-            ctx.models.clone(),
-            ModelView::from_json,
-            on_model,
-        )
-        .spawn()
-        .map_err(spawn_err)?;
+/// One list+watch per watched namespace, declared once.
+struct Watch {
+    /// For logs, metrics and health.
+    resource: &'static str,
+    kind: crate::kube::ResourceType,
+    selector: Option<(&'static str, &'static str)>,
+    metadata_only: bool,
+}
 
-        let w = wake(index.clone(), queue.clone(), Kind::ConfigMap);
-        let on_cm: reflector::OnChange<ConfigMapView> = Arc::new(move |(key, _, _)| w(&key));
-        Reflector::new(
-            &common,
-            "configmaps",
-            path(CONFIG_MAPS)?,
-            scope.clone(),
-            ctx.config_maps.clone(),
-            ConfigMapView::from_json,
-            on_cm,
-        )
-        .selecting(MANAGED_BY_LABEL)
-        .spawn()
-        .map_err(spawn_err)?;
+const MODELS: Watch = Watch {
+    resource: "openmedmodels",
+    kind: crate::model::RESOURCE,
+    selector: None,
+    metadata_only: false,
+};
+/// Only ConfigMaps with our managed-by label.
+const OUR_CONFIG_MAPS: Watch = Watch {
+    resource: "configmaps",
+    kind: CONFIG_MAPS,
+    selector: Some(MANAGED_BY_LABEL),
+    metadata_only: false,
+};
+/// Deployments the operator has claimed, as compact full views.
+const CLAIMED_DEPLOYMENTS: Watch = Watch {
+    resource: "deployments",
+    kind: DEPLOYMENTS,
+    selector: Some(CLAIM_LABEL),
+    metadata_only: false,
+};
+/// Every Deployment in scope, metadata only: a target appearing,
+/// disappearing or changing before it is claimed.
+const ALL_DEPLOYMENTS: Watch = Watch {
+    resource: "deployments-metadata",
+    kind: DEPLOYMENTS,
+    selector: None,
+    metadata_only: true,
+};
 
-        let w = wake(index.clone(), queue.clone(), Kind::Deployment);
-        let on_deploy: reflector::OnChange<DeploymentView> = Arc::new(move |(key, _, _)| w(&key));
-        Reflector::new(
-            &common,
-            "deployments",
-            path(DEPLOYMENTS)?,
-            scope.clone(),
-            ctx.deployments.clone(),
-            DeploymentView::from_json,
-            on_deploy,
-        )
-        .selecting(CLAIM_LABEL)
-        .spawn()
-        .map_err(spawn_err)?;
-
-        // Claimed Deployments are covered above; here only appearance,
-        // disappearance and changes of unclaimed ones matter.
-        let w = wake(index.clone(), queue.clone(), Kind::Deployment);
-        let c2 = ctx.clone();
-        let on_meta: reflector::OnChange<MetaView> = Arc::new(move |(key, old, new)| {
-            if new.is_none() {
-                crate::kube::endpoint::lock(&c2.fetched).remove(&key);
-            }
-            let unclaimed = new.as_ref().map(|n| !n.claimed).unwrap_or(true);
-            if old.is_none() || unclaimed {
-                w(&key);
-            }
-        });
-        Reflector::new(
-            &common,
-            "deployments-metadata",
-            path(DEPLOYMENTS)?,
-            scope.clone(),
-            ctx.deployment_meta.clone(),
-            meta_view,
-            on_meta,
-        )
-        .metadata_only()
-        .spawn()
-        .map_err(spawn_err)?;
+impl Controller {
+    /// Stage 1: the client, the health server, the stores, the index and
+    /// the queue. Nothing is watched yet.
+    pub fn build(cfg: Config) -> Result<Controller, StartError> {
+        let endpoint = Endpoint::resolve(&cfg.endpoint, &|k| std::env::var(k).ok())?;
+        let metrics = Arc::new(Metrics::default());
+        let observer = metrics.clone();
+        let client = Client::new(endpoint, ClientConfig::default())?.with_observer(Arc::new(
+            move |verb, code| observer.api_request(verb.as_str(), code),
+        ));
+        let client = Arc::new(client);
+        let health = Arc::new(Health::default());
+        let bound = server::start(cfg.health_addr, health.clone(), metrics.clone())
+            .map_err(StartError::Listen)?;
+        log::info!(
+            "openmed-operator {} starting: API server {}, {}, health and metrics on http://{bound}",
+            env!("CARGO_PKG_VERSION"),
+            client.base_url(),
+            if cfg.namespaces.is_empty() {
+                "all namespaces".to_string()
+            } else {
+                format!("namespaces {}", cfg.namespaces.join(","))
+            },
+        );
+        let reconciler = Arc::new(sync::Reconciler::new(client.clone(), metrics.clone()));
+        let models = reconciler.models.clone();
+        metrics.set_phase_source(Arc::new(move || phase_counts(&models)));
+        Ok(Controller {
+            cfg,
+            client,
+            reconciler,
+            queue: Arc::new(WorkQueue::new(RETRY)),
+            index: Arc::new(TargetIndex::default()),
+            metrics,
+            health,
+        })
     }
 
-    // Plans made before every cache is filled would mistake "not listed
-    // yet" for "absent": workers start once all initial lists are in.
-    let synced = || {
-        ctx.models.is_synced()
-            && ctx.deployments.is_synced()
-            && ctx.deployment_meta.is_synced()
-            && ctx.config_maps.is_synced()
-    };
-    let mut next_warning = Instant::now() + Duration::from_secs(30);
-    while !synced() {
-        if crate::signals::stop_requested() {
+    /// Stage 2: watch, wait until every cache has listed, start the
+    /// workers, resync until told to stop, then shut down.
+    pub fn run(self) -> Result<(), StartError> {
+        self.start_watches()?;
+        if !self.wait_for_sync() {
             log::info!("stopped before the caches synced");
             return Ok(());
         }
-        if Instant::now() >= next_warning {
-            next_warning += Duration::from_secs(30);
-            let waiting: Vec<String> = [
-                ctx.models.unsynced(),
-                ctx.deployments.unsynced(),
-                ctx.deployment_meta.unsynced(),
-                ctx.config_maps.unsynced(),
-            ]
-            .concat();
-            log::warn!(
-                "still waiting for the initial lists of {} (is the API server reachable?)",
-                waiting.join(", ")
-            );
+        let workers = self.start_workers()?;
+        self.resync_until_stopped();
+        self.shut_down(workers);
+        Ok(())
+    }
+
+    fn scopes(&self) -> Vec<Option<String>> {
+        if self.cfg.namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.cfg.namespaces.iter().cloned().map(Some).collect()
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    health.set_ready();
-    log::info!(
-        "caches synced: {} OpenMedModels, {} claimed Deployments, {} managed ConfigMaps",
-        ctx.models.len(),
-        ctx.deployments.len(),
-        ctx.config_maps.len()
-    );
-
-    let mut workers = Vec::new();
-    for i in 0..WORKERS {
-        let (ctx, queue, metrics, health) =
-            (ctx.clone(), queue.clone(), metrics.clone(), health.clone());
-        let name = format!("worker-{i}");
-        // A pass can spend minutes in request retries against a black-holed API
-        // server; only a worker silent longer than a watch is stuck.
-        health.register(&name, reflector::MAX_SILENCE);
-        let handle = std::thread::Builder::new()
-            .name(name.clone())
-            .spawn(move || worker(&name, &ctx, &queue, &metrics, &health))
-            .map_err(|e| format!("cannot start a worker: {e}"))?;
-        workers.push(handle);
     }
 
-    // Resync: re-enqueue every key, evaluated from the caches.
-    let mut next_resync = Instant::now() + cfg.resync;
-    while !crate::signals::stop_requested() {
-        std::thread::sleep(Duration::from_millis(100));
-        metrics.set_queue_depth(queue.len());
-        metrics.set_queue_retries(queue.waiting());
-        if Instant::now() >= next_resync {
-            next_resync = Instant::now() + cfg.resync;
-            for k in ctx.models.keys() {
-                queue.resync(k);
+    /// A reflector for `w` in `scope`, filling `store`.
+    fn spawn<V>(
+        &self,
+        w: &Watch,
+        scope: &Option<String>,
+        store: Arc<Store<V>>,
+        parse: fn(&Value) -> Option<V>,
+        on_change: reflector::OnChange<V>,
+    ) -> Result<(), StartError>
+    where
+        V: Clone + PartialEq + cache::Versioned + Send + Sync + 'static,
+    {
+        let common = reflector::Common {
+            client: self.client.clone(),
+            metrics: self.metrics.clone(),
+            health: self.health.clone(),
+            stop: crate::signals::stop_requested,
+        };
+        let path = ResourcePath::collection(w.kind, scope.as_deref())?;
+        let mut r = Reflector::new(
+            &common,
+            w.resource,
+            path,
+            scope.clone(),
+            store,
+            parse,
+            on_change,
+        );
+        if let Some(sel) = w.selector {
+            r = r.selecting(sel);
+        }
+        if w.metadata_only {
+            r = r.metadata_only();
+        }
+        r.spawn().map_err(StartError::Thread)
+    }
+
+    /// Every watch, in every namespace watched. A change to a model updates
+    /// the index and queues it; a change to a ConfigMap or Deployment wakes
+    /// the models that look it up.
+    fn start_watches(&self) -> Result<(), StartError> {
+        let rc = &self.reconciler;
+        for scope in &self.scopes() {
+            let (q, idx) = (self.queue.clone(), self.index.clone());
+            let on_model: reflector::OnChange<ModelView> =
+                Arc::new(move |c: cache::Change<ModelView>| {
+                    idx.update(&c.key, c.new.as_ref().map(lookups).as_ref());
+                    q.add(c.key);
+                });
+            self.spawn(
+                &MODELS,
+                scope,
+                rc.models.clone(),
+                ModelView::from_json,
+                on_model,
+            )?;
+            let w = self.waker(Kind::ConfigMap);
+            let on_cm: reflector::OnChange<ConfigMapView> = Arc::new(move |c| w(&c.key));
+            let cms = rc.config_maps.clone();
+            self.spawn(
+                &OUR_CONFIG_MAPS,
+                scope,
+                cms,
+                ConfigMapView::from_json,
+                on_cm,
+            )?;
+            let w = self.waker(Kind::Deployment);
+            let on_deploy: reflector::OnChange<DeploymentView> = Arc::new(move |c| w(&c.key));
+            let ds = rc.deployments.clone();
+            self.spawn(
+                &CLAIMED_DEPLOYMENTS,
+                scope,
+                ds,
+                DeploymentView::from_json,
+                on_deploy,
+            )?;
+            let meta = rc.deployment_meta.clone();
+            self.spawn(
+                &ALL_DEPLOYMENTS,
+                scope,
+                meta,
+                meta_view,
+                self.on_deployment_meta(),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Queue the models that look up a `kind` object by this key.
+    fn waker(&self, kind: Kind) -> impl Fn(&Key) + Send + Sync + 'static {
+        let (index, queue) = (self.index.clone(), self.queue.clone());
+        move |key: &Key| {
+            for m in index.models_for(&key.namespace, kind, &key.name) {
+                queue.add(m);
             }
         }
     }
 
-    log::info!("shutting down: finishing reconciles in flight");
-    stop.store(true, Ordering::SeqCst);
-    queue.shutdown();
-    let deadline = Instant::now() + SHUTDOWN_GRACE;
-    for w in workers {
-        while !w.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
+    /// Claimed Deployments are covered by their own watch; here only
+    /// appearance, disappearance and changes of unclaimed ones matter.
+    fn on_deployment_meta(&self) -> reflector::OnChange<MetaView> {
+        let w = self.waker(Kind::Deployment);
+        let rc = self.reconciler.clone();
+        Arc::new(move |c: cache::Change<MetaView>| {
+            if c.new.is_none() {
+                crate::lock::lock(&rc.fetched).remove(&c.key);
+            }
+            let unclaimed = c.new.as_ref().map(|n| !n.claimed).unwrap_or(true);
+            if c.old.is_none() || unclaimed {
+                w(&c.key);
+            }
+        })
+    }
+
+    /// Plans made before every cache is filled would mistake "not listed
+    /// yet" for "absent": wait until every loop has listed. False if told
+    /// to stop first.
+    fn wait_for_sync(&self) -> bool {
+        let rc = &self.reconciler;
+        let unsynced = || {
+            [
+                rc.models.unsynced(),
+                rc.deployments.unsynced(),
+                rc.deployment_meta.unsynced(),
+                rc.config_maps.unsynced(),
+            ]
+            .concat()
+        };
+        let mut next_warning = Instant::now() + Duration::from_secs(30);
+        loop {
+            let waiting = unsynced();
+            if waiting.is_empty() {
+                break;
+            }
+            if crate::signals::stop_requested() {
+                return false;
+            }
+            if Instant::now() >= next_warning {
+                next_warning += Duration::from_secs(30);
+                log::warn!(
+                    "still waiting for the initial lists of {} (is the API server reachable?)",
+                    waiting.join(", ")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.health.set_ready();
+        log::info!(
+            "caches synced: {} OpenMedModels, {} claimed Deployments, {} managed ConfigMaps",
+            rc.models.len(),
+            rc.deployments.len(),
+            rc.config_maps.len()
+        );
+        true
+    }
+
+    fn start_workers(&self) -> Result<Vec<JoinHandle<()>>, StartError> {
+        let mut workers = Vec::new();
+        for i in 0..WORKERS {
+            let (rc, queue, metrics, health) = (
+                self.reconciler.clone(),
+                self.queue.clone(),
+                self.metrics.clone(),
+                self.health.clone(),
+            );
+            let name = format!("worker-{i}");
+            // A pass can spend minutes in request retries against a black-holed
+            // API server; only a worker silent longer than a watch is stuck.
+            health.register(&name, reflector::MAX_SILENCE);
+            let handle = std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(
+                    move || {
+                        while process_next(&name, &rc, &queue, &metrics, &health) {}
+                    },
+                )
+                .map_err(StartError::Thread)?;
+            workers.push(handle);
+        }
+        Ok(workers)
+    }
+
+    /// Re-enqueue every key on each resync tick (evaluated from the caches,
+    /// no API requests when converged) until SIGTERM/SIGINT.
+    fn resync_until_stopped(&self) {
+        let mut next_resync = Instant::now() + self.cfg.resync;
+        while !crate::signals::stop_requested() {
+            std::thread::sleep(Duration::from_millis(100));
+            self.metrics.set_queue_depth(self.queue.len());
+            self.metrics.set_queue_retries(self.queue.waiting());
+            if Instant::now() >= next_resync {
+                next_resync = Instant::now() + self.cfg.resync;
+                for k in self.reconciler.models.keys() {
+                    self.queue.resync(k);
+                }
+            }
         }
     }
-    log::info!("stopped");
-    Ok(())
+
+    /// After the stop signal (which the watches obey too): stop taking work
+    /// and give reconciles in flight a few seconds to finish.
+    fn shut_down(&self, workers: Vec<JoinHandle<()>>) {
+        log::info!("shutting down: finishing reconciles in flight");
+        self.queue.shutdown();
+        let deadline = Instant::now() + SHUTDOWN_GRACE;
+        for w in workers {
+            while !w.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        log::info!("stopped");
+    }
+}
+
+/// Stage 3: take the next key, sync it, and forget its failures or retry it
+/// with backoff. False once the queue has shut down.
+fn process_next(
+    name: &str,
+    rc: &sync::Reconciler,
+    queue: &WorkQueue<Key>,
+    metrics: &Metrics,
+    health: &Health,
+) -> bool {
+    health.beat(name);
+    let Some(key) = queue.get(Duration::from_secs(1)) else {
+        return !crate::signals::stop_requested();
+    };
+    let started = Instant::now();
+    match rc.sync(&key) {
+        Ok(outcome) => {
+            queue.forget(&key);
+            metrics.reconciled(outcome, started.elapsed());
+        }
+        Err(e) => {
+            metrics.reconciled(Outcome::Error, started.elapsed());
+            metrics.error(&e.kind_label());
+            let delay = queue.add_rate_limited(key.clone(), e.retry_after());
+            log::warn!(
+                "{key}: reconcile failed, retrying in {} ms: {e}",
+                delay.as_millis()
+            );
+        }
+    }
+    queue.done(&key);
+    true
 }
 
 /// Managed resources per phase, every phase present (0 included); a model
@@ -284,43 +435,4 @@ fn phase_counts(models: &Store<ModelView>) -> BTreeMap<String, i64> {
         *out.entry(phase.as_str().to_string()).or_default() += 1;
     }
     out
-}
-
-fn worker(name: &str, ctx: &sync::Ctx, queue: &WorkQueue<Key>, metrics: &Metrics, health: &Health) {
-    loop {
-        health.beat(name);
-        let Some(key) = queue.get(Duration::from_secs(1)) else {
-            if crate::signals::stop_requested() {
-                return;
-            }
-            continue;
-        };
-        let started = Instant::now();
-        match ctx.sync(&key) {
-            Ok(outcome) => {
-                queue.forget(&key);
-                metrics.reconciled(outcome, started.elapsed());
-            }
-            Err(e) => {
-                metrics.reconciled(Outcome::Error, started.elapsed());
-                let kind = match e.code() {
-                    Some(c) => format!("api_{c}"),
-                    None => match e {
-                        crate::kube::Error::Timeout(_) => "timeout".to_string(),
-                        crate::kube::Error::Transport(_) => "transport".to_string(),
-                        _ => "other".to_string(),
-                    },
-                };
-                metrics.error(&kind);
-                let delay = queue.add_rate_limited(key.clone(), e.retry_after());
-                log::warn!(
-                    "{}/{}: reconcile failed, retrying in {} ms: {e}",
-                    key.0,
-                    key.1,
-                    delay.as_millis()
-                );
-            }
-        }
-        queue.done(&key);
-    }
 }

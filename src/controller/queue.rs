@@ -3,26 +3,35 @@
 //! handled is handled again afterwards, and failures back off per key.
 
 use crate::backoff::Backoff;
-use crate::kube::endpoint::lock;
+use crate::lock::lock;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// The queue's state. Invariants: a key is in at most one of `queued` and
+/// `processing`; `queue` holds exactly the keys of `queued`, in order;
+/// `again` ⊆ `processing`; `waiting` has one entry per key with a retry
+/// scheduled, and `delayed` holds that entry (and perhaps stale ones).
 struct Inner<K> {
+    /// Keys ready to be processed, first in first out.
     queue: VecDeque<K>,
     queued: HashSet<K>,
+    /// Keys a worker holds: never handed to a second worker.
     processing: HashSet<K>,
-    /// Added while processing: requeue on `done`.
-    dirty: HashSet<K>,
+    /// Keys added while a worker held them: queued again on `done`, so the
+    /// change that came meanwhile is not lost.
+    again: HashSet<K>,
     /// Entries due later, earliest first; an entry whose time is not the
     /// key's in `waiting` is stale (replaced by an earlier one) and skipped.
     delayed: BinaryHeap<Reverse<(Instant, u64, K)>>,
     /// At most one waiting retry per key: when it is due (client-go's
     /// delaying queue keeps one entry per key, the earliest).
     waiting: HashMap<K, Instant>,
+    /// Orders `delayed` entries of the same instant.
     seq: u64,
+    /// Consecutive failures per key: the backoff step of its next retry.
     failures: HashMap<K, u32>,
     shutting_down: bool,
 }
@@ -31,16 +40,37 @@ pub struct WorkQueue<K> {
     inner: Mutex<Inner<K>>,
     ready: Condvar,
     backoff: Backoff,
+    /// What "now" is: the system's monotonic clock, or a test's.
+    clock: Arc<dyn Clock>,
+}
+
+/// A source of the current instant, so tests can move time by hand.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Instant;
+}
+
+/// The monotonic system clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
 }
 
 impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     pub fn new(backoff: Backoff) -> WorkQueue<K> {
+        WorkQueue::with_clock(backoff, Arc::new(SystemClock))
+    }
+
+    pub fn with_clock(backoff: Backoff, clock: Arc<dyn Clock>) -> WorkQueue<K> {
         WorkQueue {
+            clock,
             inner: Mutex::new(Inner {
                 queue: VecDeque::new(),
                 queued: HashSet::new(),
                 processing: HashSet::new(),
-                dirty: HashSet::new(),
+                again: HashSet::new(),
                 delayed: BinaryHeap::new(),
                 seq: 0,
                 waiting: HashMap::new(),
@@ -57,7 +87,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
             return false;
         }
         if inner.processing.contains(&k) {
-            inner.dirty.insert(k);
+            inner.again.insert(k);
             return false;
         }
         if inner.queued.insert(k.clone()) {
@@ -91,7 +121,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// Returns how long it will really wait.
     pub fn add_after(&self, k: K, d: Duration) -> Duration {
         let mut inner = lock(&self.inner);
-        let now = Instant::now();
+        let now = self.clock.now();
         if inner.shutting_down {
             return d;
         }
@@ -125,14 +155,16 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         lock(&self.inner).failures.remove(k);
     }
 
+    /// The next key ready to be processed, waiting up to `timeout` for one
+    /// (a delayed key becomes ready when the clock passes its time).
     pub fn get(&self, timeout: Duration) -> Option<K> {
-        let deadline = Instant::now() + timeout;
+        let deadline = self.clock.now() + timeout;
         let mut inner = lock(&self.inner);
         loop {
             if inner.shutting_down {
                 return None;
             }
-            let now = Instant::now();
+            let now = self.clock.now();
             while let Some(Reverse((at, _, _))) = inner.delayed.peek() {
                 if *at > now {
                     break;
@@ -168,7 +200,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     pub fn done(&self, k: &K) {
         let mut inner = lock(&self.inner);
         inner.processing.remove(k);
-        if inner.dirty.remove(k) && Self::enqueue(&mut inner, k.clone()) {
+        if inner.again.remove(k) && Self::enqueue(&mut inner, k.clone()) {
             self.ready.notify_one();
         }
     }
@@ -199,45 +231,61 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 mod tests {
     use super::*;
 
-    fn q() -> WorkQueue<String> {
-        WorkQueue::new(Backoff::new(
-            Duration::from_millis(20),
-            Duration::from_millis(200),
-        ))
+    /// A clock that moves only when told to.
+    struct ManualClock(Mutex<Instant>);
+
+    impl Clock for ManualClock {
+        fn now(&self) -> Instant {
+            *lock(&self.0)
+        }
+    }
+
+    impl ManualClock {
+        fn advance(&self, d: Duration) {
+            *lock(&self.0) += d;
+        }
+    }
+
+    fn q() -> (WorkQueue<String>, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock(Mutex::new(Instant::now())));
+        let backoff = Backoff::new(Duration::from_millis(20), Duration::from_millis(200));
+        (WorkQueue::with_clock(backoff, clock.clone()), clock)
     }
 
     #[test]
     fn dedups_pending_keys() {
-        let q = q();
+        let (q, _) = q();
         q.add("a".into());
         q.add("a".into());
         q.add("b".into());
         assert_eq!(q.len(), 2);
         assert_eq!(q.get(Duration::ZERO).as_deref(), Some("a"));
         assert_eq!(q.get(Duration::ZERO).as_deref(), Some("b"));
-        assert_eq!(q.get(Duration::from_millis(5)), None);
+        assert_eq!(q.get(Duration::ZERO), None);
     }
 
     #[test]
     fn one_worker_per_key_and_re_adds_are_not_lost() {
-        let q = q();
+        let (q, _) = q();
         q.add("a".into());
         let k = q.get(Duration::ZERO).unwrap();
         q.add("a".into());
         // Held by a worker: not handed to another.
-        assert_eq!(q.get(Duration::from_millis(5)), None);
+        assert_eq!(q.get(Duration::ZERO), None);
         q.done(&k);
         assert_eq!(q.get(Duration::ZERO).as_deref(), Some("a"));
     }
 
     #[test]
     fn retries_back_off_per_key_and_honour_retry_after() {
-        let q = q();
+        let (q, clock) = q();
         // Each failure follows the retry of the one before (the key is
         // taken, fails, and is put back), as in the workers.
         let fail = |q: &WorkQueue<String>| {
             let d = q.add_rate_limited("a".into(), None);
-            assert_eq!(q.get(Duration::from_secs(1)).as_deref(), Some("a"));
+            assert_eq!(q.get(Duration::ZERO), None, "not before its time");
+            clock.advance(d);
+            assert_eq!(q.get(Duration::ZERO).as_deref(), Some("a"));
             q.done(&"a".to_string());
             d
         };
@@ -250,19 +298,20 @@ mod tests {
         );
         q.forget(&"a".to_string());
         assert!(q.add_rate_limited("a".into(), None) <= Duration::from_millis(20));
-        assert!(
-            q.add_rate_limited("b".into(), Some(Duration::from_secs(3))) >= Duration::from_secs(3)
-        );
-        let t = Instant::now();
-        assert_eq!(q.get(Duration::from_secs(1)).as_deref(), Some("a"));
-        assert!(t.elapsed() >= Duration::from_millis(5));
+        let b = q.add_rate_limited("b".into(), Some(Duration::from_secs(3)));
+        assert!(b >= Duration::from_secs(3));
+        clock.advance(Duration::from_millis(20));
+        assert_eq!(q.get(Duration::ZERO).as_deref(), Some("a"));
+        assert_eq!(q.get(Duration::ZERO), None, "b honours Retry-After");
+        clock.advance(b);
+        assert_eq!(q.get(Duration::ZERO).as_deref(), Some("b"));
     }
 
     /// Issue 23: one waiting entry per key, the earliest; a resync leaves a
     /// waiting key alone; depth counts only keys ready to be processed.
     #[test]
     fn one_waiting_retry_per_key_and_resyncs_leave_it_alone() {
-        let q = q();
+        let (q, clock) = q();
         let k = "a".to_string();
         assert_eq!(
             q.add_after(k.clone(), Duration::from_secs(60)),
@@ -271,27 +320,27 @@ mod tests {
         let sooner = q.add_after(k.clone(), Duration::from_millis(30));
         assert_eq!(sooner, Duration::from_millis(30));
         let later = q.add_after(k.clone(), Duration::from_secs(90));
-        assert!(
-            later <= Duration::from_millis(30),
-            "the earlier time wins: {later:?}"
-        );
+        assert_eq!(later, Duration::from_millis(30), "the earlier time wins");
         assert_eq!((q.len(), q.waiting()), (0, 1));
         q.resync(k.clone());
         assert_eq!(q.len(), 0, "a resync does not cut a backoff short");
         q.resync("b".into());
         assert_eq!(q.get(Duration::ZERO).as_deref(), Some("b"));
-        let t = Instant::now();
-        assert_eq!(q.get(Duration::from_secs(1)).as_deref(), Some("a"));
-        assert!(t.elapsed() < Duration::from_secs(1));
+        clock.advance(Duration::from_millis(30));
+        assert_eq!(q.get(Duration::ZERO).as_deref(), Some("a"));
         assert_eq!(q.waiting(), 0);
         // The stale 60 s and 90 s entries fire nothing.
         q.done(&k);
-        assert_eq!(q.get(Duration::from_millis(50)), None);
+        clock.advance(Duration::from_secs(120));
+        assert_eq!(q.get(Duration::ZERO), None);
     }
 
     #[test]
     fn shutdown_releases_waiters() {
-        let q = std::sync::Arc::new(q());
+        let q = Arc::new(WorkQueue::<String>::new(Backoff::new(
+            Duration::from_millis(20),
+            Duration::from_millis(200),
+        )));
         let q2 = q.clone();
         let t = std::thread::spawn(move || q2.get(Duration::from_secs(30)));
         std::thread::sleep(Duration::from_millis(20));

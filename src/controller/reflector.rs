@@ -3,14 +3,13 @@
 //! resourceVersion or bookmark; backs off with jitter on failures.
 //! (kube-runtime's watcher + reflector, client-go's Reflector.)
 
-use super::cache::{Change, Key, Store, Versioned};
+use super::cache::{apply_event, Change, Event, ObjectKey, Store, Versioned};
 use crate::backoff::Backoff;
+use crate::health::Health;
 use crate::kube::client::random_watch_timeout;
 use crate::kube::{Client, ListParams, ResourcePath, WatchEvent, WatchParams};
 use crate::metrics::Metrics;
-use crate::server::Health;
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +25,8 @@ pub struct Common {
     pub client: Arc<Client>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
-    pub stop: Arc<AtomicBool>,
+    /// The one stop signal (SIGTERM/SIGINT), read by every loop.
+    pub stop: fn() -> bool,
 }
 
 pub struct Reflector<V> {
@@ -42,13 +42,7 @@ pub struct Reflector<V> {
     pub on_change: OnChange<V>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
-    pub stop: Arc<AtomicBool>,
-}
-
-fn key_of(o: &Value) -> Option<Key> {
-    let name = o["metadata"]["name"].as_str()?;
-    let ns = o["metadata"]["namespace"].as_str().unwrap_or("");
-    Some((ns.to_string(), name.to_string()))
+    pub stop: fn() -> bool,
 }
 
 const BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
@@ -77,7 +71,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
             on_change,
             metrics: common.metrics.clone(),
             health: common.health.clone(),
-            stop: common.stop.clone(),
+            stop: common.stop,
         }
     }
 
@@ -107,7 +101,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         self.store.register_loop(&name);
         std::thread::Builder::new().name(name).spawn(move || {
             self.run();
-            if !self.stop.load(Ordering::SeqCst) {
+            if !self.stopped() {
                 self.health.died(&self.loop_name());
             }
         })?;
@@ -115,7 +109,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        (self.stop)()
     }
 
     fn pause(&self, failures: &mut u32) {
@@ -123,114 +117,146 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         *failures = failures.saturating_add(1);
     }
 
+    /// List, then watch from the list's resourceVersion; relist on 410.
     fn run(&self) {
         let name = self.loop_name();
         let mut failures = 0u32;
-        'relist: loop {
-            if self.stopped() {
-                return;
-            }
-            let params = ListParams {
-                label_selector: self.label_selector.clone(),
-                metadata_only: self.metadata_only,
-                ..Default::default()
+        while !self.stopped() {
+            let Some(rv) = self.list(&name, &mut failures) else {
+                continue;
             };
-            let list = match self.client.list_all(&self.path, &params) {
-                Ok(l) => l,
+            self.watch_from(&name, rv, &mut failures);
+        }
+    }
+
+    fn feed(&self, ev: Event<V>) {
+        for change in apply_event(&self.store, ev) {
+            (self.on_change)(change);
+        }
+    }
+
+    /// One full list into the store; its resourceVersion, or None after a
+    /// failure (backed off, and reported to /readyz).
+    fn list(&self, name: &str, failures: &mut u32) -> Option<String> {
+        let params = ListParams {
+            label_selector: self.label_selector.clone(),
+            metadata_only: self.metadata_only,
+            ..Default::default()
+        };
+        let list = match self.client.list_all(&self.path, &params) {
+            Ok(l) => l,
+            Err(e) => {
+                log::warn!("{name}: list failed, retrying: {e}");
+                self.health.list_failed(name);
+                self.pause(failures);
+                return None;
+            }
+        };
+        self.health.list_ok(name);
+        self.metrics.relisted(self.resource);
+        let items: Vec<(ObjectKey, V)> = list
+            .items
+            .iter()
+            .filter_map(|o| Some((ObjectKey::of(o)?, (self.parse)(o)?)))
+            .collect();
+        self.feed(Event::Listed(self.namespace.clone(), items));
+        self.store.mark_synced(name);
+        self.health.beat(name);
+        Some(list.resource_version)
+    }
+
+    /// Watch from `rv`, resuming after breaks, until a relist is needed
+    /// (410, in the answer or in the stream) or the operator stops.
+    fn watch_from(&self, name: &str, mut rv: String, failures: &mut u32) {
+        while !self.stopped() {
+            let wp = WatchParams {
+                label_selector: self.label_selector.clone(),
+                field_selector: None,
+                resource_version: rv.clone(),
+                timeout: random_watch_timeout(),
+                metadata_only: self.metadata_only,
+            };
+            let stream = match self.client.watch(&self.path, &wp) {
+                Ok(s) => s,
+                Err(e) if e.is_gone() => {
+                    log::info!("{name}: resourceVersion {rv} expired; relisting");
+                    return;
+                }
                 Err(e) => {
-                    log::warn!("{name}: list failed, retrying: {e}");
-                    self.health.list_failed(&name);
-                    self.pause(&mut failures);
+                    log::warn!("{name}: watch failed, retrying: {e}");
+                    self.metrics.watch_restarted(self.resource);
+                    self.pause(failures);
                     continue;
                 }
             };
-            self.health.list_ok(&name);
-            self.metrics.relisted(self.resource);
-            let items: Vec<(Key, V)> = list
-                .items
-                .iter()
-                .filter_map(|o| Some((key_of(o)?, (self.parse)(o)?)))
-                .collect();
-            for change in self.store.replace(self.namespace.as_deref(), items) {
-                (self.on_change)(change);
-            }
-            self.store.mark_synced(&name);
-            self.health.beat(&name);
-            let mut rv = list.resource_version;
-            loop {
-                if self.stopped() {
-                    return;
+            match self.consume(name, stream, &mut rv, failures) {
+                Ended::Relist => return,
+                Ended::Stopped => return,
+                Ended::Broke => {
+                    self.metrics.watch_restarted(self.resource);
+                    self.pause(failures);
                 }
-                let wp = WatchParams {
-                    label_selector: self.label_selector.clone(),
-                    field_selector: None,
-                    resource_version: rv.clone(),
-                    timeout: random_watch_timeout(),
-                    metadata_only: self.metadata_only,
-                };
-                let stream = match self.client.watch(&self.path, &wp) {
-                    Ok(s) => s,
-                    Err(e) if e.is_gone() => {
-                        log::info!("{name}: resourceVersion {rv} expired; relisting");
-                        continue 'relist;
-                    }
-                    Err(e) => {
-                        log::warn!("{name}: watch failed, retrying: {e}");
-                        self.metrics.watch_restarted(self.resource);
-                        self.pause(&mut failures);
-                        continue;
-                    }
-                };
-                let mut errored = false;
-                for ev in stream {
-                    self.health.beat(&name);
-                    match ev {
-                        Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
-                            if let Some(r) = o["metadata"]["resourceVersion"].as_str() {
-                                rv = r.to_string();
-                            }
-                            if let (Some(k), Some(v)) = (key_of(&o), (self.parse)(&o)) {
-                                match self.store.put(k.clone(), v.clone()) {
-                                    Ok(old) if old.as_ref() != Some(&v) => {
-                                        (self.on_change)((k, old, Some(v)))
-                                    }
-                                    Ok(_) => {}
-                                    Err(_) => log::debug!("{name}: kept a newer view of {k:?}"),
-                                }
-                            }
-                        }
-                        Ok(WatchEvent::Deleted(o)) => {
-                            if let Some(r) = o["metadata"]["resourceVersion"].as_str() {
-                                rv = r.to_string();
-                            }
-                            if let Some(k) = key_of(&o) {
-                                let uid = o["metadata"]["uid"].as_str().unwrap_or("");
-                                if let Some(old) = self.store.remove_object(&k, uid) {
-                                    (self.on_change)((k, Some(old), None));
-                                }
-                            }
-                        }
-                        Ok(WatchEvent::Bookmark { resource_version }) => rv = resource_version,
-                        Err(e) if e.is_gone() => {
-                            log::info!("{name}: watch expired in stream; relisting");
-                            continue 'relist;
-                        }
-                        Err(e) => {
-                            log::warn!("{name}: watch broke, resuming from {rv}: {e}");
-                            errored = true;
-                            break;
-                        }
-                    }
-                    failures = 0;
-                    if self.stopped() {
-                        return;
-                    }
-                }
-                self.metrics.watch_restarted(self.resource);
-                if errored {
-                    self.pause(&mut failures);
-                }
+                Ended::Closed => self.metrics.watch_restarted(self.resource),
             }
         }
+    }
+
+    /// Apply a watch's events until it ends, keeping `rv` at the last one.
+    fn consume(
+        &self,
+        name: &str,
+        stream: impl Iterator<Item = Result<WatchEvent, crate::kube::Error>>,
+        rv: &mut String,
+        failures: &mut u32,
+    ) -> Ended {
+        for ev in stream {
+            self.health.beat(name);
+            match ev {
+                Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
+                    remember_rv(&o, rv);
+                    if let (Some(k), Some(v)) = (ObjectKey::of(&o), (self.parse)(&o)) {
+                        self.feed(Event::Applied(k, v));
+                    }
+                }
+                Ok(WatchEvent::Deleted(o)) => {
+                    remember_rv(&o, rv);
+                    if let Some(k) = ObjectKey::of(&o) {
+                        let uid = o["metadata"]["uid"].as_str().unwrap_or("").to_string();
+                        self.feed(Event::Deleted(k, uid));
+                    }
+                }
+                Ok(WatchEvent::Bookmark { resource_version }) => *rv = resource_version,
+                Err(e) if e.is_gone() => {
+                    log::info!("{name}: watch expired in stream; relisting");
+                    return Ended::Relist;
+                }
+                Err(e) => {
+                    log::warn!("{name}: watch broke, resuming from {rv}: {e}");
+                    return Ended::Broke;
+                }
+            }
+            *failures = 0;
+            if self.stopped() {
+                return Ended::Stopped;
+            }
+        }
+        Ended::Closed
+    }
+}
+
+/// How a watch stream ended.
+enum Ended {
+    /// The server closed it (its timeout): resume from the last rv.
+    Closed,
+    /// It broke: back off, then resume.
+    Broke,
+    /// The rv expired: list again.
+    Relist,
+    Stopped,
+}
+
+fn remember_rv(o: &Value, rv: &mut String) {
+    if let Some(r) = o["metadata"]["resourceVersion"].as_str() {
+        *rv = r.to_string();
     }
 }

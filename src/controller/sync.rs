@@ -1,15 +1,17 @@
 //! The sync handler: read the caches, ask the core for a plan, carry its
 //! writes out in order, then the status, then the Events.
 
-use super::cache::{Key, MetaView, Store};
-use crate::kube::endpoint::lock;
+use super::cache::{Key, MetaView, ObjectKey, Store};
+use super::error::SyncError;
+use crate::controller::outcome::Outcome;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS, EVENTS};
 use crate::kube::{Client, Error, PatchType, Preconditions, ResourcePath, Retry};
-use crate::metrics::{Metrics, Outcome};
+use crate::lock::lock;
+use crate::metrics::Metrics;
 use crate::model::names::event_name;
 use crate::reconcile::{
-    lookups, patches, plan, plan_refused, ConfigMapView, DeploymentView, ModelView, Observed, Plan,
-    Refused, Write,
+    execute, lookups, patches, plan, plan_refused, Cluster, ConfigMapView, DeploymentView,
+    EventSpec, Executed, ModelView, Observed, Plan, Refused,
 };
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -41,7 +43,9 @@ impl Posted {
     }
 }
 
-pub struct Ctx {
+/// The sync handler (sample-controller's `syncHandler`): one OpenMedModel
+/// from the caches to a plan, carried out.
+pub struct Reconciler {
     pub client: Arc<Client>,
     pub models: Arc<Store<ModelView>>,
     /// Deployments the operator has claimed: full (compact) views.
@@ -118,10 +122,26 @@ enum Pass {
     Replan,
 }
 
-impl Ctx {
+impl Reconciler {
+    /// A reconciler with empty stores, over `client`.
+    pub fn new(client: Arc<Client>, metrics: Arc<Metrics>) -> Reconciler {
+        Reconciler {
+            client,
+            models: Arc::new(Store::default()),
+            deployments: Arc::new(Store::default()),
+            deployment_meta: Arc::new(Store::default()),
+            fetched: Mutex::new(Default::default()),
+            config_maps: Arc::new(Store::default()),
+            posted: Mutex::new(Default::default()),
+            metrics,
+            acted: Mutex::new(Default::default()),
+        }
+    }
+
     /// Reconcile one OpenMedModel.
-    pub fn sync(&self, key: &Key) -> Result<Outcome, Error> {
+    pub fn sync(&self, key: &Key) -> Result<Outcome, SyncError> {
         let mut extra_cms: Vec<ConfigMapView> = Vec::new();
+        let mut last_conflict = None;
         for _ in 0..MAX_REPLANS {
             let Some(model) = self.models.get(key) else {
                 return Ok(Outcome::Unchanged);
@@ -130,21 +150,20 @@ impl Ctx {
                 Ok(Pass::Done(o)) => return Ok(o),
                 Ok(Pass::Replan) => {}
                 Err(e) if e.is_conflict() => {
-                    log::debug!("{}/{}: conflict, re-reading: {e}", key.0, key.1);
+                    log::debug!("{key}: conflict, re-reading: {e}");
                     self.refresh_model(&model)?;
+                    last_conflict = Some(e);
                 }
                 Err(e) if e.is_not_found() && !self.models.contains(key) => {
                     return Ok(Outcome::Unchanged)
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
-        Err(Error::Api(crate::kube::ApiError {
-            code: 409,
-            reason: crate::kube::Reason::Conflict,
-            message: "still conflicting after re-reading; will retry".into(),
-            retry_after: None,
-        }))
+        Err(SyncError::NotSettled {
+            replans: MAX_REPLANS,
+            last: last_conflict,
+        })
     }
 
     fn refresh_model(&self, model: &ModelView) -> Result<(), Error> {
@@ -154,13 +173,13 @@ impl Ctx {
             Ok(v) => {
                 if let Some(m) = ModelView::from_json(&v) {
                     self.models
-                        .put_if_newer((m.namespace.clone(), m.name.clone()), m);
+                        .put_if_newer(ObjectKey::new(m.namespace.clone(), m.name.clone()), m);
                 }
                 Ok(())
             }
             Err(e) if e.is_not_found() => {
                 self.models
-                    .remove(&(model.namespace.clone(), model.name.clone()));
+                    .remove(&ObjectKey::new(model.namespace.clone(), model.name.clone()));
                 Ok(())
             }
             Err(e) => Err(e),
@@ -170,7 +189,7 @@ impl Ctx {
     /// A Deployment by name: from the claimed cache, else (if the metadata
     /// watch says it exists) from the API, cached by resourceVersion.
     fn deployment(&self, ns: &str, name: &str) -> Result<Option<DeploymentView>, Error> {
-        let k = (ns.to_string(), name.to_string());
+        let k = ObjectKey::new(ns, name);
         if let Some(d) = self.deployments.get(&k) {
             return Ok(Some(d));
         }
@@ -221,7 +240,7 @@ impl Ctx {
         let mut config_maps: Vec<ConfigMapView> = l
             .config_maps
             .iter()
-            .filter_map(|n| self.config_maps.get(&(ns.to_string(), n.clone())))
+            .filter_map(|n| self.config_maps.get(&ObjectKey::new(ns, n.clone())))
             .collect();
         let extra = self
             .config_maps
@@ -256,7 +275,7 @@ impl Ctx {
             let Some((ns, name)) = other.split_once('/') else {
                 continue;
             };
-            let key = (ns.to_string(), name.to_string());
+            let key = ObjectKey::new(ns, name);
             if ns.is_empty() || name.is_empty() || self.models.contains(&key) {
                 continue;
             }
@@ -301,12 +320,12 @@ impl Ctx {
     /// A view of `model` older than one a previous pass acted on.
     fn is_behind(&self, model: &ModelView) -> bool {
         lock(&self.acted)
-            .get(&(model.namespace.clone(), model.name.clone()))
+            .get(&ObjectKey::new(model.namespace.clone(), model.name.clone()))
             .is_some_and(|(uid, g)| *uid == model.uid && model.generation < *g)
     }
 
     fn remember_acted(&self, model: &ModelView) {
-        let k = (model.namespace.clone(), model.name.clone());
+        let k = ObjectKey::new(model.namespace.clone(), model.name.clone());
         let mut acted = lock(&self.acted);
         let newer = acted
             .get(&k)
@@ -316,7 +335,7 @@ impl Ctx {
         }
     }
 
-    /// Carry a plan out: its writes in order, then the status, then Events.
+    /// Carry a plan out through the API ([`execute`] fixes the order).
     fn carry_out(
         &self,
         model: &ModelView,
@@ -324,95 +343,26 @@ impl Ctx {
         extra_cms: &mut Vec<ConfigMapView>,
         now: &str,
     ) -> Result<Pass, Failed> {
-        let ns = model.namespace.as_str();
-        let who = model.owner();
-        let model_path = ResourcePath::object(crate::model::RESOURCE, Some(ns), &model.name)?;
-        let mut rv = model.resource_version.clone();
-        let mut patched_gen = None;
-        let mut gone = false;
         if !p.writes.is_empty() {
             self.remember_acted(model);
         }
-        for w in &p.writes {
-            match w {
-                Write::AddFinalizer { finalizers } | Write::RemoveFinalizers { finalizers } => {
-                    let body = patches::finalizers_patch(&rv, finalizers);
-                    let resp =
-                        self.client
-                            .patch(&model_path, PatchType::Merge, &body, Retry::Write)?;
-                    if finalizers.is_empty() && model.deleting {
-                        // The server deletes it now: the answer is a last
-                        // view of a gone object, never to be cached (issue 23).
-                        let key = (ns.to_string(), model.name.clone());
-                        self.models.remove_object(&key, &model.uid);
-                        gone = true;
-                    } else {
-                        rv = self.remember_model(&resp).unwrap_or(rv);
-                    }
-                    let what = if matches!(w, Write::AddFinalizer { .. }) {
-                        "added"
-                    } else {
-                        "released"
-                    };
-                    log::info!("{who}: finalizer {what}");
-                }
-                Write::CreateConfigMap { body } => {
-                    if let Some(cm) = self.create_config_map(ns, body, &who)? {
-                        extra_cms.retain(|c| c.name != cm.name);
-                        extra_cms.push(cm);
-                        return Ok(Pass::Replan);
-                    }
-                }
-                Write::PatchConfigMap { name, body } => {
-                    let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
-                    let resp = self
-                        .client
-                        .patch(&path, PatchType::Merge, body, Retry::Idempotent)
-                        .map_err(|e| Failed::of(e, Refused::ConfigMap))?;
-                    self.remember_cm(&resp);
-                    log::info!("{who}: updated ConfigMap {name}");
-                }
-                Write::PatchDeployment {
-                    name,
-                    body,
-                    sets_target,
-                } => {
-                    let path = ResourcePath::object(DEPLOYMENTS, Some(ns), name)?;
-                    let resp = self
-                        .client
-                        .patch(&path, PatchType::Strategic, body, Retry::Idempotent)
-                        .map_err(|e| Failed::of(e, Refused::Deployment))?;
-                    if *sets_target {
-                        patched_gen = resp["metadata"]["generation"].as_i64();
-                    }
-                    self.remember_deployment(&resp);
-                    log::info!(
-                        "{who}: patched Deployment {name} (generation {})",
-                        resp["metadata"]["generation"].as_i64().unwrap_or(0)
-                    );
-                }
-                Write::DeleteConfigMap { name, uid } => {
-                    self.delete_config_map(ns, name, uid, &who)?
-                }
+        let model_path =
+            ResourcePath::object(crate::model::RESOURCE, Some(&model.namespace), &model.name)?;
+        let mut api = ApiCluster {
+            rc: self,
+            model,
+            model_path,
+            who: model.owner(),
+            now,
+        };
+        match execute(&mut api, p, &model.resource_version)? {
+            Executed::Done => Ok(Pass::Done(Outcome::Applied)),
+            Executed::Replan(cm) => {
+                extra_cms.retain(|c| c.name != cm.name);
+                extra_cms.push(*cm);
+                Ok(Pass::Replan)
             }
         }
-        if let Some(body) = p.status_patch(patched_gen, &rv).filter(|_| !gone) {
-            let resp = self.client.patch(
-                &model_path.clone().status(),
-                PatchType::Merge,
-                &body,
-                Retry::Write,
-            )?;
-            self.remember_model(&resp);
-            self.remember_acted(model);
-            if let Some(phase) = body["status"]["phase"].as_str() {
-                log::info!("{who}: phase {phase}");
-            }
-        }
-        for e in p.events_to_post(patched_gen) {
-            self.post_event(model, e.reason, &e.message, now);
-        }
-        Ok(Pass::Done(Outcome::Applied))
     }
 
     /// Create the ConfigMap. `Some(found)` when one of that name exists that
@@ -454,7 +404,7 @@ impl Ctx {
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
-        self.config_maps.remove(&(ns.to_string(), name.to_string()));
+        self.config_maps.remove(&ObjectKey::new(ns, name));
         Ok(())
     }
 
@@ -532,7 +482,7 @@ impl Ctx {
         let m = ModelView::from_json(v)?;
         let rv = m.resource_version.clone();
         self.models
-            .put_if_newer((m.namespace.clone(), m.name.clone()), m);
+            .put_if_newer(ObjectKey::new(m.namespace.clone(), m.name.clone()), m);
         Some(rv)
     }
 
@@ -540,7 +490,7 @@ impl Ctx {
         if let Some(cm) = ConfigMapView::from_json(v) {
             if cm.managed_by.as_deref() == Some(crate::model::MANAGED_BY_LABEL.1) {
                 self.config_maps
-                    .put_if_newer((cm.namespace.clone(), cm.name.clone()), cm);
+                    .put_if_newer(ObjectKey::new(cm.namespace.clone(), cm.name.clone()), cm);
             }
         }
     }
@@ -549,12 +499,113 @@ impl Ctx {
         let Some(d) = DeploymentView::from_json(v) else {
             return;
         };
-        let k = (d.namespace.clone(), d.name.clone());
+        let k = ObjectKey::new(d.namespace.clone(), d.name.clone());
         if d.claimed {
             self.deployments.put_if_newer(k, d);
         } else {
             self.deployments.remove(&k);
             lock(&self.fetched).insert(k, d);
         }
+    }
+}
+
+/// The API server as [`execute`] sees it, for one model: every answer is
+/// remembered in the caches, every write logged.
+struct ApiCluster<'a> {
+    rc: &'a Reconciler,
+    model: &'a ModelView,
+    model_path: ResourcePath,
+    who: String,
+    now: &'a str,
+}
+
+impl Cluster for ApiCluster<'_> {
+    type Error = Failed;
+
+    fn set_finalizers(
+        &mut self,
+        rv: &str,
+        finalizers: &[String],
+    ) -> Result<Option<String>, Failed> {
+        let body = patches::finalizers_patch(rv, finalizers);
+        let resp = self
+            .rc
+            .client
+            .patch(&self.model_path, PatchType::Merge, &body, Retry::Write)?;
+        let adding = finalizers.iter().any(|f| f == crate::model::FINALIZER);
+        log::info!(
+            "{}: finalizer {}",
+            self.who,
+            if adding { "added" } else { "released" }
+        );
+        if finalizers.is_empty() && self.model.deleting {
+            // The server deletes it now: the answer is a last view of a
+            // gone object, never to be cached (issue 23).
+            let key = ObjectKey::new(self.model.namespace.clone(), self.model.name.clone());
+            self.rc.models.remove_object(&key, &self.model.uid);
+            return Ok(None);
+        }
+        Ok(Some(
+            self.rc
+                .remember_model(&resp)
+                .unwrap_or_else(|| rv.to_string()),
+        ))
+    }
+
+    fn create_config_map(&mut self, body: &Value) -> Result<Option<ConfigMapView>, Failed> {
+        self.rc
+            .create_config_map(&self.model.namespace, body, &self.who)
+    }
+
+    fn patch_config_map(&mut self, name: &str, body: &Value) -> Result<(), Failed> {
+        let path = ResourcePath::object(CONFIG_MAPS, Some(&self.model.namespace), name)?;
+        let resp = self
+            .rc
+            .client
+            .patch(&path, PatchType::Merge, body, Retry::Idempotent)
+            .map_err(|e| Failed::of(e, Refused::ConfigMap))?;
+        self.rc.remember_cm(&resp);
+        log::info!("{}: updated ConfigMap {name}", self.who);
+        Ok(())
+    }
+
+    fn patch_deployment(&mut self, name: &str, body: &Value) -> Result<i64, Failed> {
+        let path = ResourcePath::object(DEPLOYMENTS, Some(&self.model.namespace), name)?;
+        let resp = self
+            .rc
+            .client
+            .patch(&path, PatchType::Strategic, body, Retry::Idempotent)
+            .map_err(|e| Failed::of(e, Refused::Deployment))?;
+        let generation = resp["metadata"]["generation"].as_i64().unwrap_or(0);
+        self.rc.remember_deployment(&resp);
+        log::info!(
+            "{}: patched Deployment {name} (generation {generation})",
+            self.who
+        );
+        Ok(generation)
+    }
+
+    fn delete_config_map(&mut self, name: &str, uid: &str) -> Result<(), Failed> {
+        self.rc
+            .delete_config_map(&self.model.namespace, name, uid, &self.who)
+    }
+
+    fn patch_status(&mut self, body: &Value) -> Result<(), Failed> {
+        let path = self.model_path.clone().status();
+        let resp = self
+            .rc
+            .client
+            .patch(&path, PatchType::Merge, body, Retry::Write)?;
+        self.rc.remember_model(&resp);
+        self.rc.remember_acted(self.model);
+        if let Some(phase) = body["status"]["phase"].as_str() {
+            log::info!("{}: phase {phase}", self.who);
+        }
+        Ok(())
+    }
+
+    fn post_event(&mut self, e: &EventSpec) {
+        self.rc
+            .post_event(self.model, e.reason, &e.message, self.now);
     }
 }

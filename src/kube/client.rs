@@ -1,12 +1,13 @@
 //! The blocking JSON client: get, list (paged), create, patch, delete and
 //! watch, with retries, typed errors and the guards of [`super::guard`].
 
-use super::endpoint::{lock, CaFile, Endpoint, TokenFile};
+use super::endpoint::{CaFile, Endpoint, TokenFile};
 use super::error::{api_error_from_body, sanitize, Error, Result};
 use super::guard::check_path;
 use super::path::ResourcePath;
 use super::watch::WatchStream;
 use crate::backoff::{self, Backoff};
+use crate::lock::lock;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

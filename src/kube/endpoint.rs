@@ -4,6 +4,7 @@
 
 use super::error::{Error, Result};
 use super::guard::Origin;
+use crate::lock::lock;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -244,11 +245,6 @@ impl CaFile {
             }
         }
     }
-}
-
-/// Lock a mutex, recovering the data if another thread panicked with it held.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

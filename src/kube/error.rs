@@ -163,6 +163,17 @@ impl Error {
             && !matches!(a.code, 401 | 404 | 408 | 409 | 410 | 429))
     }
 
+    /// The `kind` label of `reconcile_errors_total`: `api_<code>`,
+    /// `transport`, `timeout` or `other`.
+    pub fn kind_label(&self) -> String {
+        match self {
+            Error::Api(a) => format!("api_{}", a.code),
+            Error::Timeout(_) => "timeout".into(),
+            Error::Transport(_) => "transport".into(),
+            _ => "other".into(),
+        }
+    }
+
     /// Worth another try for a read: throttling, server trouble, network trouble.
     pub fn is_transient(&self) -> bool {
         match self {

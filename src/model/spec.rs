@@ -59,6 +59,11 @@ impl StrategyType {
             StrategyType::Recreate => "Recreate",
         }
     }
+    pub fn parse(s: &str) -> Option<StrategyType> {
+        [StrategyType::RollingUpdate, StrategyType::Recreate]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
 }
 
 /// maxUnavailable / maxSurge: integers stay integers, percentages strings.
@@ -201,230 +206,379 @@ fn is_version(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || b"._:@/+~-".contains(c))
 }
 
-fn known_fields(map: &Map<String, Value>, path: &str, known: &[&str]) -> Result<(), SpecError> {
-    match map.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(err(&format!("{path}.{k}"), "unknown field")),
-        None => Ok(()),
+const FAMILY_RULE: &str = "must start with a letter, end with a letter or digit, hold only letters, digits, '.', '_' or '-', and be at most 63 characters";
+const VERSION_RULE: &str = "must start with a letter or digit, hold only letters, digits and . _ : @ / + ~ - (no whitespace), and be at most 253 characters";
+const AMOUNT_RULE: &str = "must be an integer >= 0 or a percentage string from 0% to 100%";
+const SUBDOMAIN_RULE: &str =
+    "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)";
+const LABEL_RULE: &str =
+    "must be a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters)";
+const REQUIRED: fn(&str) -> Option<Val> = |_| None;
+
+/// The spec, object by object, in the order it is checked: the first
+/// refusal is the one reported, so the order is part of the behaviour.
+const SCHEMA: [Block; 4] = [
+    Block {
+        path: "spec",
+        optional: false,
+        rule: None,
+        fields: &[
+            Field {
+                path: "spec.family",
+                read: Read::Text,
+                default: REQUIRED,
+                rule: |v| text(v, is_family),
+                message: FAMILY_RULE,
+            },
+            Field {
+                path: "spec.version",
+                read: Read::Text,
+                default: REQUIRED,
+                rule: |v| text(v, is_version),
+                message: VERSION_RULE,
+            },
+            Field {
+                path: "spec.tier",
+                read: Read::Text,
+                default: REQUIRED,
+                rule: |v| text(v, |s| Tier::parse(s).is_some()),
+                message: "must be one of Tiny, Small, Medium, Base, Large, XLarge, Accurate-XLarge",
+            },
+            Field {
+                path: "spec.replicas",
+                read: Read::Int,
+                default: REQUIRED,
+                rule: |v| int_in(v, 1, 1000),
+                message: "must be an integer from 1 to 1000",
+            },
+        ],
+    },
+    Block {
+        path: "spec.rolloutStrategy",
+        optional: false,
+        rule: Some((
+            rollout_can_progress,
+            "RollingUpdate needs maxUnavailable or maxSurge above zero, or the rollout can never progress",
+        )),
+        fields: &[
+            Field {
+                path: "spec.rolloutStrategy.type",
+                read: Read::Text,
+                default: REQUIRED,
+                rule: |v| text(v, |s| StrategyType::parse(s).is_some()),
+                message: "must be RollingUpdate or Recreate",
+            },
+            Field {
+                path: "spec.rolloutStrategy.maxUnavailable",
+                read: Read::Amount,
+                default: |_| Some(Val::Amount(IntOrPercent::Int(0))),
+                rule: amount_in_bounds,
+                message: AMOUNT_RULE,
+            },
+            Field {
+                path: "spec.rolloutStrategy.maxSurge",
+                read: Read::Amount,
+                default: |_| Some(Val::Amount(IntOrPercent::Int(1))),
+                rule: amount_in_bounds,
+                message: AMOUNT_RULE,
+            },
+            Field {
+                path: "spec.rolloutStrategy.rollbackOnFailure",
+                read: Read::Flag,
+                default: |_| Some(Val::Flag(true)),
+                rule: |_| true,
+                message: "must be a boolean",
+            },
+            Field {
+                path: "spec.rolloutStrategy.progressDeadlineSeconds",
+                read: Read::Int,
+                default: |_| Some(Val::Int(600)),
+                rule: |v| int_in(v, 1, INT32_MAX),
+                message: "must be an integer >= 1",
+            },
+        ],
+    },
+    Block {
+        path: "spec.targetRef",
+        optional: true,
+        rule: None,
+        fields: &[
+            Field {
+                path: "spec.targetRef.name",
+                read: Read::Text,
+                default: |name| Some(Val::Text(name.to_string())),
+                rule: |v| text(v, is_dns_subdomain),
+                message: SUBDOMAIN_RULE,
+            },
+            Field {
+                path: "spec.targetRef.containerName",
+                read: Read::Text,
+                default: |_| Some(Val::Text(DEFAULT_CONTAINER.to_string())),
+                rule: |v| text(v, is_dns_label),
+                message: LABEL_RULE,
+            },
+        ],
+    },
+    Block {
+        path: "spec",
+        optional: false,
+        rule: None,
+        fields: &[Field {
+            path: "spec.manifestConfigMapName",
+            read: Read::Text,
+            default: |name| Some(Val::Text(default_config_map_name(name))),
+            rule: |v| text(v, is_dns_subdomain),
+            message: SUBDOMAIN_RULE,
+        }],
+    },
+];
+
+/// An object of the spec and its fields.
+struct Block {
+    path: &'static str,
+    /// May be absent or null, and then every field takes its default. Its
+    /// fields are all read before any is checked, as they always were.
+    optional: bool,
+    fields: &'static [Field],
+    /// A rule across the fields read so far, checked after this block's.
+    rule: Option<CrossRule>,
+}
+
+/// A rule over several fields, and the error when it fails.
+type CrossRule = (fn(&Values) -> bool, &'static str);
+
+/// One field: where it is, how it is read, its default, its rule and the
+/// error when the rule fails.
+struct Field {
+    /// From the top of the resource; also the error's field.
+    path: &'static str,
+    read: Read,
+    /// The value when absent or null, given the resource name; None: required.
+    default: fn(&str) -> Option<Val>,
+    /// What the value, read or defaulted, must satisfy.
+    rule: fn(&Val) -> bool,
+    message: &'static str,
+}
+
+/// How a field's JSON is read. A value of the wrong JSON type is refused
+/// with "must be a string" for text and with the field's message otherwise.
+#[derive(Clone, Copy)]
+enum Read {
+    /// A string, trimmed.
+    Text,
+    /// A JSON integer: not a boolean, not a fraction.
+    Int,
+    /// An integer, or a percentage string such as "25%".
+    Amount,
+    Flag,
+}
+
+/// A field's value once read or defaulted.
+#[derive(Debug)]
+enum Val {
+    Text(String),
+    Int(i64),
+    Amount(IntOrPercent),
+    Flag(bool),
+}
+
+/// The fields read so far, by path.
+#[derive(Default)]
+struct Values(Vec<(&'static str, Val)>);
+
+impl Values {
+    fn get(&self, path: &str) -> Option<&Val> {
+        self.0.iter().find(|(p, _)| *p == path).map(|(_, v)| v)
+    }
+    fn text(&self, path: &str) -> Option<String> {
+        match self.get(path)? {
+            Val::Text(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+    fn int(&self, path: &str) -> Option<i64> {
+        match self.get(path)? {
+            Val::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+    fn amount(&self, path: &str) -> Option<IntOrPercent> {
+        match self.get(path)? {
+            Val::Amount(a) => Some(*a),
+            _ => None,
+        }
+    }
+    fn flag(&self, path: &str) -> Option<bool> {
+        match self.get(path)? {
+            Val::Flag(b) => Some(*b),
+            _ => None,
+        }
     }
 }
 
-/// A string field, trimmed; None when absent or null.
-fn opt_string(
-    map: &Map<String, Value>,
-    key: &str,
-    path: &str,
-) -> Result<Option<String>, SpecError> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
-        Some(_) => Err(err(path, "must be a string")),
+fn text(v: &Val, ok: fn(&str) -> bool) -> bool {
+    matches!(v, Val::Text(s) if ok(s))
+}
+
+fn int_in(v: &Val, min: i64, max: i64) -> bool {
+    matches!(v, Val::Int(i) if (min..=max).contains(i))
+}
+
+fn amount_in_bounds(v: &Val) -> bool {
+    matches!(
+        v,
+        Val::Amount(IntOrPercent::Int(0..=INT32_MAX) | IntOrPercent::Percent(0..=100))
+    )
+}
+
+/// RollingUpdate with nothing unavailable and nothing surging never moves.
+fn rollout_can_progress(v: &Values) -> bool {
+    let rolling =
+        matches!(v.get("spec.rolloutStrategy.type"), Some(Val::Text(t)) if t == "RollingUpdate");
+    let zero = |path| v.amount(path).is_some_and(IntOrPercent::is_zero);
+    !(rolling
+        && zero("spec.rolloutStrategy.maxUnavailable")
+        && zero("spec.rolloutStrategy.maxSurge"))
+}
+
+/// "N%" written plainly: digits only, no leading zero, at most three.
+fn percent(s: &str) -> Option<u32> {
+    let digits = s.strip_suffix('%')?;
+    let plain = !digits.is_empty()
+        && digits.len() <= 3
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    digits.parse().ok().filter(|_| plain)
+}
+
+impl Read {
+    fn parse(self, v: &Value) -> Option<Val> {
+        match (self, v) {
+            (Read::Text, Value::String(s)) => Some(Val::Text(s.trim().to_string())),
+            (Read::Text, _) => None,
+            (Read::Int, _) => v.as_i64().map(Val::Int),
+            (Read::Amount, Value::String(s)) => {
+                percent(s.trim()).map(|p| Val::Amount(IntOrPercent::Percent(p)))
+            }
+            (Read::Amount, _) => v.as_i64().map(|i| Val::Amount(IntOrPercent::Int(i))),
+            (Read::Flag, _) => v.as_bool().map(Val::Flag),
+        }
     }
 }
 
-fn req_string(map: &Map<String, Value>, key: &str, path: &str) -> Result<String, SpecError> {
-    opt_string(map, key, path)?.ok_or_else(|| err(path, "required"))
-}
+impl Field {
+    /// The field's value in `obj` (None: its optional block is absent).
+    fn read(&self, obj: Option<&Map<String, Value>>, name: &str) -> Result<Val, SpecError> {
+        let key = self.path.rsplit('.').next().unwrap_or(self.path);
+        match obj.and_then(|o| o.get(key)).filter(|v| !v.is_null()) {
+            None => (self.default)(name).ok_or_else(|| err(self.path, "required")),
+            Some(v) => self.read.parse(v).ok_or_else(|| match self.read {
+                Read::Text => err(self.path, "must be a string"),
+                _ => err(self.path, self.message),
+            }),
+        }
+    }
 
-/// A JSON integer (not a boolean, not a fraction) within bounds.
-fn int_in(v: &Value, path: &str, min: i64, max: i64, rule: &str) -> Result<i64, SpecError> {
-    match v.as_i64() {
-        Some(i) if v.is_number() && (min..=max).contains(&i) => Ok(i),
-        _ => Err(err(path, rule)),
+    fn check(&self, v: &Val) -> Result<(), SpecError> {
+        match (self.rule)(v) {
+            true => Ok(()),
+            false => Err(err(self.path, self.message)),
+        }
     }
 }
 
-fn int_or_percent(
-    map: &Map<String, Value>,
-    key: &str,
-    path: &str,
-    default: i64,
-) -> Result<IntOrPercent, SpecError> {
-    const RULE: &str = "must be an integer >= 0 or a percentage string from 0% to 100%";
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(IntOrPercent::Int(default)),
-        Some(Value::String(s)) => {
-            let s = s.trim();
-            let digits = s.strip_suffix('%').ok_or_else(|| err(path, RULE))?;
-            let well_formed = !digits.is_empty()
-                && digits.len() <= 3
-                && digits.bytes().all(|b| b.is_ascii_digit())
-                && (digits == "0" || !digits.starts_with('0'));
-            match digits.parse::<u32>() {
-                Ok(p) if well_formed && p <= 100 => Ok(IntOrPercent::Percent(p)),
-                _ => Err(err(path, RULE)),
+impl Block {
+    /// The block's object, holding no field the schema lacks; None when an
+    /// optional block is absent or null.
+    fn open<'a>(
+        &self,
+        spec: &'a Map<String, Value>,
+    ) -> Result<Option<&'a Map<String, Value>>, SpecError> {
+        let obj = match self.path.strip_prefix("spec.") {
+            None => spec,
+            Some(key) => match spec.get(key) {
+                Some(Value::Object(m)) => m,
+                None | Some(Value::Null) if self.optional => return Ok(None),
+                None | Some(Value::Null) => return Err(err(self.path, "required")),
+                Some(_) => return Err(err(self.path, "must be an object")),
+            },
+        };
+        match obj.keys().find(|k| !is_known(self.path, k)) {
+            Some(k) => Err(err(&format!("{}.{k}", self.path), "unknown field")),
+            None => Ok(Some(obj)),
+        }
+    }
+
+    /// Reads and checks this block's fields into `values`.
+    fn read(
+        &self,
+        spec: &Map<String, Value>,
+        name: &str,
+        values: &mut Values,
+    ) -> Result<(), SpecError> {
+        let obj = self.open(spec)?;
+        let start = values.0.len();
+        for f in self.fields {
+            let v = f.read(obj, name)?;
+            if !self.optional {
+                f.check(&v)?;
+            }
+            values.0.push((f.path, v));
+        }
+        if self.optional {
+            for (f, (_, v)) in self.fields.iter().zip(&values.0[start..]) {
+                f.check(v)?;
             }
         }
-        Some(v) => int_in(v, path, 0, INT32_MAX, RULE).map(IntOrPercent::Int),
+        match self.rule {
+            Some((rule, message)) if !rule(values) => Err(err(self.path, message)),
+            _ => Ok(()),
+        }
     }
+}
+
+/// Whether the object at `path` may hold `key`: some field of the schema
+/// lies at or below `path.key`.
+fn is_known(path: &str, key: &str) -> bool {
+    SCHEMA.iter().flat_map(|b| b.fields).any(|f| {
+        let below = f.path.strip_prefix(path).and_then(|r| r.strip_prefix('.'));
+        below.and_then(|r| r.split('.').next()) == Some(key)
+    })
+}
+
+/// The desired spec from checked values; None only if the schema above and
+/// this function disagree about a field's path or kind.
+fn desired(v: &Values) -> Option<DesiredSpec> {
+    Some(DesiredSpec {
+        family: v.text("spec.family")?,
+        version: v.text("spec.version")?,
+        tier: Tier::parse(&v.text("spec.tier")?)?,
+        replicas: v.int("spec.replicas")?,
+        rollout: RolloutStrategy {
+            kind: StrategyType::parse(&v.text("spec.rolloutStrategy.type")?)?,
+            max_unavailable: v.amount("spec.rolloutStrategy.maxUnavailable")?,
+            max_surge: v.amount("spec.rolloutStrategy.maxSurge")?,
+            rollback_on_failure: v.flag("spec.rolloutStrategy.rollbackOnFailure")?,
+            progress_deadline_seconds: v.int("spec.rolloutStrategy.progressDeadlineSeconds")?,
+        },
+        target: TargetRef {
+            name: v.text("spec.targetRef.name")?,
+            container_name: v.text("spec.targetRef.containerName")?,
+        },
+        manifest_config_map_name: v.text("spec.manifestConfigMapName")?,
+    })
 }
 
 /// Validate `spec` of the resource called `name` into a desired spec.
 pub fn validate(name: &str, spec: Option<&Value>) -> Result<DesiredSpec, SpecError> {
-    let spec = match spec {
-        Some(Value::Object(m)) => m,
-        _ => return Err(err("spec", "required; must be an object")),
+    let Some(Value::Object(spec)) = spec else {
+        return Err(err("spec", "required; must be an object"));
     };
-    known_fields(
-        spec,
-        "spec",
-        &[
-            "family",
-            "version",
-            "tier",
-            "replicas",
-            "rolloutStrategy",
-            "targetRef",
-            "manifestConfigMapName",
-        ],
-    )?;
-
-    let family = req_string(spec, "family", "spec.family")?;
-    if !is_family(&family) {
-        return Err(err(
-            "spec.family",
-            "must start with a letter, end with a letter or digit, hold only letters, digits, '.', '_' or '-', and be at most 63 characters",
-        ));
+    let mut values = Values::default();
+    for block in &SCHEMA {
+        block.read(spec, name, &mut values)?;
     }
-    let version = req_string(spec, "version", "spec.version")?;
-    if !is_version(&version) {
-        return Err(err(
-            "spec.version",
-            "must start with a letter or digit, hold only letters, digits and . _ : @ / + ~ - (no whitespace), and be at most 253 characters",
-        ));
-    }
-    let tier_s = req_string(spec, "tier", "spec.tier")?;
-    let tier = Tier::parse(&tier_s).ok_or_else(|| {
-        err(
-            "spec.tier",
-            "must be one of Tiny, Small, Medium, Base, Large, XLarge, Accurate-XLarge",
-        )
-    })?;
-    let replicas = match spec.get("replicas") {
-        None | Some(Value::Null) => return Err(err("spec.replicas", "required")),
-        Some(v) => int_in(
-            v,
-            "spec.replicas",
-            1,
-            1000,
-            "must be an integer from 1 to 1000",
-        )?,
-    };
-
-    let rs = match spec.get("rolloutStrategy") {
-        Some(Value::Object(m)) => m,
-        None | Some(Value::Null) => return Err(err("spec.rolloutStrategy", "required")),
-        Some(_) => return Err(err("spec.rolloutStrategy", "must be an object")),
-    };
-    known_fields(
-        rs,
-        "spec.rolloutStrategy",
-        &[
-            "type",
-            "maxUnavailable",
-            "maxSurge",
-            "rollbackOnFailure",
-            "progressDeadlineSeconds",
-        ],
-    )?;
-    let kind = match req_string(rs, "type", "spec.rolloutStrategy.type")?.as_str() {
-        "RollingUpdate" => StrategyType::RollingUpdate,
-        "Recreate" => StrategyType::Recreate,
-        _ => {
-            return Err(err(
-                "spec.rolloutStrategy.type",
-                "must be RollingUpdate or Recreate",
-            ))
-        }
-    };
-    let max_unavailable = int_or_percent(
-        rs,
-        "maxUnavailable",
-        "spec.rolloutStrategy.maxUnavailable",
-        0,
-    )?;
-    let max_surge = int_or_percent(rs, "maxSurge", "spec.rolloutStrategy.maxSurge", 1)?;
-    let rollback_on_failure = match rs.get("rollbackOnFailure") {
-        None | Some(Value::Null) => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            return Err(err(
-                "spec.rolloutStrategy.rollbackOnFailure",
-                "must be a boolean",
-            ))
-        }
-    };
-    let progress_deadline_seconds = match rs.get("progressDeadlineSeconds") {
-        None | Some(Value::Null) => 600,
-        Some(v) => int_in(
-            v,
-            "spec.rolloutStrategy.progressDeadlineSeconds",
-            1,
-            INT32_MAX,
-            "must be an integer >= 1",
-        )?,
-    };
-    if kind == StrategyType::RollingUpdate && max_unavailable.is_zero() && max_surge.is_zero() {
-        return Err(err(
-            "spec.rolloutStrategy",
-            "RollingUpdate needs maxUnavailable or maxSurge above zero, or the rollout can never progress",
-        ));
-    }
-
-    let (target_name, container_name) = match spec.get("targetRef") {
-        None | Some(Value::Null) => (None, None),
-        Some(Value::Object(t)) => {
-            known_fields(t, "spec.targetRef", &["name", "containerName"])?;
-            (
-                opt_string(t, "name", "spec.targetRef.name")?,
-                opt_string(t, "containerName", "spec.targetRef.containerName")?,
-            )
-        }
-        Some(_) => return Err(err("spec.targetRef", "must be an object")),
-    };
-    let target_name = target_name.unwrap_or_else(|| name.to_string());
-    if !is_dns_subdomain(&target_name) {
-        return Err(err(
-            "spec.targetRef.name",
-            "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)",
-        ));
-    }
-    let container_name = container_name.unwrap_or_else(|| DEFAULT_CONTAINER.to_string());
-    if !is_dns_label(&container_name) {
-        return Err(err(
-            "spec.targetRef.containerName",
-            "must be a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters)",
-        ));
-    }
-    let manifest_config_map_name =
-        match opt_string(spec, "manifestConfigMapName", "spec.manifestConfigMapName")? {
-            Some(n) => n,
-            None => default_config_map_name(name),
-        };
-    if !is_dns_subdomain(&manifest_config_map_name) {
-        return Err(err(
-            "spec.manifestConfigMapName",
-            "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)",
-        ));
-    }
-
-    Ok(DesiredSpec {
-        family,
-        version,
-        tier,
-        replicas,
-        rollout: RolloutStrategy {
-            kind,
-            max_unavailable,
-            max_surge,
-            rollback_on_failure,
-            progress_deadline_seconds,
-        },
-        target: TargetRef {
-            name: target_name,
-            container_name,
-        },
-        manifest_config_map_name,
-    })
+    desired(&values).ok_or_else(|| err("spec", "the operator's field table is inconsistent"))
 }
 
 #[cfg(test)]

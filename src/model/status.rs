@@ -171,7 +171,148 @@ pub fn cond(status: impl Into<CondStatus>, reason: Reason, message: impl Into<St
     }
 }
 
-/// The longest message copied into status or an Event (contract 9.15).
+/// A state's four conditions without their messages: (status, reason) for
+/// Ready, Progressing, Degraded and RolledBack. Each state is named once,
+/// in [`states`], and used by the core and the tests alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CondSet(pub [(CondStatus, Reason); 4]);
+
+impl CondSet {
+    /// The conditions with the pass's messages.
+    pub fn with(self, messages: [String; 4]) -> [Cond; 4] {
+        let [a, b, c, d] = messages;
+        let [(sa, ra), (sb, rb), (sc, rc), (sd, rd)] = self.0;
+        [
+            cond(sa, ra, a),
+            cond(sb, rb, b),
+            cond(sc, rc, c),
+            cond(sd, rd, d),
+        ]
+    }
+
+    /// `T:RolloutSucceeded`-style labels, as the tests spell a state.
+    pub fn labels(self) -> [String; 4] {
+        self.0.map(|(s, r)| format!("{}:{r}", &s.as_str()[..1]))
+    }
+}
+
+/// Every state the operator reports (docs/contract.md §6.14).
+pub mod states {
+    use super::CondSet;
+    use super::CondStatus::{False as F, True as T, Unknown as U};
+    use super::Reason::{self, *};
+
+    pub const INVALID_SPEC: CondSet = CondSet([
+        (F, InvalidSpec),
+        (F, Blocked),
+        (T, InvalidSpec),
+        (F, NotRequested),
+    ]);
+    /// An environmental block (§6.2-§6.4, 9.2, 9.19) of this reason.
+    pub const fn blocked(r: Reason) -> CondSet {
+        CondSet([(F, r), (F, Blocked), (T, r), (F, NotRequested)])
+    }
+    pub const ROLLBACK_REJECTED: CondSet = CondSet([
+        (F, RollbackTargetUnavailable),
+        (F, Blocked),
+        (T, RollbackTargetUnavailable),
+        (F, RollbackRejected),
+    ]);
+    /// A rollout started for this reason (SpecChanged, InitialRollout, ...).
+    pub const fn started(r: Reason) -> CondSet {
+        CondSet([(F, RolloutStarted), (T, r), (F, Healthy), (F, NotRequested)])
+    }
+    pub const ROLLING_OUT: CondSet = CondSet([
+        (F, RolloutInProgress),
+        (T, DeploymentProgressing),
+        (F, Healthy),
+        (F, NotRequested),
+    ]);
+    /// Rolling out on a paused Deployment (9.20).
+    pub const ROLLING_OUT_PAUSED: CondSet = CondSet([
+        (F, RolloutInProgress),
+        (U, TargetPaused),
+        (F, Healthy),
+        (F, NotRequested),
+    ]);
+    pub const READY: CondSet = CondSet([
+        (T, RolloutSucceeded),
+        (F, RolloutComplete),
+        (F, Healthy),
+        (F, NotRequested),
+    ]);
+    pub const FAILED_NO_ROLLBACK: CondSet = CondSet([
+        (F, RolloutFailed),
+        (F, ProgressDeadlineExceeded),
+        (T, RolloutFailed),
+        (F, RollbackDisabled),
+    ]);
+    pub const AUTOMATIC_ROLLBACK_STARTED: CondSet = CondSet([
+        (F, RolledBack),
+        (T, RollbackInProgress),
+        (T, RolloutFailed),
+        (F, RollbackInProgress),
+    ]);
+    pub const MANUAL_ROLLBACK_STARTED: CondSet = CondSet([
+        (F, ManualRollback),
+        (T, RollbackInProgress),
+        (T, ManualRollback),
+        (F, RollbackInProgress),
+    ]);
+    /// A rollback under way: by hand or after a failure; paused or not.
+    pub const fn rolling_back(manual: bool, paused: bool) -> CondSet {
+        let progressing = if paused {
+            (U, TargetPaused)
+        } else {
+            (T, RollbackInProgress)
+        };
+        CondSet([
+            (F, RolledBack),
+            progressing,
+            degraded(manual),
+            (F, RollbackInProgress),
+        ])
+    }
+    /// A rollback that serves: by hand (9.22) or after a failure.
+    pub const fn rolled_back(manual: bool) -> CondSet {
+        CondSet([
+            (F, RolledBack),
+            (F, RollbackComplete),
+            degraded(manual),
+            (T, RollbackSucceeded),
+        ])
+    }
+    const fn degraded(manual: bool) -> (super::CondStatus, Reason) {
+        if manual {
+            (T, ManualRollback)
+        } else {
+            (T, DesiredVersionFailed)
+        }
+    }
+    pub const ROLLBACK_FAILED: CondSet = CondSet([
+        (F, RollbackFailed),
+        (F, ProgressDeadlineExceeded),
+        (T, RollbackFailed),
+        (F, RollbackFailed),
+    ]);
+    /// The Deployment fails with no rollout of ours (9.21); a rollback that
+    /// had served still says so.
+    pub const fn target_degraded(after_rollback: bool) -> CondSet {
+        let rolled_back = if after_rollback {
+            (T, RollbackSucceeded)
+        } else {
+            (F, NotRequested)
+        };
+        CondSet([
+            (F, TargetDegraded),
+            (F, TargetDegraded),
+            (T, TargetDegraded),
+            rolled_back,
+        ])
+    }
+}
+
+/// The longest message copied into status or an Event (docs/contract.md §9.15).
 pub const MAX_MESSAGE: usize = 1024;
 
 /// `s` cut to `max` characters, with `...` marking a cut.

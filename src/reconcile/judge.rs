@@ -1,4 +1,4 @@
-//! Judging what was observed against a desired spec (contract section 4),
+//! Judging what was observed against a desired spec (docs/contract.md §4),
 //! and deciding whether a write would change anything (section 9.1).
 
 use super::observed::{ConfigMapView, DeploymentView, ModelView};
@@ -46,7 +46,7 @@ pub fn needs_apply(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
 }
 
 /// The rollout of `target_generation` is complete, judged as `kubectl
-/// rollout status` judges it (contract section 4 with 9.9 and 9.12): the
+/// rollout status` judges it (docs/contract.md §4 with 9.9 and 9.12): the
 /// controller has seen the Deployment as it is now, every pod is of the new
 /// template (`status.replicas == updatedReplicas`, so a ready old pod cannot
 /// stand in for an unready new one), the new pods are available, and the
@@ -103,7 +103,7 @@ pub fn cm_fully_ours(cm: &ConfigMapView, m: &ModelView) -> bool {
     cm.owner.as_deref() == Some(m.owner().as_str()) && cm.controlled_by(&m.uid)
 }
 
-/// The pointer the pods read is right (contract step 9).
+/// The pointer the pods read is right (docs/contract.md §6.9).
 pub fn cm_content_matches(cm: &ConfigMapView, s: &DesiredSpec) -> bool {
     cm.manifest.as_deref() == Some(s.manifest_json().as_str())
         && cm.preload.as_deref() == Some(s.version.as_str())

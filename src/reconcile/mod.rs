@@ -2,11 +2,19 @@
 //! its ConfigMap, the time) to a plan (writes, status, Events). No sockets;
 //! the controller carries plans out.
 
+mod block;
 pub mod delete;
+pub mod execute;
 pub mod judge;
 pub mod observed;
+mod pass;
 pub mod patches;
 pub mod plan;
+mod rollback;
+mod targets;
 
+pub use block::Refused;
+pub use execute::{execute, Cluster, Executed};
 pub use observed::{ConfigMapView, DeploymentView, ModelView};
-pub use plan::{lookups, plan, plan_refused, EventSpec, Lookups, Observed, Plan, Refused, Write};
+pub use pass::{plan, plan_refused};
+pub use plan::{lookups, EventSpec, Lookups, Observed, Plan, Write};

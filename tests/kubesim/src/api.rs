@@ -1,19 +1,20 @@
 //! Request routing and the API verbs: discovery, get, list, watch, create,
 //! update, patch, delete, plus auth, faults and accounting around them.
+//! A watch, once routed, is served by [`crate::watch`].
 
 use crate::errors::{ApiErr, Cause};
 use crate::faults::{Faults, RequestRecord, Stats};
-use crate::http::{ChunkWriter, HttpServer, Request, Response};
+use crate::http::{HttpServer, Request, Response};
 use crate::kinds::FieldValidation;
 use crate::patch;
 use crate::resources::{Registry, ResourceDef};
 use crate::scale;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{EvKind, HistEvent, Preconditions, Propagation, Store};
+use crate::store::{Preconditions, Propagation, Store};
 use crate::table;
+use crate::watch::watch;
 use serde_json::{json, Value};
-use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -85,10 +86,10 @@ enum Route {
     NotFound,
 }
 
-struct Res {
-    def: ResourceDef,
-    version: String,
-    ns: Option<String>,
+pub(crate) struct Res {
+    pub(crate) def: ResourceDef,
+    pub(crate) version: String,
+    pub(crate) ns: Option<String>,
     name: Option<String>,
     sub: Option<String>,
 }
@@ -156,7 +157,7 @@ fn route(reg: &Registry, path: &str) -> Route {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Output {
+pub(crate) enum Output {
     Json,
     Table,
     /// `as=PartialObjectMetadata`: one object (a get, or each watch event).
@@ -165,7 +166,7 @@ enum Output {
     PartialList,
 }
 
-fn output_of(req: &Request) -> Output {
+pub(crate) fn output_of(req: &Request) -> Output {
     let accept = req.header("accept").unwrap_or("");
     let first = accept.split(',').next().unwrap_or("");
     let target = first
@@ -352,11 +353,14 @@ fn present(obj: &Value, res: &Res) -> Value {
     o
 }
 
-fn partial(o: &Value) -> Value {
+pub(crate) fn partial(o: &Value) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]})
 }
 
-fn selectors(req: &Request, def: &ResourceDef) -> Result<(LabelSelector, FieldSelector), ApiErr> {
+pub(crate) fn selectors(
+    req: &Request,
+    def: &ResourceDef,
+) -> Result<(LabelSelector, FieldSelector), ApiErr> {
     let l =
         LabelSelector::parse(req.q("labelSelector").unwrap_or("")).map_err(ApiErr::bad_request)?;
     let f = FieldSelector::parse(req.q("fieldSelector").unwrap_or(""), &def.kind)
@@ -758,293 +762,4 @@ fn decode_continue(tok: &str) -> Option<(u64, String)> {
         })
         .collect();
     Some((rv.parse().ok()?, String::from_utf8(bytes?).ok()?))
-}
-
-struct WatchSpec {
-    def: ResourceDef,
-    version: String,
-    ns: Option<String>,
-    labels: LabelSelector,
-    fields: FieldSelector,
-    output: Output,
-    bookmarks: bool,
-    deadline: Instant,
-    /// The request path, for the watch-lag fault.
-    path: String,
-}
-
-impl WatchSpec {
-    fn matches(&self, ns: &str, o: &Value) -> bool {
-        self.ns.as_deref().map(|n| n == ns).unwrap_or(true)
-            && self.labels.matches(o)
-            && self.fields.matches(&self.def.kind, o)
-    }
-
-    fn line(&self, ty: &str, obj: &Value, rv: &str) -> Vec<u8> {
-        let object = match self.output {
-            // Each event is one object: `asPartialObjectMetadataList` fails
-            // on it and the watch encoder sends the object untransformed.
-            Output::Json | Output::PartialList => {
-                let mut o = obj.clone();
-                o["apiVersion"] = json!(self.def.api_version(&self.version));
-                o
-            }
-            Output::Partial => partial(obj),
-            Output::Table => table::table(&self.def, &self.version, &[obj], rv, SystemTime::now()),
-        };
-        let mut line = json!({"type": ty, "object": object})
-            .to_string()
-            .into_bytes();
-        line.push(b'\n');
-        line
-    }
-
-    /// The event this watcher sees for a stored change, with selector
-    /// transitions turned into ADDED / DELETED as the real server does.
-    /// A BOOKMARK: an empty object of the watched kind carrying only the
-    /// resourceVersion (and the annotations given), transformed like any
-    /// event object (`PartialObjectMetadata` when asked for).
-    fn bookmark(&self, rv: u64, annotations: Option<Value>) -> Vec<u8> {
-        let mut meta = json!({"resourceVersion": rv.to_string()});
-        if let Some(a) = annotations {
-            meta["annotations"] = a;
-        }
-        let (kind, api_version) = match self.output {
-            Output::Partial => (
-                "PartialObjectMetadata".to_string(),
-                "meta.k8s.io/v1".to_string(),
-            ),
-            _ => (self.def.kind.clone(), self.def.api_version(&self.version)),
-        };
-        let mark = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": meta}});
-        let mut l = mark.to_string().into_bytes();
-        l.push(b'\n');
-        l
-    }
-
-    fn translate(&self, ev: &HistEvent) -> Option<Vec<u8>> {
-        if ev.res != self.def.key() {
-            return None;
-        }
-        let rv = ev.rv.to_string();
-        let now_match = self.matches(&ev.ns, &ev.obj);
-        let was_match = ev
-            .old
-            .as_ref()
-            .map(|o| self.matches(&ev.ns, o))
-            .unwrap_or(false);
-        let ty = match ev.kind {
-            EvKind::Added if now_match => "ADDED",
-            EvKind::Deleted if now_match || was_match => "DELETED",
-            EvKind::Modified if now_match && was_match => "MODIFIED",
-            EvKind::Modified if now_match => "ADDED",
-            EvKind::Modified if was_match => "DELETED",
-            _ => return None,
-        };
-        Some(self.line(ty, &ev.obj, &rv))
-    }
-}
-
-fn expired_line(msg: &str) -> Vec<u8> {
-    let mut l = json!({"type": "ERROR", "object": ApiErr::expired(msg).status()})
-        .to_string()
-        .into_bytes();
-    l.push(b'\n');
-    l
-}
-
-/// `validateWatchOptions` (apimachinery meta/internalversion/validation),
-/// with the WatchList feature on as in 1.32: `sendInitialEvents` needs
-/// `resourceVersionMatch=NotOlderThan`, which needs `sendInitialEvents`.
-fn watch_options(req: &Request) -> Result<Option<bool>, ApiErr> {
-    let send = req.q("sendInitialEvents").map(|v| v == "true" || v == "1");
-    let matched = req.q("resourceVersionMatch").unwrap_or("");
-    let mut causes = Vec::new();
-    let rvm = "resourceVersionMatch";
-    if send.is_some() && matched != "NotOlderThan" {
-        causes.push(Cause::forbidden(
-            rvm,
-            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-        ));
-    }
-    if !matched.is_empty() {
-        if send.is_none() {
-            causes.push(Cause::forbidden(
-                rvm,
-                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-            ));
-        }
-        if matched != "NotOlderThan" {
-            causes.push(Cause::not_supported(
-                rvm,
-                &json!(matched),
-                &["NotOlderThan"],
-            ));
-        }
-        if req.q("continue").is_some_and(|c| !c.is_empty()) {
-            causes.push(Cause::forbidden(
-                rvm,
-                "resourceVersionMatch is forbidden when continue is provided",
-            ));
-        }
-    }
-    if causes.is_empty() {
-        Ok(send)
-    } else {
-        Err(ApiErr::invalid_options("ListOptions", causes))
-    }
-}
-
-fn watch(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Response, ApiErr> {
-    let send_initial = watch_options(req)?;
-    let (labels, fields) = selectors(req, &res.def)?;
-    let timeout = req
-        .q("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(1800));
-    let spec = WatchSpec {
-        def: res.def.clone(),
-        version: res.version.clone(),
-        ns: res.ns.clone(),
-        labels,
-        fields,
-        output: output_of(req),
-        bookmarks: matches!(req.q("allowWatchBookmarks"), Some("true") | Some("1")),
-        deadline: Instant::now() + timeout,
-        path: req.path.clone(),
-    };
-    let expire = {
-        let mut f = lock(&shared.faults);
-        if f.expire_watches > 0 {
-            f.expire_watches -= 1;
-            Some(f.expire_in_stream)
-        } else {
-            None
-        }
-    };
-    let st = lock(&shared.store);
-    let requested = req.q("resourceVersion").unwrap_or("");
-    let state = |st: &Store| -> Vec<Vec<u8>> {
-        let rv = st.rv.to_string();
-        st.list(&spec.def, spec.ns.as_deref())
-            .iter()
-            .filter(|o| spec.matches(o["metadata"]["namespace"].as_str().unwrap_or(""), o))
-            .map(|o| spec.line("ADDED", o, &rv))
-            .collect()
-    };
-    let (initial, cursor): (Vec<Vec<u8>>, u64) = if send_initial == Some(true) {
-        // The watch-list stream: the state as synthetic ADDED events, then
-        // (with bookmarks allowed) one BOOKMARK annotated
-        // `k8s.io/initial-events-end` at the state's resourceVersion.
-        let mut lines = state(&st);
-        if spec.bookmarks {
-            let end = json!({"k8s.io/initial-events-end": "true"});
-            lines.push(spec.bookmark(st.rv, Some(end)));
-        }
-        (lines, st.rv)
-    } else if send_initial == Some(false) && (requested.is_empty() || requested == "0") {
-        (Vec::new(), st.rv)
-    } else if requested.is_empty() || requested == "0" {
-        (state(&st), st.rv)
-    } else {
-        let n: u64 = requested
-            .parse()
-            .map_err(|_| ApiErr::bad_request(format!("invalid resource version {requested:?}")))?;
-        if n < st.compacted || expire == Some(false) {
-            return Err(ApiErr::expired(format!(
-                "too old resource version: {n} ({})",
-                st.compacted.max(n + 1)
-            )));
-        }
-        (Vec::new(), n.min(st.rv))
-    };
-    drop(st);
-    let shared = shared.clone();
-    let epoch = shared.watch_epoch.load(Ordering::SeqCst);
-    let in_stream_expiry = expire == Some(true);
-    let stream = move |w: &mut ChunkWriter<'_>| -> io::Result<()> {
-        if in_stream_expiry {
-            return w.send(&expired_line("too old resource version (injected)"));
-        }
-        for l in initial {
-            w.send(&l)?;
-        }
-        stream_events(&shared, &spec, cursor, epoch, w)
-    };
-    Ok(Response {
-        status: 200,
-        headers: vec![("Content-Type".into(), "application/json".into())],
-        body: crate::http::Body::Stream(Box::new(stream)),
-    })
-}
-
-/// The events of one watch after `cursor`, as they become due: each one
-/// `lag` after it happened (the watch-lag fault; none by default), in
-/// order. The cursor only passes events already sent (or not this watch's),
-/// so a bookmark never carries a resourceVersion past an event held back.
-fn stream_events(
-    shared: &Arc<Shared>,
-    spec: &WatchSpec,
-    mut cursor: u64,
-    epoch: u64,
-    w: &mut ChunkWriter<'_>,
-) -> io::Result<()> {
-    let cut = || io::Error::new(io::ErrorKind::ConnectionAborted, "watch cut");
-    let mut last_bookmark = Instant::now();
-    // When the first event held back by a lag falls due.
-    let mut held: Option<Instant> = None;
-    loop {
-        if shared.watch_epoch.load(Ordering::SeqCst) != epoch
-            || shared.stopping.load(Ordering::SeqCst)
-        {
-            return Err(cut());
-        }
-        let now = Instant::now();
-        if now >= spec.deadline {
-            return Ok(());
-        }
-        let mut wait = (spec.deadline - now).min(Duration::from_millis(200));
-        if let Some(due) = held {
-            wait = wait.min(due.saturating_duration_since(now));
-        }
-        let (events, current) = {
-            let mut st = lock(&shared.store);
-            if st.rv <= cursor || held.is_some_and(|due| due > now) {
-                st = shared
-                    .changed
-                    .wait_timeout(st, wait)
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|p| p.into_inner().0);
-            }
-            (st.events_after(cursor), st.rv)
-        };
-        let Some(events) = events else {
-            w.send(&expired_line(&format!(
-                "too old resource version: {cursor}"
-            )))?;
-            return Ok(());
-        };
-        let lag = lock(&shared.faults).watch_lag_for(&spec.path);
-        let now = Instant::now();
-        let due_at = |at: Instant| at.checked_add(lag).unwrap_or(spec.deadline);
-        let ready = events.iter().take_while(|e| due_at(e.at) <= now).count();
-        for ev in &events[..ready] {
-            if let Some(line) = spec.translate(ev) {
-                w.send(&line)?;
-            }
-        }
-        held = events.get(ready).map(|e| due_at(e.at));
-        cursor = match (held, events[..ready].last()) {
-            (None, _) => current,
-            (Some(_), Some(last)) => last.rv,
-            (Some(_), None) => cursor,
-        };
-        // Every event up to `cursor` has been sent, so a bookmark at it is
-        // never behind an event before it nor ahead of one held back.
-        if spec.bookmarks && last_bookmark.elapsed() >= shared.bookmark_interval {
-            last_bookmark = Instant::now();
-            w.send(&spec.bookmark(cursor, None))?;
-        }
-    }
 }

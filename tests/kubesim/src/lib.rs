@@ -19,6 +19,7 @@ pub mod structural;
 pub mod table;
 pub mod time;
 pub mod tls;
+pub mod watch;
 
 use api::{lock, Shared};
 use faults::{FailRule, RequestRecord};

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install what the whole suite needs and a fresh machine lacks: Debian's
+# packages for the static build, shellcheck and the network-namespace test,
+# and rustup's rustfmt and clippy. Idempotent and quiet when all is there.
+# scripts/test.sh runs it first, so the README's test command works on a
+# fresh machine by itself; .ci/run runs exactly scripts/test.sh.
+set -euo pipefail
+
+SUDO=()
+((EUID == 0)) || SUDO=(sudo)
+# Static build (build-static.sh), shellcheck, `file`, `unshare`, `ip`.
+packages=(rustc-web cargo-web rust-web-src musl-tools libunwind-14-dev shellcheck file util-linux iproute2)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  "${SUDO[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+command -v kubectl >/dev/null || { echo "kubectl is required and is preinstalled on these machines" >&2; exit 1; }
+for c in rustfmt clippy; do
+  cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1 || rustup component add "$c"
+done

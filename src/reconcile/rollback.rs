@@ -1,0 +1,271 @@
+//! Rollbacks: automatic (step 8), manual through `openmed.ai/rollback-to`
+//! (step 5, 9.3, 9.22), watched until they serve or fail (step 12, 9.23),
+//! and the state a rejected annotation replaced (9.24).
+
+use super::judge;
+use super::observed::{DeploymentView, ModelView};
+use super::pass::{paused_message, Pass};
+use super::targets::recreated;
+use crate::model::spec::DesiredSpec;
+use crate::model::status::states;
+use crate::model::status::{ConditionType, EventReason, Field, Phase, Reason, StatusDoc};
+use serde_json::json;
+
+/// The status as it was before a rejected `rollback-to`, once the
+/// annotation is gone or back at the request it replaced.
+/// Degraded while rolled back: a manual rollback is an override, not a
+/// verdict (9.22); an automatic one says the desired version failed.
+fn degraded(base: &StatusDoc, r: &DesiredSpec, desired: &DesiredSpec) -> Degraded {
+    let manual = base
+        .str(Field::RollbackRequest)
+        .is_some_and(|q| q.starts_with("manual:"));
+    let message = if manual {
+        format!(
+            "serving {} instead of {} (manual rollback)",
+            r.version, desired.version
+        )
+    } else {
+        format!("{} failed its rollout", desired.version)
+    };
+    Degraded { manual, message }
+}
+
+/// The Degraded condition while rolled back: whose verdict, in words.
+struct Degraded {
+    manual: bool,
+    message: String,
+}
+
+pub(super) fn before_rejection(base: &StatusDoc, m: &ModelView) -> Option<StatusDoc> {
+    let snapshot = base.get(Field::BeforeRejection)?;
+    let request = snapshot["rollbackRequest"].as_str();
+    let back = match &m.rollback_to {
+        None => true,
+        Some(t) => request == Some(format!("manual:{t}").as_str()),
+    };
+    if !back {
+        return None;
+    }
+    let mut restored = base.clone();
+    for f in [Field::Phase, Field::RollbackRequest, Field::Conditions] {
+        match snapshot.get(f.key()).filter(|v| !v.is_null()) {
+            Some(v) => restored.set(f, v.clone()),
+            None => restored.clear(f),
+        }
+    }
+    restored.clear(Field::BeforeRejection);
+    Some(restored)
+}
+
+impl Pass<'_> {
+    /// Apply a retained spec instead of the desired one (steps 5 and 8).
+    pub(super) fn begin_rollback(&mut self, r: &DesiredSpec, desired_hash: &str, request: String) {
+        self.apply(r);
+        self.plan.new.set_phase(Phase::RolledBack);
+        self.set_str(Field::ActiveVersion, &r.version);
+        self.set_str(Field::AppliedSpecHash, &r.hash());
+        // A manual rollback is an override, not a verdict (9.22): only an
+        // automatic one records the desired spec as failed.
+        if request.starts_with("automatic:") {
+            self.set_str(Field::FailedSpecHash, desired_hash);
+        } else {
+            self.plan.new.clear(Field::FailedSpecHash);
+        }
+        self.plan.new.clear(Field::BeforeRejection);
+        self.plan.new.set(Field::RollbackSpec, r.to_json());
+        self.set_str(Field::RollbackRequest, &request);
+        let count = self.plan.base.int(Field::RollbackCount).unwrap_or(0);
+        self.plan.new.set(Field::RollbackCount, json!(count + 1));
+        self.event(
+            EventReason::RollbackStarted,
+            format!("Rolling back Deployment {} to {}", r.target.name, r.version),
+        );
+    }
+
+    pub(super) fn rollback_failed_conds(&mut self, r_version: &str, deployment: &str) {
+        let msg = format!(
+            "rollback to {r_version} missed the progress deadline of Deployment {deployment}"
+        );
+        self.conds(states::ROLLBACK_FAILED.with([msg.clone(), msg.clone(), msg.clone(), msg]));
+    }
+
+    /// Step 12 (and 9.23): watch a rollback through, judged on every pass.
+    pub(super) fn monitor_rollback(&mut self, desired: &DesiredSpec, hash: &str) {
+        let Some(r) = self.plan.base.spec(Field::RollbackSpec, &self.m.name) else {
+            // A rollback with no readable rollbackSpec cannot be watched:
+            // go back to the desired spec.
+            self.start_rollout(desired, hash, Reason::InitialRollout);
+            return;
+        };
+        if let Some(b) = self.blocked(&r) {
+            self.report_block(b);
+            return;
+        }
+        let Some(d) = self.obs.deployment(&r.target.name) else {
+            return;
+        };
+        let base = self.plan.base.clone();
+        let gen = base.int(Field::TargetDeploymentGeneration).unwrap_or(0);
+        self.kept = Some((r.target.name.clone(), r.manifest_config_map_name.clone()));
+        let recreated = recreated(&base, d);
+        self.record_uid(&base, d);
+        let degraded = degraded(&base, &r, desired);
+        let served = base.ready_reason() == Some(Reason::TargetDegraded)
+            || base.condition_reason(ConditionType::RolledBack) == Some(Reason::RollbackSucceeded);
+        self.plan.new.set_phase(Phase::RolledBack);
+        self.set_str(Field::ActiveVersion, &r.version);
+        if !recreated && !d.paused && judge::failed(d, gen) {
+            if served {
+                // The rollback had served: an outside failure (9.21).
+                self.target_degraded(d);
+            } else {
+                self.rollback_failed(&r);
+            }
+            return;
+        }
+        let drifted = !judge::matches(d, &r, &self.owner)
+            || !self
+                .obs
+                .config_map(&r.manifest_config_map_name)
+                .is_some_and(|cm| judge::cm_content_matches(cm, &r));
+        if !recreated && !drifted && judge::ready(d, r.replicas, gen) {
+            self.rollback_served(&r, degraded);
+            return;
+        }
+        if drifted || recreated {
+            // Someone changed what the rollback wrote, or the Deployment
+            // was created again: write it again and judge it afresh.
+            self.apply(&r);
+        }
+        self.rollback_in_progress(&r, d, degraded);
+    }
+
+    fn rollback_failed(&mut self, r: &DesiredSpec) {
+        self.plan.new.set_phase(Phase::Failed);
+        self.rollback_failed_conds(&r.version, &r.target.name);
+        self.event(
+            EventReason::RollbackFailed,
+            format!(
+                "Rollback of Deployment {} to {} missed its progress deadline",
+                r.target.name, r.version
+            ),
+        );
+    }
+
+    fn rollback_served(&mut self, r: &DesiredSpec, degraded: Degraded) {
+        let done = format!("rolled back to {}", r.version);
+        self.conds(states::rolled_back(degraded.manual).with([
+            done.clone(),
+            format!("rollback to {} complete", r.version),
+            degraded.message,
+            done,
+        ]));
+        // Serving again after an outside failure (9.21) is no new rollback.
+        if self.plan.base.ready_reason() != Some(Reason::TargetDegraded) {
+            self.event(
+                EventReason::RollbackSucceeded,
+                format!(
+                    "Deployment {} is serving {} again",
+                    r.target.name, r.version
+                ),
+            );
+        }
+    }
+
+    fn rollback_in_progress(&mut self, r: &DesiredSpec, d: &DeploymentView, degraded: Degraded) {
+        let progressing = if d.paused {
+            paused_message(d, &r.version)
+        } else {
+            format!("rolling back Deployment {} to {}", r.target.name, r.version)
+        };
+        let msg = format!("rolling back to {}", r.version);
+        let state = states::rolling_back(degraded.manual, d.paused);
+        self.conds(state.with([msg.clone(), progressing, degraded.message, msg]));
+    }
+
+    /// Step 5.
+    pub(super) fn manual_rollback(&mut self, desired: &DesiredSpec, hash: &str, target: &str) {
+        let request = format!("manual:{target}");
+        let same_request = self.plan.base.str(Field::RollbackRequest) == Some(request.as_str());
+        let phase = self.plan.base.phase();
+        let failed_rollback = phase == Some(Phase::Failed)
+            && matches!(
+                self.plan.base.ready_reason(),
+                Some(Reason::RollbackFailed | Reason::TargetDegraded)
+            );
+        if same_request && (phase == Some(Phase::RolledBack) || failed_rollback) {
+            // A rollback under way, done, or failed: judged on every pass
+            // (9.23), so a failed one that later serves is RolledBack.
+            self.monitor_rollback(desired, hash);
+            return;
+        }
+        // The last successful spec first, then the previous one.
+        let retained = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
+            .iter()
+            .filter_map(|f| self.plan.base.spec(*f, &self.m.name))
+            .find(|s| s.version == target);
+        match retained {
+            None => {
+                let versions: Vec<String> =
+                    [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
+                        .iter()
+                        .filter_map(|f| self.plan.base.get(*f))
+                        .filter_map(|v| v["version"].as_str().map(str::to_string))
+                        .collect();
+                let retained = if versions.is_empty() {
+                    "none".to_string()
+                } else {
+                    versions.join(", ")
+                };
+                let msg = format!(
+                    "rollback target {target} is not a retained version (retained: {retained})"
+                );
+                self.remember_before_rejection();
+                self.plan.new.set_phase(Phase::Failed);
+                self.set_str(Field::RollbackRequest, &request);
+                self.conds(states::ROLLBACK_REJECTED.with([
+                    msg.clone(),
+                    msg.clone(),
+                    msg.clone(),
+                    msg.clone(),
+                ]));
+                self.event(EventReason::RollbackRejected, msg);
+            }
+            Some(r) if r.hash() == hash => {
+                // A rollback to the very spec the resource names is no
+                // rollback (9.10): judge the spec as it stands.
+                self.plan.new.clear(Field::BeforeRejection);
+                self.judge_desired(desired, hash);
+            }
+            Some(r) => {
+                if let Some(b) = self.blocked(&r) {
+                    self.report_block(b);
+                    return;
+                }
+                self.begin_rollback(&r, hash, request);
+                let msg = format!("rolling back to {}", r.version);
+                self.conds(states::MANUAL_ROLLBACK_STARTED.with([
+                    format!("manual rollback to {} requested", r.version),
+                    msg.clone(),
+                    format!("serving {} instead of {}", r.version, desired.version),
+                    msg,
+                ]));
+            }
+        }
+    }
+
+    /// A rejected `rollback-to` keeps what it replaces, so removing or
+    /// correcting it restores exactly that (9.3, 9.24).
+    pub(super) fn remember_before_rejection(&mut self) {
+        if self.plan.base.get(Field::BeforeRejection).is_some() {
+            return;
+        }
+        let b = &self.plan.base;
+        let snapshot = json!({
+            "phase": b.get(Field::Phase),
+            "rollbackRequest": b.get(Field::RollbackRequest),
+            "conditions": b.get(Field::Conditions),
+        });
+        self.plan.new.set(Field::BeforeRejection, snapshot);
+    }
+}

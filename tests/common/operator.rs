@@ -1,0 +1,361 @@
+//! The end-to-end harness: the real operator binary as a child process,
+//! an in-process simulated cluster (kubesim) with the CRD and namespace in
+//! place, and the fixtures and waits the end-to-end tests share. Included by
+//! `tests/e2e.rs` as `#[path = "common/operator.rs"] mod harness;` (not part
+//! of `common/mod.rs`, which holds the pure core's fixtures).
+#![allow(dead_code)]
+
+use kubesim::{Sim, SimConfig};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub const NS: &str = "openmed";
+pub const V1: &str = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v1";
+pub const V2: &str = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v2";
+pub const BAD: &str = "OpenMed/OpenMed-PII-unloadable-v3";
+pub const MODEL: (&str, &str) = ("openmed.ai/v1alpha1", "OpenMedModel");
+pub const WAIT: Duration = Duration::from_secs(40);
+
+pub fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("omo-e2e-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Quick pods, a quick controller, frequent bookmarks.
+pub fn fast() -> SimConfig {
+    SimConfig {
+        warmup: Duration::from_millis(200),
+        tick: Duration::from_millis(20),
+        bookmark_interval: Duration::from_millis(500),
+        ..SimConfig::default()
+    }
+}
+
+/// A simulator holding the OpenMedModel CRD and the namespace `NS`.
+pub fn start_sim(cfg: SimConfig) -> Sim {
+    let sim = Sim::start(cfg).unwrap();
+    let crd: Value = serde_json::from_str(include_str!("../../manifests/base/crd.json")).unwrap();
+    sim.create(crd).unwrap();
+    sim.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
+        .unwrap();
+    sim
+}
+
+/// A simulated cluster holding Deployment `deploy` (2 replicas), and the
+/// operator running against it, ready. The directory holds the operator's log.
+pub fn cluster_with(
+    cfg: SimConfig,
+    tag: &str,
+    deploy: &str,
+    args: &[&str],
+) -> (Sim, PathBuf, Operator) {
+    let sim = start_sim(cfg);
+    let dir = tmpdir(tag);
+    sim.create(deployment(deploy, 2)).unwrap();
+    let mut op = Operator::start(&sim.url(), &dir, args);
+    op.wait_ready();
+    (sim, dir, op)
+}
+
+pub fn deployment(name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [
+                    {"name": "openmed-service", "image": "ghcr.io/openmed/openmed-service:1.4",
+                     "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "OPENMED_SERVICE_PRELOAD_MODELS", "value": ""}]},
+                    {"name": "proxy", "image": "envoy:1.30"}
+                ]},
+            },
+        },
+    })
+}
+
+pub fn model(name: &str, target: &str, version: &str, deadline: i64) -> Value {
+    json!({
+        "apiVersion": MODEL.0, "kind": MODEL.1,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "family": "PII", "version": version, "tier": "Small", "replicas": 2,
+            "rolloutStrategy": {"type": "RollingUpdate", "progressDeadlineSeconds": deadline},
+            "targetRef": {"name": target},
+        },
+    })
+}
+
+pub fn status(sim: &Sim, name: &str) -> Value {
+    sim.object("openmed.ai", "openmedmodels", NS, name)
+        .map(|m| m["status"].clone())
+        .unwrap_or(Value::Null)
+}
+
+pub fn ready_reason(s: &Value) -> String {
+    s["conditions"][0]["reason"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Polls `probe` until `done` holds, and returns what it saw; on timeout the
+/// panic shows the last observation.
+pub fn wait_for<T: std::fmt::Debug>(
+    what: &str,
+    mut probe: impl FnMut() -> T,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    let t = Instant::now();
+    loop {
+        let last = probe();
+        if done(&last) {
+            return last;
+        }
+        if t.elapsed() >= WAIT {
+            panic!("timed out waiting for {what}; last seen: {last:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    wait_for(what, &mut f, |ok| *ok);
+}
+
+pub fn wait_phase(sim: &Sim, name: &str, phase: &str, reason: &str) -> Value {
+    wait_for(
+        &format!("{name} to reach {phase}/{reason}"),
+        || status(sim, name),
+        |s| s["phase"] == phase && (reason.is_empty() || ready_reason(s) == reason),
+    )
+}
+
+/// Ready, and serving `version` as the desired version.
+pub fn wait_serving(sim: &Sim, name: &str, version: &str) -> Value {
+    wait_for(
+        &format!("{name} to serve {version}"),
+        || status(sim, name),
+        |s| {
+            s["phase"] == "Ready" && s["desiredVersion"] == version && s["activeVersion"] == version
+        },
+    )
+}
+
+pub fn set_version(sim: &Sim, name: &str, version: &str) {
+    sim.merge_patch(
+        MODEL.0,
+        MODEL.1,
+        NS,
+        name,
+        &json!({"spec": {"version": version}}),
+    )
+    .unwrap();
+}
+
+pub fn events(sim: &Sim, name: &str) -> Vec<String> {
+    let mut evs: Vec<(String, String)> = sim
+        .objects("", "events", Some(NS))
+        .into_iter()
+        .filter(|e| e["involvedObject"]["name"] == name)
+        .map(|e| {
+            (
+                e["metadata"]["name"].as_str().unwrap().to_string(),
+                e["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    evs.sort();
+    evs.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Events are written after the status patch that announces them, so a test
+/// that has just seen a status must wait for the Event rather than read once.
+pub fn wait_event(sim: &Sim, name: &str, reason: &str) {
+    wait_for(
+        &format!("a {reason} Event for {name}"),
+        || events(sim, name),
+        |evs| evs.iter().any(|e| e == reason),
+    );
+}
+
+pub fn preload(sim: &Sim, deploy: &str) -> Value {
+    let d = sim.object("apps", "deployments", NS, deploy).unwrap();
+    d["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .and_then(|e| {
+            e.iter()
+                .find(|v| v["name"] == "OPENMED_SERVICE_PRELOAD_MODELS")
+        })
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+pub struct Operator {
+    child: Child,
+    log: PathBuf,
+    health: Option<SocketAddr>,
+}
+
+impl Operator {
+    pub fn start(sim_url: &str, dir: &Path, extra: &[&str]) -> Operator {
+        // OMO_OPERATOR_BIN runs another build, e.g. the static release one
+        // for figures: OMO_OPERATOR_BIN=target/static/... cargo test --test e2e a_converged -- --nocapture
+        let bin = std::env::var("OMO_OPERATOR_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_openmed-operator").to_string());
+        let mut cmd = Command::new(bin);
+        let log = dir.join(format!("operator-{:x}.log", rand_tag()));
+        let f = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .args([
+                "--server",
+                sim_url,
+                "--health-addr",
+                "127.0.0.1:0",
+                "--resync-seconds",
+                "2",
+            ])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(f))
+            .spawn()
+            .unwrap();
+        Operator {
+            child,
+            log,
+            health: None,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn health_addr(&mut self) -> SocketAddr {
+        if let Some(a) = self.health {
+            return a;
+        }
+        let mut found = None;
+        wait_until("the health address in the log", || {
+            found = self
+                .log()
+                .split("health and metrics on http://")
+                .nth(1)
+                .map(|r| {
+                    r.chars()
+                        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                        .collect::<String>()
+                })
+                .and_then(|a| a.parse().ok());
+            found.is_some()
+        });
+        self.health = found;
+        found.unwrap()
+    }
+
+    pub fn http_get(&mut self, path: &str) -> (u16, String) {
+        let addr = self.health_addr();
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        let code = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+        (code, body)
+    }
+
+    pub fn wait_ready(&mut self) {
+        wait_until("/readyz", || self.http_get("/readyz").0 == 200);
+    }
+
+    /// SIGTERM, then the exit status (None if it did not exit in time).
+    pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let t = Instant::now();
+        while t.elapsed() < within {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// SIGTERM must end the operator with exit 0 within a few seconds.
+    pub fn assert_clean_exit(&mut self) {
+        match self.terminate(Duration::from_secs(10)) {
+            Some(st) => assert!(st.success(), "{st:?}\n{}", self.log()),
+            None => panic!("did not exit after SIGTERM\n{}", self.log()),
+        }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// User + system CPU time so far, in milliseconds.
+    pub fn cpu_ms(&self) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        let after = s.rsplit(") ").next()?;
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        Some(ticks * 10)
+    }
+
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        s.lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A random number, for file names no other run uses.
+pub fn rand_tag() -> u128 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u8(1);
+    h.finish() as u128
+}
+
+/// The write requests the simulator has counted since its last reset.
+pub fn writes(sim: &Sim) -> u64 {
+    ["create", "update", "patch", "delete", "deletecollection"]
+        .iter()
+        .map(|v| sim.count(Some(v), None))
+        .sum()
+}
+
+/// The value of one sample in a Prometheus text exposition.
+pub fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}

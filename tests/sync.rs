@@ -1,0 +1,301 @@
+//! The shell tested directly, as sample-controller's tests test its sync
+//! handler: a `Reconciler` over stores preloaded with views, an in-process
+//! kubesim, one sync, and the exact requests it made.
+
+mod common;
+
+use common::{deployment, model, spec, NAME, NS, V1};
+use kubesim::{Sim, SimConfig};
+use openmed_operator::controller::cache::{MetaView, ObjectKey};
+use openmed_operator::controller::error::SyncError;
+use openmed_operator::controller::outcome::Outcome;
+use openmed_operator::controller::sync::Reconciler;
+use openmed_operator::kube::{Client, ClientConfig, Endpoint, EndpointOptions};
+use openmed_operator::metrics::Metrics;
+use openmed_operator::reconcile::{ConfigMapView, DeploymentView, ModelView};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+struct Fixture {
+    sim: Sim,
+    rc: Reconciler,
+}
+
+impl Fixture {
+    /// A cluster with the CRD, the namespace, the team's Deployment and an
+    /// OpenMedModel on v1; the stores hold what the watches would.
+    fn new() -> Fixture {
+        let sim = Sim::start(SimConfig::default()).unwrap();
+        let crd: Value = serde_json::from_str(include_str!("../manifests/base/crd.json")).unwrap();
+        sim.create(crd).unwrap();
+        sim.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
+            .unwrap();
+        sim.create(deployment()).unwrap();
+        sim.create(model(spec(V1))).unwrap();
+        let opts = EndpointOptions {
+            server: Some(sim.url()),
+            token_file: None,
+            ca_file: None,
+        };
+        let client = Client::new(
+            Endpoint::resolve(&opts, &|_| None).unwrap(),
+            ClientConfig::default(),
+        )
+        .unwrap();
+        let rc = Reconciler::new(Arc::new(client), Arc::new(Metrics::default()));
+        let f = Fixture { sim, rc };
+        f.settle();
+        f.load_stores();
+        f.sim.reset_stats();
+        f
+    }
+
+    /// Wait until the simulated Deployment controller has finished with the
+    /// team's Deployment, so nothing changes it behind the stores' back.
+    fn settle(&self) {
+        let start = std::time::Instant::now();
+        loop {
+            let d = self.sim.object("apps", "deployments", NS, NAME).unwrap();
+            let conds = d["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if conds
+                .iter()
+                .any(|c| c["reason"] == "NewReplicaSetAvailable")
+            {
+                return;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(20),
+                "{d:#}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// The stores as the watches would have them now.
+    fn load_stores(&self) {
+        let key = |o: &Value| ObjectKey::of(o).unwrap();
+        let models = self.sim.objects("openmed.ai", "openmedmodels", Some(NS));
+        let items = models
+            .iter()
+            .map(|o| (key(o), ModelView::from_json(o).unwrap()))
+            .collect();
+        self.rc.models.replace(None, items);
+        let deployments = self.sim.objects("apps", "deployments", Some(NS));
+        let metas = deployments
+            .iter()
+            .map(|o| {
+                let claimed = o["metadata"]["labels"]["openmed.ai/managed"] == "true";
+                let rv = o["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                (
+                    key(o),
+                    MetaView {
+                        resource_version: rv,
+                        claimed,
+                    },
+                )
+            })
+            .collect();
+        self.rc.deployment_meta.replace(None, metas);
+        let claimed = deployments
+            .iter()
+            .filter(|o| o["metadata"]["labels"]["openmed.ai/managed"] == "true")
+            .map(|o| (key(o), DeploymentView::from_json(o).unwrap()))
+            .collect();
+        self.rc.deployments.replace(None, claimed);
+        let cms = self.sim.objects("", "configmaps", Some(NS));
+        let ours = cms
+            .iter()
+            .filter(|o| {
+                o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "openmed-operator"
+            })
+            .map(|o| (key(o), ConfigMapView::from_json(o).unwrap()))
+            .collect();
+        self.rc.config_maps.replace(None, ours);
+    }
+
+    fn sync(&self) -> Result<Outcome, SyncError> {
+        self.rc.sync(&ObjectKey::new(NS, NAME))
+    }
+
+    /// Every request since the last look, as "VERB resource[/name][/sub] code".
+    fn requests(&self) -> Vec<String> {
+        let out = self
+            .sim
+            .requests()
+            .iter()
+            .map(|r| {
+                let tail: Vec<&str> = r.path.rsplit('/').take(3).collect();
+                let what = match tail.as_slice() {
+                    ["status", name, kind] => format!("{kind}/{name}/status"),
+                    [name, kind, _] if !kind.ends_with(NS) && *kind != "namespaces" => {
+                        format!("{kind}/{name}")
+                    }
+                    [kind, ..] => kind.to_string(),
+                    [] => String::new(),
+                };
+                format!("{} {what} {}", r.method, r.status)
+            })
+            .collect();
+        self.sim.reset_stats();
+        out
+    }
+}
+
+const DEPLOY: &str = "deployments/openmed-service";
+const MODEL: &str = "openmedmodels/openmed-service";
+
+fn req(method: &str, what: &str, code: u16) -> String {
+    format!("{method} {what} {code}")
+}
+
+#[test]
+fn a_first_sync_makes_exactly_these_requests() {
+    let f = Fixture::new();
+    assert_eq!(f.sync().unwrap(), Outcome::Applied);
+    assert_eq!(
+        f.requests(),
+        [
+            req("GET", DEPLOY, 200),
+            req("PATCH", MODEL, 200),
+            req("POST", "configmaps", 201),
+            req("PATCH", DEPLOY, 200),
+            req("PATCH", &format!("{MODEL}/status"), 200),
+            req("POST", "events", 201),
+        ]
+    );
+}
+
+#[test]
+fn a_configmap_the_caches_did_not_know_is_read_and_the_pass_planned_again() {
+    let f = Fixture::new();
+    // Ours by annotation, but without our label: not in the ConfigMap cache.
+    f.sim
+        .create(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "openmed-service-model-manifest", "namespace": NS,
+            "annotations": {"openmed.ai/model-resource": "openmed/openmed-service"}}}),
+        )
+        .unwrap();
+    f.sim.reset_stats();
+    assert_eq!(f.sync().unwrap(), Outcome::Applied);
+    assert_eq!(
+        f.requests(),
+        [
+            req("GET", DEPLOY, 200),
+            req("PATCH", MODEL, 200),
+            req("POST", "configmaps", 409),
+            req("GET", "configmaps/openmed-service-model-manifest", 200),
+            req("PATCH", "configmaps/openmed-service-model-manifest", 200),
+            req("PATCH", DEPLOY, 200),
+            req("PATCH", &format!("{MODEL}/status"), 200),
+            req("POST", "events", 201),
+        ]
+    );
+}
+
+#[test]
+fn a_conflict_is_re_read_and_planned_again() {
+    let f = Fixture::new();
+    // Someone writes the model after the cache saw it: the cached
+    // resourceVersion is stale, so the conditional finalizer patch conflicts.
+    f.sim
+        .merge_patch(
+            "openmed.ai/v1alpha1",
+            "OpenMedModel",
+            NS,
+            NAME,
+            &json!({"metadata": {"labels": {"team": "x"}}}),
+        )
+        .unwrap();
+    f.sim.reset_stats();
+    assert_eq!(f.sync().unwrap(), Outcome::Applied);
+    assert_eq!(
+        f.requests(),
+        [
+            req("GET", DEPLOY, 200),
+            req("PATCH", MODEL, 409),
+            req("GET", MODEL, 200),
+            req("PATCH", MODEL, 200),
+            req("POST", "configmaps", 201),
+            req("PATCH", DEPLOY, 200),
+            req("PATCH", &format!("{MODEL}/status"), 200),
+            req("POST", "events", 201),
+        ]
+    );
+}
+
+#[test]
+fn a_pass_that_never_settles_stops_after_the_replan_limit() {
+    let f = Fixture::new();
+    f.sim.fail_next(
+        Some("PATCH"),
+        "/openmedmodels/openmed-service$",
+        409,
+        100,
+        None,
+    );
+    let err = f.sync().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SyncError::NotSettled {
+                replans: 4,
+                last: Some(_)
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        std::error::Error::source(&err).is_some(),
+        "the API error is its source"
+    );
+    let patches = f
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("PATCH openmedmodels"))
+        .count();
+    assert_eq!(patches, 4);
+}
+
+#[test]
+fn a_second_occurrence_of_an_event_in_a_generation_bumps_its_count() {
+    let f = Fixture::new();
+    f.sync().unwrap();
+    f.load_stores();
+    // Someone tampers with the ConfigMap: drift corrected, RolloutStarted
+    // again in the same generation.
+    f.sim
+        .merge_patch(
+            "v1",
+            "ConfigMap",
+            NS,
+            "openmed-service-model-manifest",
+            &json!({"data": {"OPENMED_SERVICE_PRELOAD_MODELS": "tampered"}}),
+        )
+        .unwrap();
+    f.load_stores();
+    f.requests();
+    f.sync().unwrap();
+    let reqs = f.requests();
+    assert!(
+        reqs.iter().any(|r| r.starts_with("PATCH events/")),
+        "{reqs:?}"
+    );
+    assert!(
+        !reqs.iter().any(|r| r.starts_with("POST events")),
+        "{reqs:?}"
+    );
+    let events = f.sim.objects("", "events", Some(NS));
+    let started: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["reason"] == "RolloutStarted")
+        .collect();
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0]["count"], 2);
+}
