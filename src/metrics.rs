@@ -35,6 +35,7 @@ pub struct Metrics {
     /// Counts managed resources by phase, from the cache, at each scrape.
     phases: Mutex<Option<PhaseSource>>,
     events_posted: Mutex<u64>,
+    events_failed: Mutex<u64>,
 }
 
 impl Metrics {
@@ -80,6 +81,11 @@ impl Metrics {
 
     pub fn event_posted(&self) {
         *lock(&self.events_posted) += 1;
+    }
+
+    /// An Event post that failed (it is retried with the sync).
+    pub fn event_failed(&self) {
+        *lock(&self.events_failed) += 1;
     }
 
     /// Managed resources per phase, counted at every scrape by `source`
@@ -160,7 +166,7 @@ type Family = (
     fn(&Metrics) -> Vec<Row>,
 );
 
-const FAMILIES: [Family; 10] = [
+const FAMILIES: [Family; 11] = [
     (
         "openmed_operator_reconciles_total",
         "counter",
@@ -218,8 +224,14 @@ const FAMILIES: [Family; 10] = [
     (
         "openmed_operator_events_posted_total",
         "counter",
-        "Events created.",
+        "Events created or bumped.",
         |m| single(*lock(&m.events_posted)),
+    ),
+    (
+        "openmed_operator_events_failed_total",
+        "counter",
+        "Event posts that failed; each is retried with its resource's sync.",
+        |m| single(*lock(&m.events_failed)),
     ),
 ];
 

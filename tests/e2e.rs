@@ -738,6 +738,117 @@ fn caches_queue_and_gauges_tell_the_truth() {
     op.assert_clean_exit();
 }
 
+/// The model (and its Deployment) as a team would create them in `ns`.
+fn in_namespace(mut obj: Value, ns: &str) -> Value {
+    obj["metadata"]["namespace"] = json!(ns);
+    obj
+}
+
+fn model_in(sim: &Sim, ns: &str, name: &str) -> Value {
+    sim.object("openmed.ai", "openmedmodels", ns, name)
+        .unwrap_or(Value::Null)
+}
+
+/// Every Event in `ns` about the resource `name`, as (reason, uid, count).
+fn events_in(sim: &Sim, ns: &str, name: &str) -> Vec<(String, String, i64)> {
+    sim.objects("", "events", Some(ns))
+        .into_iter()
+        .filter(|e| e["involvedObject"]["name"] == name)
+        .map(|e| {
+            let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+            (
+                s(&e["reason"]),
+                s(&e["involvedObject"]["uid"]),
+                e["count"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// Issue 18: the same model name in three namespaces, each with a rollout,
+/// an automatic rollback and a delete: every namespace gets its own Events,
+/// pointing at its own resource; a model created again under the same name
+/// gets Events of its own; an Event whose first post fails is still written.
+#[test]
+fn same_names_in_many_namespaces_each_get_their_own_events() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("shared");
+    let spaces = [NS, "team-b", "team-c"];
+    for ns in spaces {
+        if ns != NS {
+            sim.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+                .unwrap();
+        }
+        sim.create(in_namespace(deployment("svc", 2), ns)).unwrap();
+    }
+    let mut op = Operator::start(&sim.url(), &dir, &[]);
+    op.wait_ready();
+    // The first Event post of all fails once.
+    sim.fail_next(Some("POST"), "/events$", 500, 1, None);
+    for ns in spaces {
+        sim.create(in_namespace(model("svc", "svc", V1, 2), ns))
+            .unwrap();
+    }
+    let served = |ns: &str, v: &str| {
+        let s = model_in(&sim, ns, "svc")["status"].clone();
+        s["phase"] == "Ready" && s["activeVersion"] == v
+    };
+    wait_until("Ready on v1 everywhere", || {
+        spaces.iter().all(|ns| served(ns, V1))
+    });
+    for ns in spaces {
+        let patch = json!({"spec": {"version": BAD}});
+        sim.merge_patch(MODEL.0, MODEL.1, ns, "svc", &patch)
+            .unwrap();
+    }
+    wait_until("rolled back everywhere", || {
+        spaces.iter().all(|ns| {
+            let s = model_in(&sim, ns, "svc")["status"].clone();
+            s["phase"] == "RolledBack" && s["conditions"][3]["reason"] == "RollbackSucceeded"
+        })
+    });
+    let wanted = [
+        "RolloutStarted",
+        "RolloutSucceeded",
+        "RolloutFailed",
+        "RollbackStarted",
+        "RollbackSucceeded",
+    ];
+    for ns in spaces {
+        let uid = model_in(&sim, ns, "svc")["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        wait_until(&format!("every Event in {ns}"), || {
+            let evs = events_in(&sim, ns, "svc");
+            wanted
+                .iter()
+                .all(|w| evs.iter().filter(|e| e.0 == *w).count() >= 1)
+        });
+        for (reason, event_uid, _) in events_in(&sim, ns, "svc") {
+            assert_eq!(event_uid, uid, "{ns}: {reason} points at another object");
+        }
+    }
+    // Deleted and created again under the same name: Events of its own.
+    sim.delete(MODEL.0, MODEL.1, "team-b", "svc").unwrap();
+    wait_until("the old model gone", || {
+        model_in(&sim, "team-b", "svc").is_null()
+    });
+    sim.create(in_namespace(model("svc", "svc", V1, 600), "team-b"))
+        .unwrap();
+    wait_until("the new one Ready", || served("team-b", V1));
+    let uid = model_in(&sim, "team-b", "svc")["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until("the new one's own RolloutSucceeded", || {
+        events_in(&sim, "team-b", "svc")
+            .iter()
+            .any(|e| e.0 == "RolloutSucceeded" && e.1 == uid)
+    });
+    op.assert_clean_exit();
+}
+
 #[test]
 fn cut_watches_and_forced_410s_lose_no_change() {
     let (sim, _, mut op) = cluster_with(fast(), "watches", "svc", &["--resync-seconds", "3600"]);

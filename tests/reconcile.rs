@@ -348,13 +348,14 @@ impl Cluster for World {
         Ok(())
     }
 
-    fn post_event(&mut self, e: &EventSpec) {
+    fn post_event(&mut self, e: &EventSpec) -> Result<(), Self::Error> {
         let generation = self.model["metadata"]["generation"].as_i64().unwrap();
         let name = event_name(NAME, e.reason.as_str(), generation);
         if !self.events.iter().any(|(n, _)| *n == name) {
             self.events.push((name, e.reason));
         }
         self.posted.push(e.reason);
+        Ok(())
     }
 }
 

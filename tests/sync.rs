@@ -299,3 +299,88 @@ fn a_second_occurrence_of_an_event_in_a_generation_bumps_its_count() {
     assert_eq!(started.len(), 1);
     assert_eq!(started[0]["count"], 2);
 }
+
+/// Issue 18: an Event whose post fails is not lost: the sync fails (and is
+/// retried), and the next pass, which changes nothing, posts the Event the
+/// status says the transition required (`status.lastEvents`).
+#[test]
+fn an_event_whose_post_failed_is_posted_by_the_next_pass() {
+    let f = Fixture::new();
+    f.sim.fail_next(Some("POST"), "/events$", 500, 1, None);
+    assert!(f.sync().is_err(), "a lost Event fails the sync");
+    let status = &f
+        .sim
+        .object("openmed.ai", "openmedmodels", NS, NAME)
+        .unwrap()["status"];
+    assert_eq!(status["lastEvents"][0]["reason"], "RolloutStarted");
+    assert!(f.sim.objects("", "events", Some(NS)).is_empty());
+    f.requests();
+    f.sync().unwrap();
+    let reqs = f.requests();
+    assert_eq!(
+        reqs.last().map(String::as_str),
+        Some("POST events 201"),
+        "{reqs:?}"
+    );
+    let events = f.sim.objects("", "events", Some(NS));
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["reason"], "RolloutStarted");
+    // And only once.
+    f.sync().unwrap();
+    assert!(!f.requests().iter().any(|r| r.contains("events")));
+}
+
+/// Issue 18: the name of an Event held by a deleted resource of the same
+/// name: the new resource's Event gets a name of its own, and no count bump
+/// lands on the old one.
+#[test]
+fn an_event_name_held_by_another_object_is_never_bumped() {
+    let f = Fixture::new();
+    let old = json!({"apiVersion": "v1", "kind": "Event", "metadata": {
+        "name": openmed_operator::model::names::event_name(NAME, "RolloutStarted", 1), "namespace": NS},
+        "involvedObject": {"kind": "OpenMedModel", "name": NAME, "namespace": NS, "uid": "deleted-uid"},
+        "reason": "RolloutStarted", "message": "old", "count": 1, "type": "Normal"});
+    f.sim.create(old).unwrap();
+    f.sim.reset_stats();
+    f.sync().unwrap();
+    let uid = f
+        .sim
+        .object("openmed.ai", "openmedmodels", NS, NAME)
+        .unwrap()["metadata"]["uid"]
+        .clone();
+    let events = f.sim.objects("", "events", Some(NS));
+    let mine: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["involvedObject"]["uid"] == uid)
+        .collect();
+    assert_eq!(mine.len(), 1, "{events:#?}");
+    let theirs: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["involvedObject"]["uid"] == "deleted-uid")
+        .collect();
+    assert_eq!(theirs[0]["count"], 1, "the old Event is untouched");
+}
+
+/// Issue 18: a target the caches have not seen yet (a watch reconnecting)
+/// is read before TargetNotFound is reported.
+#[test]
+fn a_target_missing_from_the_caches_is_read_before_it_is_reported_absent() {
+    let f = Fixture::new();
+    // The metadata cache has not caught up with the Deployment.
+    f.rc.deployment_meta.replace(None, vec![]);
+    f.sync().unwrap();
+    let status = &f
+        .sim
+        .object("openmed.ai", "openmedmodels", NS, NAME)
+        .unwrap()["status"];
+    assert_ne!(
+        status["conditions"][0]["reason"], "TargetNotFound",
+        "{status:#}"
+    );
+    assert_eq!(status["phase"], "RollingOut");
+    let events = f.sim.objects("", "events", Some(NS));
+    assert!(
+        events.iter().all(|e| e["reason"] != "TargetNotFound"),
+        "{events:#?}"
+    );
+}

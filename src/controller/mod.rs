@@ -15,6 +15,7 @@
 
 pub mod cache;
 pub mod error;
+pub mod events;
 pub mod index;
 pub mod outcome;
 pub mod queue;
@@ -160,6 +161,7 @@ impl Controller {
             log::info!("stopped before the caches synced");
             return Ok(());
         }
+        self.seed_posted_events();
         let workers = self.start_workers()?;
         self.resync_until_stopped();
         self.shut_down(workers);
@@ -328,6 +330,27 @@ impl Controller {
             rc.config_maps.len()
         );
         true
+    }
+
+    /// The Events this operator wrote before (a previous run): one list per
+    /// namespace watched, so a restart neither repeats nor loses them. A
+    /// failure only costs a repeat count bump later.
+    fn seed_posted_events(&self) {
+        let params = crate::kube::ListParams {
+            field_selector: Some(format!(
+                "reportingComponent={}",
+                crate::reconcile::patches::COMPONENT
+            )),
+            ..Default::default()
+        };
+        for scope in self.scopes() {
+            let listed = ResourcePath::collection(crate::kube::path::EVENTS, scope.as_deref())
+                .and_then(|path| self.client.list_all(&path, &params));
+            match listed {
+                Ok(list) => crate::lock::lock(&self.reconciler.posted).seed(&list.items),
+                Err(e) => log::warn!("could not list earlier Events: {e}"),
+            }
+        }
     }
 
     fn start_workers(&self) -> Result<Vec<JoinHandle<()>>, StartError> {

@@ -3,45 +3,19 @@
 
 use super::cache::{Key, MetaView, ObjectKey, Store};
 use super::error::SyncError;
+use super::events::{Posted, Poster};
 use crate::controller::outcome::Outcome;
-use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS, EVENTS};
+use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Client, Error, PatchType, Preconditions, ResourcePath, Retry};
 use crate::lock::lock;
 use crate::metrics::Metrics;
-use crate::model::names::event_name;
 use crate::reconcile::{
     execute, lookups, patches, plan, plan_refused, Cluster, ConfigMapView, DeploymentView,
     EventSpec, Executed, ModelView, Observed, Plan, Refused,
 };
 use serde_json::Value;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-
-/// Events already posted, by name, with the count last written, so each
-/// name is POSTed once and a repeat occurrence only bumps its count.
-#[derive(Default)]
-pub struct Posted {
-    counts: HashMap<String, i64>,
-    order: VecDeque<String>,
-}
-
-const POSTED_CAP: usize = 20_000;
-
-impl Posted {
-    fn get(&self, n: &str) -> Option<i64> {
-        self.counts.get(n).copied()
-    }
-    fn set(&mut self, n: String, count: i64) {
-        if self.counts.insert(n.clone(), count).is_none() {
-            self.order.push_back(n);
-            while self.order.len() > POSTED_CAP {
-                if let Some(old) = self.order.pop_front() {
-                    self.counts.remove(&old);
-                }
-            }
-        }
-    }
-}
 
 /// The sync handler (sample-controller's `syncHandler`): one OpenMedModel
 /// from the caches to a plan, carried out.
@@ -56,11 +30,24 @@ pub struct Reconciler {
     /// resourceVersion in `deployment_meta` is unchanged.
     pub fetched: Mutex<HashMap<Key, DeploymentView>>,
     pub config_maps: Arc<Store<ConfigMapView>>,
+    /// Events written, by (namespace, name), with their object's uid.
     pub posted: Mutex<Posted>,
     pub metrics: Arc<Metrics>,
     /// The highest generation of each OpenMedModel (by uid) a pass has
     /// written for: a view older than that is never acted on (9.17).
     pub acted: Mutex<HashMap<Key, (String, i64)>>,
+}
+
+/// The plan reports a block about the target that the status did not
+/// show yet: TargetNotFound, ContainerNotFound or TargetConflict.
+fn newly_blocked(model: &ModelView, p: &Plan) -> bool {
+    use crate::model::status::Reason::{ContainerNotFound, TargetConflict, TargetNotFound};
+    let was = crate::model::status::StatusDoc::from_value(model.status.as_ref()).ready_reason();
+    let now = p.status(None).ready_reason();
+    matches!(
+        now,
+        Some(TargetNotFound | ContainerNotFound | TargetConflict)
+    ) && now != was
 }
 
 /// What the shell gathered for one pass.
@@ -147,7 +134,10 @@ impl Reconciler {
                 return Ok(Outcome::Unchanged);
             };
             match self.pass(&model, &mut extra_cms) {
-                Ok(Pass::Done(o)) => return Ok(o),
+                Ok(Pass::Done(o)) => {
+                    self.post_owed_events(key)?;
+                    return Ok(o);
+                }
                 Ok(Pass::Replan) => {}
                 Err(e) if e.is_conflict() => {
                     log::debug!("{key}: conflict, re-reading: {e}");
@@ -303,6 +293,10 @@ impl Reconciler {
         if p.is_noop() {
             return Ok(Pass::Done(Outcome::Unchanged));
         }
+        if newly_blocked(model, &p) && self.confirm_targets(model, &seen.deployments)? {
+            // The caches were behind (9.14): plan again from what is there.
+            return Ok(Pass::Replan);
+        }
         match self.carry_out(model, &p, extra_cms, &now) {
             Ok(pass) => Ok(pass),
             Err(Failed::Api(e)) => Err(e),
@@ -315,6 +309,45 @@ impl Reconciler {
                 Err(e)
             }
         }
+    }
+
+    /// Before reporting a block the caches suggest (9.14), read the target
+    /// Deployments: true when what is there differs from what was seen
+    /// (the caches are put right).
+    fn confirm_targets(&self, model: &ModelView, seen: &[DeploymentView]) -> Result<bool, Error> {
+        let ns = model.namespace.as_str();
+        let mut changed = false;
+        for name in lookups(model).deployments {
+            let path = ResourcePath::object(DEPLOYMENTS, Some(ns), &name)?;
+            let was = seen.iter().find(|d| d.name == name);
+            let key = ObjectKey::new(ns, name.clone());
+            match self.client.get(&path) {
+                Ok(v) => {
+                    let Some(d) = DeploymentView::from_json(&v) else {
+                        continue;
+                    };
+                    if was.is_none_or(|w| w.resource_version != d.resource_version) {
+                        let meta = MetaView {
+                            resource_version: d.resource_version.clone(),
+                            claimed: d.claimed,
+                        };
+                        self.deployment_meta.put_if_newer(key, meta);
+                        self.remember_deployment(&v);
+                        changed = true;
+                    }
+                }
+                Err(e) if e.is_not_found() => {
+                    if let Some(w) = was {
+                        self.deployment_meta.remove_object(&key, &w.uid);
+                        self.deployments.remove_object(&key, &w.uid);
+                        lock(&self.fetched).remove(&key);
+                        changed = true;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(changed)
     }
 
     /// A view of `model` older than one a previous pass acted on.
@@ -408,74 +441,62 @@ impl Reconciler {
         Ok(())
     }
 
-    /// Post an Event. Its name is fixed by (resource, reason, generation),
-    /// so a retried or restarted pass cannot duplicate it: the name is POSTed
-    /// once, and a later occurrence with the same name bumps the existing
-    /// Event's count, time and message, as Kubernetes' event recorder does.
-    /// A failure is logged and never blocks convergence.
+    /// Post an Event for `model` in its current generation (see
+    /// `events.rs`). A failure is logged with the namespace, counted, and
+    /// returned: the sync is retried, the Event never dropped.
     fn post_event(
         &self,
         model: &ModelView,
         reason: crate::model::EventReason,
         message: &str,
         now: &str,
-    ) {
-        let name = event_name(&model.name, reason.as_str(), model.generation);
+    ) -> Result<(), Error> {
         let level = if reason.is_warning() {
             log::Level::Warn
         } else {
             log::Level::Info
         };
         log::log!(level, "{}: {reason}: {message}", model.owner());
-        let result = match lock(&self.posted).get(&name) {
-            None => self.create_event(model, &name, reason, message, now),
-            Some(count) => self.bump_event(model, &name, Some(count), message, now),
+        let poster = Poster {
+            client: &self.client,
+            posted: &self.posted,
         };
-        match result {
-            Ok(count) => lock(&self.posted).set(name, count),
-            Err(e) => log::warn!("{}: could not post Event {reason}: {e}", model.owner()),
-        }
-    }
-
-    fn create_event(
-        &self,
-        model: &ModelView,
-        name: &str,
-        reason: crate::model::EventReason,
-        message: &str,
-        now: &str,
-    ) -> Result<i64, Error> {
-        let body = patches::event(model, name, reason, message, now);
-        match self.client.create(
-            &ResourcePath::collection(EVENTS, Some(&model.namespace))?,
-            &body,
-        ) {
-            Ok(_) => {
+        match poster.post(model, reason, model.generation, message, now) {
+            Ok(()) => {
                 self.metrics.event_posted();
-                Ok(1)
+                Ok(())
             }
-            Err(e) if e.is_already_exists() => self.bump_event(model, name, None, message, now),
-            Err(e) => Err(e),
+            Err(e) => {
+                self.metrics.event_failed();
+                log::warn!("{}: could not post Event {reason}: {e}", model.owner());
+                Err(e)
+            }
         }
     }
 
-    fn bump_event(
-        &self,
-        model: &ModelView,
-        name: &str,
-        known: Option<i64>,
-        message: &str,
-        now: &str,
-    ) -> Result<i64, Error> {
-        let path = ResourcePath::object(EVENTS, Some(&model.namespace), name)?;
-        let count = match known {
-            Some(c) => c,
-            None => self.client.get(&path)?["count"].as_i64().unwrap_or(1),
+    /// The Events the model's status says its last transition required
+    /// (`status.lastEvents`) and that were not posted for this object: a
+    /// post that failed, or a crash between the status write and the post.
+    fn post_owed_events(&self, key: &Key) -> Result<(), Error> {
+        let Some(model) = self.models.get(key) else {
+            return Ok(());
         };
-        let body = patches::event_repeat(count + 1, message, now);
-        self.client
-            .patch(&path, PatchType::Merge, &body, Retry::Write)?;
-        Ok(count + 1)
+        let st = crate::model::status::StatusDoc::from_value(model.status.as_ref());
+        let poster = Poster {
+            client: &self.client,
+            posted: &self.posted,
+        };
+        let now = crate::time::now();
+        for owed in st.last_events() {
+            if owed.generation != model.generation
+                || poster.was_posted(&model, owed.reason, owed.generation)
+            {
+                continue;
+            }
+            log::info!("{}: posting the owed Event {}", model.owner(), owed.reason);
+            self.post_event(&model, owed.reason, &owed.message, &now)?;
+        }
+        Ok(())
     }
 
     fn remember_model(&self, v: &Value) -> Option<String> {
@@ -604,8 +625,9 @@ impl Cluster for ApiCluster<'_> {
         Ok(())
     }
 
-    fn post_event(&mut self, e: &EventSpec) {
+    fn post_event(&mut self, e: &EventSpec) -> Result<(), Failed> {
         self.rc
-            .post_event(self.model, e.reason, &e.message, self.now);
+            .post_event(self.model, e.reason, &e.message, self.now)
+            .map_err(Failed::Api)
     }
 }

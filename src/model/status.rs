@@ -100,6 +100,9 @@ pub enum Field {
     /// What a rejected `rollback-to` annotation replaced, restored when it
     /// goes (9.3, 9.24): phase, rollbackRequest and conditions.
     BeforeRejection,
+    /// The Events the last transition requires, so one lost to a failed
+    /// post or a crash is posted on a later pass (9.7).
+    LastEvents,
 }
 
 impl Field {
@@ -122,6 +125,7 @@ impl Field {
             Field::RollbackCount => "rollbackCount",
             Field::Conditions => "conditions",
             Field::BeforeRejection => "beforeRejection",
+            Field::LastEvents => "lastEvents",
         }
     }
 }
@@ -324,6 +328,14 @@ pub fn bounded(s: &str, max: usize) -> String {
     format!("{kept}...")
 }
 
+/// An Event a transition requires, as `status.lastEvents` records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwedEvent {
+    pub reason: EventReason,
+    pub generation: i64,
+    pub message: String,
+}
+
 /// The status document: the observed status, edited field by field, so
 /// fields a state does not mention keep their previous value untouched.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -431,6 +443,22 @@ impl StatusDoc {
             }));
         }
         self.set(Field::Conditions, Value::Array(out));
+    }
+
+    /// The Events the last transition requires (`lastEvents`).
+    pub fn last_events(&self) -> Vec<OwedEvent> {
+        self.get(Field::LastEvents)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                Some(OwedEvent {
+                    reason: EventReason::parse(e["reason"].as_str()?)?,
+                    generation: e["generation"].as_i64()?,
+                    message: e["message"].as_str().unwrap_or("").to_string(),
+                })
+            })
+            .collect()
     }
 
     /// Each condition's (type, status, reason): what a transition changes.

@@ -29,8 +29,9 @@ pub trait Cluster {
     fn delete_config_map(&mut self, name: &str, uid: &str) -> Result<(), Self::Error>;
     /// The `/status` merge patch.
     fn patch_status(&mut self, body: &Value) -> Result<(), Self::Error>;
-    /// Never fails the plan: a lost Event is logged, not retried here.
-    fn post_event(&mut self, event: &EventSpec);
+    /// An Event is posted after the status; a failure fails the plan (the
+    /// sync is retried) only after every Event has been tried.
+    fn post_event(&mut self, event: &EventSpec) -> Result<(), Self::Error>;
 }
 
 /// How carrying a plan out ended.
@@ -83,8 +84,14 @@ pub fn execute<C: Cluster>(
             cluster.patch_status(&body)?;
         }
     }
+    let mut failed = None;
     for e in plan.events_to_post(patched_gen) {
-        cluster.post_event(e);
+        if let Err(err) = cluster.post_event(e) {
+            failed.get_or_insert(err);
+        }
     }
-    Ok(Executed::Done)
+    match failed {
+        Some(err) => Err(err),
+        None => Ok(Executed::Done),
+    }
 }

@@ -375,6 +375,20 @@ impl Pass<'_> {
         self.event(EventReason::TargetDegraded, msg);
     }
 
+    /// A transition's Events go into the status it writes (`lastEvents`),
+    /// so the shell can post one that a failure or a crash lost (9.7).
+    pub(super) fn record_owed_events(&mut self) {
+        let events = self.plan.events_to_post(None);
+        if events.is_empty() || self.plan.events_always {
+            return;
+        }
+        let owed: Vec<serde_json::Value> = events
+            .iter()
+            .map(|e| json!({"reason": e.reason.as_str(), "generation": self.m.generation, "message": e.message}))
+            .collect();
+        self.plan.new.set(Field::LastEvents, json!(owed));
+    }
+
     /// Keep a finalizer on every resource the operator acts on, added
     /// before the first write that will need cleanup.
     pub(super) fn ensure_finalizer(&mut self) {
@@ -443,5 +457,6 @@ fn plan_with(obs: Observed<'_>, refusal: Option<Block>) -> Plan {
     pass.release_others();
     pass.ensure_finalizer();
     pass.plan.new.stamp_generation(obs.model.generation);
+    pass.record_owed_events();
     pass.plan
 }

@@ -120,7 +120,7 @@ pub struct Plan {
     pub(super) new: StatusDoc,
     pub(super) target: TargetGen,
     /// Deletion posts its Event whatever happens to status.
-    events_always: bool,
+    pub(super) events_always: bool,
 }
 
 impl Plan {

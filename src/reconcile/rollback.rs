@@ -47,7 +47,12 @@ pub(super) fn before_rejection(base: &StatusDoc, m: &ModelView) -> Option<Status
         return None;
     }
     let mut restored = base.clone();
-    for f in [Field::Phase, Field::RollbackRequest, Field::Conditions] {
+    for f in [
+        Field::Phase,
+        Field::RollbackRequest,
+        Field::Conditions,
+        Field::LastEvents,
+    ] {
         match snapshot.get(f.key()).filter(|v| !v.is_null()) {
             Some(v) => restored.set(f, v.clone()),
             None => restored.clear(f),
@@ -265,6 +270,7 @@ impl Pass<'_> {
             "phase": b.get(Field::Phase),
             "rollbackRequest": b.get(Field::RollbackRequest),
             "conditions": b.get(Field::Conditions),
+            "lastEvents": b.get(Field::LastEvents),
         });
         self.plan.new.set(Field::BeforeRejection, snapshot);
     }

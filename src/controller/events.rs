@@ -1,0 +1,195 @@
+//! Posting Events (docs/contract.md §9.7): at least once, to the right
+//! object, never lost silently.
+//!
+//! - What was posted is remembered by (namespace, Event name) with the
+//!   object's uid and the count last written, and seeded at start from a
+//!   list of this operator's Events, so a restart neither repeats nor loses.
+//! - A name is fixed by (resource, reason, generation). When that name is
+//!   taken by an Event of another object (a deleted resource of the same
+//!   name), the Event takes a name qualified by the uid instead.
+//! - A count bump that meets 404 creates the Event; a create that meets
+//!   AlreadyExists bumps it (if it is ours).
+//! - A failed post is an error of the sync (retried with backoff); the
+//!   Events a transition requires are also recorded in the status the same
+//!   write carries (`status.lastEvents`), so a crash between the status write
+//!   and the post is repaired on the next pass.
+
+use super::cache::ObjectKey;
+use crate::kube::path::EVENTS;
+use crate::kube::{Client, Error, PatchType, ResourcePath, Retry};
+use crate::lock::lock;
+use crate::model::names::event_name;
+use crate::model::EventReason;
+use crate::reconcile::{patches, ModelView};
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+/// One Event this operator wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Written {
+    uid: String,
+    count: i64,
+}
+
+/// What has been posted, by (namespace, Event name), bounded.
+#[derive(Default)]
+pub struct Posted {
+    events: HashMap<ObjectKey, Written>,
+    order: VecDeque<ObjectKey>,
+}
+
+const POSTED_CAP: usize = 20_000;
+
+impl Posted {
+    fn get(&self, k: &ObjectKey) -> Option<&Written> {
+        self.events.get(k)
+    }
+
+    fn set(&mut self, k: ObjectKey, w: Written) {
+        if self.events.insert(k.clone(), w).is_none() {
+            self.order.push_back(k);
+            while self.order.len() > POSTED_CAP {
+                if let Some(old) = self.order.pop_front() {
+                    self.events.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// Remember every Event of a list (ours, listed at start).
+    pub fn seed(&mut self, items: &[Value]) {
+        for e in items {
+            let Some(k) = ObjectKey::of(e) else { continue };
+            let uid = e["involvedObject"]["uid"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let count = e["count"].as_i64().unwrap_or(1);
+            self.set(k, Written { uid, count });
+        }
+    }
+}
+
+/// The Event name for `model`'s `reason` at `generation`: the contract's
+/// name, or (when another object holds that name) one qualified by the uid.
+fn names(model: &ModelView, reason: EventReason, generation: i64) -> [String; 2] {
+    let base = event_name(&model.name, reason.as_str(), generation);
+    let tag: String = model
+        .uid
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(8)
+        .collect();
+    let mut qualified: String = base.chars().take(253 - tag.len() - 1).collect();
+    qualified = format!("{}-{tag}", qualified.trim_end_matches('-'));
+    [base, qualified]
+}
+
+/// Posts Events for the reconciler.
+pub struct Poster<'a> {
+    pub client: &'a Client,
+    pub posted: &'a Mutex<Posted>,
+}
+
+impl Poster<'_> {
+    /// Post an occurrence of `reason` for `model`: create it, or bump the
+    /// count of the one already written for this object.
+    pub fn post(
+        &self,
+        model: &ModelView,
+        reason: EventReason,
+        generation: i64,
+        message: &str,
+        now: &str,
+    ) -> Result<(), Error> {
+        let ns = model.namespace.as_str();
+        for name in names(model, reason, generation) {
+            let key = ObjectKey::new(ns, name.clone());
+            let known = lock(self.posted).get(&key).cloned();
+            let count = match known {
+                Some(w) if w.uid != model.uid => continue,
+                Some(w) => self.bump(model, &name, reason, w.count, message, now)?,
+                None => match self.create(model, &name, reason, message, now)? {
+                    Some(count) => count,
+                    None => continue,
+                },
+            };
+            let uid = model.uid.clone();
+            lock(self.posted).set(key, Written { uid, count });
+            return Ok(());
+        }
+        Err(Error::Config(format!(
+            "both names for Event {reason} of {} are taken by other objects",
+            model.owner()
+        )))
+    }
+
+    /// Whether `reason` at `generation` was written for this very object.
+    pub fn was_posted(&self, model: &ModelView, reason: EventReason, generation: i64) -> bool {
+        let posted = lock(self.posted);
+        names(model, reason, generation).iter().any(|n| {
+            posted
+                .get(&ObjectKey::new(model.namespace.clone(), n.clone()))
+                .is_some_and(|w| w.uid == model.uid)
+        })
+    }
+
+    /// Create the Event. `Ok(None)` when the name belongs to another
+    /// object; an Event of ours under that name is bumped instead.
+    fn create(
+        &self,
+        model: &ModelView,
+        name: &str,
+        reason: EventReason,
+        message: &str,
+        now: &str,
+    ) -> Result<Option<i64>, Error> {
+        let body = patches::event(model, name, reason, message, now);
+        let path = ResourcePath::collection(EVENTS, Some(&model.namespace))?;
+        match self.client.create(&path, &body) {
+            Ok(_) => Ok(Some(1)),
+            Err(e) if e.is_already_exists() => {
+                let existing = self.client.get(&ResourcePath::object(
+                    EVENTS,
+                    Some(&model.namespace),
+                    name,
+                )?)?;
+                if existing["involvedObject"]["uid"] != model.uid.as_str() {
+                    return Ok(None);
+                }
+                let count = existing["count"].as_i64().unwrap_or(1);
+                self.bump(model, name, reason, count, message, now)
+                    .map(Some)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Record another occurrence; an Event that has gone is created again.
+    fn bump(
+        &self,
+        model: &ModelView,
+        name: &str,
+        reason: EventReason,
+        count: i64,
+        message: &str,
+        now: &str,
+    ) -> Result<i64, Error> {
+        let path = ResourcePath::object(EVENTS, Some(&model.namespace), name)?;
+        let body = patches::event_repeat(count + 1, message, now);
+        match self
+            .client
+            .patch(&path, PatchType::Merge, &body, Retry::Write)
+        {
+            Ok(_) => Ok(count + 1),
+            Err(e) if e.is_not_found() => {
+                let body = patches::event(model, name, reason, message, now);
+                let events = ResourcePath::collection(EVENTS, Some(&model.namespace))?;
+                self.client.create(&events, &body)?;
+                Ok(1)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
