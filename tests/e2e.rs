@@ -1147,11 +1147,22 @@ fn a_foreign_configmap_of_the_same_name_blocks_until_it_is_gone() {
     sim.create(deployment("svc", 2)).unwrap();
     let foreign = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "svc-model-manifest", "namespace": NS}, "data": {"owner": "someone else"}});
     sim.create(foreign).unwrap();
-    let mut op = Operator::start(&sim.url(), &dir, &[]);
+    let mut op = Operator::start(&sim.url(), &dir, &["--resync-seconds", "1"]);
     op.wait_ready();
     sim.create(model("svc", "svc", V1, 600)).unwrap();
     let s = wait_phase(&sim, "svc", "Failed", "ConfigMapConflict");
     assert!(s["failedSpecHash"].is_null());
+    // Blocked is quiet: resyncs read the foreign ConfigMap, they do not
+    // retry a create bound to meet AlreadyExists (found by the soak).
+    let creates = |sim: &Sim| {
+        sim.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/configmaps"))
+            .count()
+    };
+    let before = creates(&sim);
+    std::thread::sleep(Duration::from_millis(3500));
+    assert_eq!(creates(&sim), before, "a create per resync while blocked");
     let cm = sim
         .object("", "configmaps", NS, "svc-model-manifest")
         .unwrap();

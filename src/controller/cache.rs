@@ -193,6 +193,12 @@ struct Tombstones {
 const TOMBSTONES: usize = 10_000;
 
 impl Tombstones {
+    fn lift(&mut self, uid: &str) {
+        if self.set.remove(uid) {
+            self.order.retain(|u| u != uid);
+        }
+    }
+
     fn bury(&mut self, uid: &str) {
         if uid.is_empty() || !self.set.insert(uid.to_string()) {
             return;
@@ -252,10 +258,12 @@ impl<V: Clone + Versioned> Store<V> {
     /// A watch event: the server's word, unless it is an older view of the
     /// object than one already held (a lagging watch after our own write).
     /// `Err(Stale)` when refused, else what it replaced.
+    ///
+    /// A watch stream is ordered, so an event for a uid it reported DELETED
+    /// means the object came back under the watch's label selector (a
+    /// Deployment released and claimed again): it lifts the tombstone.
     pub fn put(&self, k: Key, v: V) -> Result<Option<V>, Stale> {
-        if self.is_gone(&v) {
-            return Err(Stale);
-        }
+        lock(&self.gone).lift(v.uid());
         let mut items = self.write();
         if items.get(&k).is_some_and(|old| regresses(&v, old)) {
             return Err(Stale);
@@ -435,15 +443,19 @@ mod tests {
         s.remove_object(&k("a", "m"), "u1");
         // Our finalizer-release response arrives after the DELETED event.
         assert!(!s.put_if_newer(k("a", "m"), model("u1", 2, "12", "Ready")));
-        assert_eq!(
-            s.put(k("a", "m"), model("u1", 2, "12", "Ready")),
-            Err(Stale)
-        );
         assert!(s.is_empty());
         assert!(
             s.put_if_newer(k("a", "m"), model("u2", 1, "20", "Pending")),
             "a new object of that name"
         );
+        // A selector watch: the object left the selector (DELETED) and came
+        // back (ADDED, same uid). The stream is ordered, so it is live again
+        // and our write responses for it are kept.
+        s.remove_object(&k("a", "d"), "d1");
+        assert!(!s.put_if_newer(k("a", "d"), model("d1", 1, "30", "Ready")));
+        assert!(s.put(k("a", "d"), model("d1", 2, "31", "Ready")).is_ok());
+        assert!(s.put_if_newer(k("a", "d"), model("d1", 3, "32", "Ready")));
+        assert_eq!(s.get(&k("a", "d")).unwrap().generation, 3);
         assert!(!s.is_synced(), "no loop: not synced");
         s.register_loop("models/a");
         s.register_loop("models/b");

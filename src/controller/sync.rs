@@ -50,6 +50,15 @@ fn newly_blocked(model: &ModelView, p: &Plan) -> bool {
     ) && now != was
 }
 
+/// The status already reports a foreign ConfigMap of our name. The caches
+/// hold only ours, so the shell reads that name each pass rather than retry a
+/// create bound to meet AlreadyExists on every resync: a read, not a write.
+fn reports_config_map_conflict(model: &ModelView) -> bool {
+    use crate::model::status::Reason::ConfigMapConflict;
+    let was = crate::model::status::StatusDoc::from_value(model.status.as_ref()).ready_reason();
+    was == Some(ConfigMapConflict)
+}
+
 /// What the shell gathered for one pass.
 struct Seen {
     deployments: Vec<DeploymentView>,
@@ -242,6 +251,13 @@ impl Reconciler {
                 config_maps.push(cm);
             }
         }
+        if reports_config_map_conflict(model) {
+            for name in &l.config_maps {
+                if !config_maps.iter().any(|c| &c.name == name) {
+                    config_maps.extend(self.read_config_map(ns, name)?);
+                }
+            }
+        }
         let orphans = self.orphans(&owner, &deployments)?;
         Ok(Seen {
             deployments,
@@ -398,6 +414,18 @@ impl Reconciler {
         }
     }
 
+    /// Read one ConfigMap the caches do not hold (they hold only ours).
+    fn read_config_map(&self, ns: &str, name: &str) -> Result<Option<ConfigMapView>, Error> {
+        match self
+            .client
+            .get(&ResourcePath::object(CONFIG_MAPS, Some(ns), name)?)
+        {
+            Ok(v) => Ok(ConfigMapView::from_json(&v)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Create the ConfigMap. `Some(found)` when one of that name exists that
     /// the caches (which hold only ours) did not know: plan again with it.
     fn create_config_map(
@@ -417,10 +445,9 @@ impl Reconciler {
                 Ok(None)
             }
             Err(e) if e.is_already_exists() => {
-                let found = self
-                    .client
-                    .get(&ResourcePath::object(CONFIG_MAPS, Some(ns), name)?)?;
-                Ok(ConfigMapView::from_json(&found))
+                // Gone again by now: the create is retried with the sync.
+                let found = self.read_config_map(ns, name)?;
+                Ok(Some(found.ok_or(e)?))
             }
             Err(e) => Err(Failed::of(e, Refused::ConfigMap)),
         }

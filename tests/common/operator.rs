@@ -359,3 +359,40 @@ pub fn sample(metrics: &str, series: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+// ---- Helpers for tests that use several namespaces (tests/soak.rs). ----
+
+/// Creates namespace `ns`; one that already exists is fine.
+pub fn create_namespace(sim: &Sim, ns: &str) {
+    let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+    if let Err(e) = sim.create(obj) {
+        assert!(e.contains("already exists"), "namespace {ns}: {e}");
+    }
+}
+
+/// [`deployment`] in namespace `ns`.
+pub fn deployment_in(ns: &str, name: &str, replicas: i64) -> Value {
+    let mut d = deployment(name, replicas);
+    d["metadata"]["namespace"] = json!(ns);
+    d
+}
+
+/// The status of the OpenMedModel `ns/name` (Null if it does not exist).
+pub fn status_in(sim: &Sim, ns: &str, name: &str) -> Value {
+    sim.object("openmed.ai", "openmedmodels", ns, name)
+        .map(|m| m["status"].clone())
+        .unwrap_or(Value::Null)
+}
+
+impl Operator {
+    /// The exit status if the process has ended (a crash, say), without
+    /// waiting.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Where this process writes its log.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+}
