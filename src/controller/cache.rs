@@ -179,7 +179,8 @@ pub struct Store<V> {
     /// Every list/watch loop that fills this store (one per namespace
     /// watched), and whether its first list is in. Synced when all are.
     loops: Mutex<HashMap<String, bool>>,
-    /// Uids a DELETED event has removed: final, whatever arrives later.
+    /// Uids a DELETED event has removed: our write responses and re-reads
+    /// never bring them back; only a later event of the same watch does.
     gone: Mutex<Tombstones>,
 }
 
@@ -434,7 +435,8 @@ mod tests {
         assert_eq!(s.get(&k("a", "m")).unwrap().generation, 5);
     }
 
-    /// Issue 23: a DELETED event is final for that uid; the store is synced
+    /// Issue 23: a DELETED event is final for that uid against our own
+    /// writes (a watch may bring it back, issue 18); the store is synced
     /// only when every loop filling it has listed.
     #[test]
     fn deletes_are_final_and_sync_needs_every_loop() {
