@@ -1191,3 +1191,45 @@ fn a_foreign_configmap_of_the_same_name_blocks_until_it_is_gone() {
         .unwrap();
     wait_serving(&sim, "svc", V1);
 }
+
+/// Found by the soak (kubernetes#125568): a spec that switches to Recreate
+/// and resizes while a rolling update is under way. Sent in one write, the
+/// Deployment wedges and the model stays RollingOut for ever; the switch
+/// goes first and the resize after it, so the model serves.
+#[test]
+fn a_switch_to_recreate_with_a_resize_mid_rollout_completes() {
+    const V3: &str = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v3";
+    let slow = SimConfig {
+        warmup: Duration::from_millis(1500),
+        ..fast()
+    };
+    let (sim, _, mut op) = cluster_with(slow, "recreate-resize", "svc", &[]);
+    let mut m = model("svc", "svc", V1, 60);
+    m["spec"]["replicas"] = json!(3);
+    m["spec"]["rolloutStrategy"] = json!({"type": "RollingUpdate", "maxSurge": 1, "maxUnavailable": 0, "progressDeadlineSeconds": 60});
+    sim.create(m).unwrap();
+    wait_serving(&sim, "svc", V1);
+    set_version(&sim, "svc", V2);
+    wait_for(
+        "the rolling update to be under way",
+        || sim.object("apps", "deployments", NS, "svc").unwrap(),
+        |d| d["status"]["updatedReplicas"] == 1 && d["status"]["replicas"] == 4,
+    );
+    let change = json!({"spec": {"version": V3, "replicas": 4, "rolloutStrategy": {"type": "Recreate", "maxSurge": null, "maxUnavailable": null}}});
+    sim.merge_patch(MODEL.0, MODEL.1, NS, "svc", &change)
+        .unwrap();
+    wait_serving(&sim, "svc", V3);
+    let started = events(&sim, "svc")
+        .into_iter()
+        .filter(|r| r == "RolloutStarted")
+        .count();
+    assert_eq!(started, 3, "one per version, none for the resize");
+    let d = sim.object("apps", "deployments", NS, "svc").unwrap();
+    assert_eq!(d["spec"]["strategy"]["type"], "Recreate");
+    assert_eq!(d["status"]["availableReplicas"], 4, "{:#}", d["status"]);
+    assert_eq!(
+        d["status"]["replicas"], 4,
+        "no pod of another version is left"
+    );
+    op.assert_clean_exit();
+}

@@ -1369,6 +1369,12 @@ fn recreate_strategy_is_applied_without_rolling_update() {
     assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
     assert_eq!(w.dep()["spec"]["strategy"], json!({"type": "Recreate"}));
     assert_eq!(w.dep()["spec"]["progressDeadlineSeconds"], 120);
+    // The switch from RollingUpdate goes before the resize from 1 to 2.
+    assert_eq!(w.dep()["spec"]["replicas"], 1);
+    w.rollout_progressing();
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["D~", "S"]);
+    assert_eq!(w.dep()["spec"]["replicas"], 2);
     w.rollout_completes();
     w.step();
     assert_status(
@@ -1381,6 +1387,60 @@ fn recreate_strategy_is_applied_without_rolling_update() {
         },
     );
     assert!(w.plan().is_noop());
+}
+
+/// kubernetes#125568: a switch to Recreate and a resize in one write can
+/// wedge a Deployment mid-rollout, so the resize follows once the
+/// controller has seen the switch, within the same rollout.
+#[test]
+fn a_switch_to_recreate_goes_before_the_resize_that_came_with_it() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let mut s2 = spec(V2);
+    s2["replicas"] = json!(4);
+    s2["rolloutStrategy"] = json!({"type": "Recreate"});
+    w.set_spec(s2.clone());
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_eq!(w.dep()["spec"]["strategy"], json!({"type": "Recreate"}));
+    assert_eq!(w.dep()["spec"]["replicas"], 2, "the resize waits");
+    assert_eq!(w.status()["phase"], "RollingOut");
+    // The controller has not seen the switch: nothing more is written.
+    let (tags, ev) = w.step();
+    assert!(!tags.contains(&"D~"), "{tags:?}");
+    assert!(ev.is_empty(), "{ev:?}");
+    assert!(w.plan().is_noop());
+    // Once it has, the resize goes, as part of the same rollout.
+    w.rollout_progressing();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["D~", "S"]);
+    assert!(ev.is_empty(), "no second RolloutStarted, no drift: {ev:?}");
+    assert_eq!(w.dep()["spec"]["replicas"], 4);
+    let resized = w.dep()["metadata"]["generation"].clone();
+    assert_eq!(
+        w.status()["targetDeploymentGeneration"],
+        resized,
+        "readiness waits for the resize"
+    );
+    assert!(
+        !w.conds().iter().any(|c| c.contains("DriftCorrected")),
+        "{:?}",
+        w.conds()
+    );
+    assert_eq!(w.status()["phase"], "RollingOut");
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.status()["phase"], "Ready", "{:#}", w.status());
+    assert!(w.plan().is_noop());
+    // Without a switch, a resize under Recreate goes in the same write.
+    let mut s3 = s2.clone();
+    s3["replicas"] = json!(1);
+    s3["version"] = json!(V1);
+    w.set_spec(s3);
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_eq!(w.dep()["spec"]["replicas"], 1);
 }
 
 #[test]

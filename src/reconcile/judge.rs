@@ -45,6 +45,40 @@ pub fn needs_apply(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
         || !d.claimed
 }
 
+/// The spec to write to `d` now, when it is not `s` itself. One write that
+/// switches a Deployment to Recreate and resizes it can wedge it for good
+/// (kubernetes#125568): with the two active ReplicaSets of a rolling update,
+/// `isScalingEvent` sends every sync to `scale`, which resizes nothing under
+/// Recreate, so the rollout never starts and its deadline is never judged.
+/// So the switch goes first with the replicas as they are, and the resize
+/// follows once the controller has seen it (`rolloutRecreate` has then
+/// scaled every old set to zero, and a resize has one set to go to).
+pub fn staged(d: &DeploymentView, s: &DesiredSpec) -> Option<DesiredSpec> {
+    let current = d.replicas?;
+    let switching = d.strategy_type.as_deref() != Some("Recreate");
+    let unseen = d.observed_generation < d.generation;
+    let hold =
+        s.rollout.kind == StrategyType::Recreate && current != s.replicas && (switching || unseen);
+    hold.then(|| DesiredSpec {
+        replicas: current,
+        ..s.clone()
+    })
+}
+
+/// All that keeps `d` from matching `s` is the resize our last write (of
+/// generation `recorded`) held back under `staged`: the same rollout, not
+/// drift, since nobody has written the Deployment since.
+pub fn resize_held(d: &DeploymentView, s: &DesiredSpec, owner: &str, recorded: i64) -> bool {
+    let held = |r: i64| DesiredSpec {
+        replicas: r,
+        ..s.clone()
+    };
+    s.rollout.kind == StrategyType::Recreate
+        && d.generation == recorded
+        && d.replicas
+            .is_some_and(|r| r != s.replicas && matches(d, &held(r), owner))
+}
+
 /// The rollout of `target_generation` is complete, judged as `kubectl
 /// rollout status` judges it (docs/contract.md §4 with 9.9 and 9.12): the
 /// controller has seen the Deployment as it is now, every pod is of the new

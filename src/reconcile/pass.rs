@@ -215,14 +215,18 @@ impl Pass<'_> {
     /// Steps 10 and 11: Ready, drift put right, or still rolling out.
     fn ready_or_in_progress(&mut self, s: &DesiredSpec, hash: &str, d: &DeploymentView, gen: i64) {
         let matches = judge::matches(d, s, &self.owner);
+        let staged = !matches && judge::resize_held(d, s, &self.owner, gen);
         if matches && judge::ready(d, s.replicas, gen) {
             if self.plan.base.phase() != Some(Phase::Ready) {
                 self.mark_ready(s);
             }
-        } else if !matches {
+        } else if !matches && !staged {
             self.start_rollout(s, hash, Reason::DriftCorrected);
             return;
         } else {
+            if staged {
+                self.apply(s);
+            }
             self.rolling_out(s, d);
         }
         self.claim_if_needed(d);

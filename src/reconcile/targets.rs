@@ -48,10 +48,12 @@ impl Pass<'_> {
                 ),
             );
         }
-        if judge::needs_apply(d, s, &self.owner) {
+        let staged = judge::staged(d, s);
+        let now = staged.as_ref().unwrap_or(s);
+        if judge::needs_apply(d, now, &self.owner) {
             self.plan.writes.push(Write::PatchDeployment {
                 name: s.target.name.clone(),
-                body: patches::deployment_apply(self.m, s),
+                body: patches::deployment_apply(self.m, now),
                 sets_target: true,
             });
             self.plan.target = TargetGen::FromPatch;

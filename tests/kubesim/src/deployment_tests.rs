@@ -984,3 +984,55 @@ fn history_is_limited_and_revisions_advance() {
     );
     assert_eq!(names[3].0, names[1].0, "the kept set of b is reused");
 }
+
+/// kubernetes#125568, as `isScalingEvent` and `scale` (sync.go) compute it:
+/// mid-way through a rolling update (two active sets), one write that
+/// switches to Recreate and resizes leaves every sync in `scale`, which
+/// resizes nothing under Recreate with two active sets; no new set, and the
+/// deadline is never judged. The switch alone, then the resize, completes.
+#[test]
+fn a_switch_to_recreate_with_a_resize_wedges_a_rolling_update() {
+    let slow = |t: &Value| {
+        if t["metadata"]["annotations"]["v"] == "v2" {
+            PodOutcome::ReadyAfter(Duration::from_secs(30))
+        } else {
+            outcome(t)
+        }
+    };
+    let mid_rollout = |r: &mut Rollouts<_>, d: &mut Value| {
+        d["spec"]["progressDeadlineSeconds"] = json!(5);
+        run(r, d, 4);
+        preload(d, "v2");
+        run(r, d, 1);
+        let active = r.state.sets.iter().filter(|s| s.replicas > 0).count();
+        assert_eq!(active, 2, "a rolling update under way");
+    };
+    let switch = |d: &mut Value| {
+        d["spec"]["strategy"] = json!({"type": "Recreate"});
+        preload(d, "v3");
+    };
+    let mut r = Rollouts::new(slow);
+    let mut d = dep(3, json!(1), json!(0));
+    mid_rollout(&mut r, &mut d);
+    switch(&mut d);
+    d["spec"]["replicas"] = json!(4);
+    run(&mut r, &mut d, 30);
+    assert_eq!(r.state.sets.len(), 2, "no set for v3 is ever made");
+    assert_ne!(progressing_of(&d).1, "ProgressDeadlineExceeded");
+    assert_ne!(progressing_of(&d).1, "NewReplicaSetAvailable");
+
+    let mut r = Rollouts::new(slow);
+    let mut d = dep(3, json!(1), json!(0));
+    mid_rollout(&mut r, &mut d);
+    switch(&mut d);
+    run(&mut r, &mut d, 1);
+    assert_eq!(
+        d["status"]["observedGeneration"],
+        d["metadata"]["generation"]
+    );
+    d["spec"]["replicas"] = json!(4);
+    d["metadata"]["generation"] = json!(d["metadata"]["generation"].as_i64().unwrap_or(0) + 1);
+    run(&mut r, &mut d, 10);
+    assert_eq!(progressing_of(&d).1, "NewReplicaSetAvailable");
+    assert_eq!(d["status"]["availableReplicas"], 4);
+}
