@@ -5,6 +5,10 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
+/// The longest `Retry-After` honoured: a server (or a proxy) asking for
+/// more is retried after this anyway.
+pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     pub base: Duration,
@@ -29,7 +33,7 @@ impl Backoff {
     pub fn delay_after(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         let d = self.delay(attempt);
         match retry_after {
-            Some(ra) => d.max(ra.min(Duration::from_secs(300))),
+            Some(ra) => d.max(ra.min(RETRY_AFTER_CAP)),
             None => d,
         }
     }

@@ -16,7 +16,7 @@ FLAGS:
     --all-namespaces        Watch OpenMedModels in every namespace (the default)
     --namespace NS          Watch only namespace NS; repeatable. Also WATCH_NAMESPACE=ns1,ns2
     --server URL            API server origin, e.g. http://127.0.0.1:8001 (kubectl proxy).
-                            Default: in-cluster (KUBERNETES_SERVICE_HOST / _PORT_HTTPS)
+                            Default: in-cluster (KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT)
     --token-file PATH       Bearer token file, re-read every 60 s and after a 401.
                             Default in cluster: the service-account token
                             (or OPENMED_OPERATOR_TOKEN_PATH)
@@ -25,6 +25,10 @@ FLAGS:
                             (or OPENMED_OPERATOR_CA_PATH)
     --health-addr ADDR      Serve /healthz, /readyz and /metrics here (default 0.0.0.0:8080)
     --resync-seconds N      Re-check every resource from the caches every N seconds (default 15)
+    --liveness-window-seconds N
+                            /healthz fails once a watch loop has neither kept a watch
+                            open nor listed or watched successfully for N seconds,
+                            or a worker has been stuck that long (default 600)
     --log-format text|json  Log lines as text (default) or one JSON object per line.
                             RUST_LOG sets the level (default info)
     --help                  Print this help
@@ -45,6 +49,7 @@ pub struct Config {
     pub endpoint: EndpointOptions,
     pub health_addr: SocketAddr,
     pub resync: Duration,
+    pub liveness_window: Duration,
     pub log_format: LogFormat,
 }
 
@@ -71,7 +76,7 @@ struct Flag {
     apply: fn(&mut Settings, String) -> Result<(), String>,
 }
 
-const FLAGS: [Flag; 10] = [
+const FLAGS: [Flag; 11] = [
     Flag {
         names: &["--help", "-h"],
         takes_value: false,
@@ -150,6 +155,17 @@ const FLAGS: [Flag; 10] = [
         },
     },
     Flag {
+        names: &["--liveness-window-seconds"],
+        takes_value: true,
+        apply: |s, v| {
+            let n: u64 = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                format!("--liveness-window-seconds: {v:?} is not a whole number of seconds >= 1")
+            })?;
+            s.config.liveness_window = Duration::from_secs(n);
+            Ok(())
+        },
+    },
+    Flag {
         names: &["--log-format"],
         takes_value: true,
         apply: |s, v| {
@@ -175,6 +191,7 @@ pub fn parse(
             endpoint: EndpointOptions::default(),
             health_addr: ([0, 0, 0, 0], 8080).into(),
             resync: Duration::from_secs(15),
+            liveness_window: crate::controller::reflector::MAX_SILENCE,
             log_format: LogFormat::Text,
         },
         all: false,

@@ -7,11 +7,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// One loop's liveness. A watch loop is alive while its watch is open,
+/// however quiet the cluster (bookmarks need not come at any interval), and
+/// while a list or a watch succeeded within `max`; it is stuck only when it
+/// cannot list or watch for that long.
+struct Beat {
+    last: Instant,
+    max: Duration,
+    /// A watch is open: alive without events.
+    open: bool,
+}
+
 /// Liveness of the operator's loops and readiness of its caches.
 #[derive(Default)]
 pub struct Health {
-    /// loop name → (last sign of life, longest silence that is still healthy)
-    beats: Mutex<BTreeMap<String, (Instant, Duration)>>,
+    /// loop name → its last sign of life
+    beats: Mutex<BTreeMap<String, Beat>>,
     /// Loops that ended; a loop that ends while the operator runs is dead.
     dead: Mutex<Vec<String>>,
     /// Every cache has listed once, in every namespace watched.
@@ -22,12 +33,26 @@ pub struct Health {
 
 impl Health {
     pub fn register(&self, name: &str, max_silence: Duration) {
-        lock(&self.beats).insert(name.to_string(), (Instant::now(), max_silence));
+        let beat = Beat {
+            last: Instant::now(),
+            max: max_silence,
+            open: false,
+        };
+        lock(&self.beats).insert(name.to_string(), beat);
     }
 
+    /// A sign of life: a list or watch that succeeded, work taken.
     pub fn beat(&self, name: &str) {
         if let Some(b) = lock(&self.beats).get_mut(name) {
-            b.0 = Instant::now();
+            b.last = Instant::now();
+        }
+    }
+
+    /// The loop's watch opened (a sign of life) or ended.
+    pub fn watching(&self, name: &str, open: bool) {
+        if let Some(b) = lock(&self.beats).get_mut(name) {
+            b.last = Instant::now();
+            b.open = open;
         }
     }
 
@@ -67,9 +92,14 @@ impl Health {
             .iter()
             .map(|n| format!("{n} stopped"))
             .collect();
-        for (name, (last, max)) in lock(&self.beats).iter() {
-            if last.elapsed() > *max {
-                bad.push(format!("{name} silent for {}s", last.elapsed().as_secs()));
+        for (name, b) in lock(&self.beats).iter() {
+            if !b.open && b.last.elapsed() > b.max {
+                let what = if name.starts_with("watch/") {
+                    "cannot list or watch"
+                } else {
+                    "silent"
+                };
+                bad.push(format!("{name} {what} for {}s", b.last.elapsed().as_secs()));
             }
         }
         if bad.is_empty() {
@@ -101,10 +131,19 @@ mod tests {
         let h = Health::default();
         h.register("worker", Duration::from_secs(60));
         assert!(h.check().is_ok());
-        h.register("watch", Duration::ZERO);
+        h.register("watch/x", Duration::ZERO);
         std::thread::sleep(Duration::from_millis(5));
-        assert!(h.check().unwrap_err().contains("watch silent"));
-        h.register("watch", Duration::from_secs(60));
+        assert!(h
+            .check()
+            .unwrap_err()
+            .contains("watch/x cannot list or watch for"));
+        h.watching("watch/x", true);
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(h.check().is_ok(), "an open watch is alive, however quiet");
+        h.watching("watch/x", false);
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(h.check().is_err());
+        h.register("watch/x", Duration::from_secs(60));
         h.died("worker");
         assert!(h.check().unwrap_err().contains("worker stopped"));
     }

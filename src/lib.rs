@@ -15,6 +15,7 @@ pub mod logging;
 pub mod metrics;
 pub mod model;
 pub mod reconcile;
+pub mod redact;
 pub mod server;
 pub mod signals;
 pub mod time;

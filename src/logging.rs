@@ -1,5 +1,6 @@
 //! Log lines: readable text by default, one JSON object per line with
-//! `--log-format json`. `RUST_LOG` sets the level (default `info`).
+//! `--log-format json`. `RUST_LOG` sets the level (default `info`). Every
+//! line passes through [`crate::redact`].
 
 use crate::cli::LogFormat;
 use std::io::Write;
@@ -10,6 +11,11 @@ pub fn init(format: LogFormat) {
     if let Ok(spec) = std::env::var("RUST_LOG") {
         b.parse_filters(&spec);
     }
+    // The HTTP and TLS crates dump raw requests, headers included, at debug
+    // and trace: never below info, whatever RUST_LOG asks.
+    for noisy in ["ureq", "ureq_proto", "rustls", "tiny_http"] {
+        b.filter_module(noisy, log::LevelFilter::Info);
+    }
     b.target(env_logger::Target::Stderr);
     match format {
         LogFormat::Text => b.format(|f, r| {
@@ -19,7 +25,7 @@ pub fn init(format: LogFormat) {
                 crate::time::now(),
                 r.level(),
                 r.target(),
-                r.args()
+                crate::redact::redact(&r.args().to_string())
             )
         }),
         LogFormat::Json => b.format(|f, r| {
@@ -27,7 +33,7 @@ pub fn init(format: LogFormat) {
                 "ts": crate::time::now(),
                 "level": r.level().as_str(),
                 "target": r.target(),
-                "msg": r.args().to_string(),
+                "msg": crate::redact::redact(&r.args().to_string()),
             });
             writeln!(f, "{line}")
         }),

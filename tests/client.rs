@@ -517,3 +517,109 @@ fn unreachable_server_is_a_transport_error() {
     assert!(matches!(e, Error::Transport(_) | Error::Timeout(_)), "{e}");
     assert!(e.is_transient());
 }
+
+/// Issue 9: a server that pages for ever (the same continue token, or a
+/// new one each time) is refused after a bounded number of pages, not
+/// followed until memory runs out (3.6 GB in 15 s before).
+#[test]
+fn a_list_that_pages_for_ever_is_refused() {
+    for repeat in [true, false] {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let port = server.server_addr().to_ip().unwrap().port();
+        let t = std::thread::spawn(move || {
+            let mut pages = 0u32;
+            while let Ok(Some(req)) = server.recv_timeout(Duration::from_secs(2)) {
+                pages += 1;
+                let token = if repeat {
+                    "same".to_string()
+                } else {
+                    format!("t{pages}")
+                };
+                let items: Vec<_> = (0..10)
+                    .map(|i| json!({"metadata": {"name": format!("cm-{pages}-{i}"), "namespace": "default"}}))
+                    .collect();
+                let body = json!({"kind": "ConfigMapList", "metadata": {"resourceVersion": "1", "continue": token}, "items": items});
+                let _ = req.respond(tiny_http::Response::from_string(body.to_string()));
+            }
+            pages
+        });
+        let cfg = ClientConfig {
+            max_list_pages: 40,
+            max_list_items: 1_000_000,
+            ..fast()
+        };
+        let c = client(&format!("http://127.0.0.1:{port}"), None, None, cfg);
+        let e = c
+            .list_all(&cms("default"), &ListParams::default())
+            .unwrap_err();
+        let pages = t.join().unwrap();
+        if repeat {
+            assert!(e.to_string().contains("repeated a continue token"), "{e}");
+            assert_eq!(pages, 2);
+        } else {
+            assert!(e.to_string().contains("more than 40 pages"), "{e}");
+            assert_eq!(pages, 40);
+        }
+    }
+    // Items are bounded too, whatever the page count.
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let port = server.server_addr().to_ip().unwrap().port();
+    std::thread::spawn(move || {
+        let mut n = 0;
+        while let Ok(Some(req)) = server.recv_timeout(Duration::from_secs(2)) {
+            n += 1;
+            let items: Vec<_> = (0..100)
+                .map(|i| json!({"metadata": {"name": format!("c{n}-{i}")}}))
+                .collect();
+            let body = json!({"metadata": {"resourceVersion": "1", "continue": format!("n{n}")}, "items": items});
+            let _ = req.respond(tiny_http::Response::from_string(body.to_string()));
+        }
+    });
+    let cfg = ClientConfig {
+        max_list_items: 250,
+        ..fast()
+    };
+    let c = client(&format!("http://127.0.0.1:{port}"), None, None, cfg);
+    let e = c
+        .list_all(&cms("default"), &ListParams::default())
+        .unwrap_err();
+    assert!(e.to_string().contains("more than 250 items"), "{e}");
+}
+
+/// Issue 9: a Retry-After longer than `max_retry_sleep` is not slept out
+/// in the caller (a worker): the error comes back at once with the delay,
+/// and every request until then fails fast without reaching the server.
+#[test]
+fn a_long_retry_after_paces_every_caller_without_sleeping() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let c = client(&sim.url(), None, None, fast());
+    c.create(&cms("default"), &json!({"metadata": {"name": "p"}}))
+        .unwrap();
+    sim.reset_stats();
+    sim.fail_next(Some("PATCH"), "/configmaps/p$", 429, 1, Some(3));
+    let t = Instant::now();
+    let e = c
+        .patch(
+            &cm("default", "p"),
+            PatchType::Merge,
+            &json!({"data": {"a": "1"}}),
+            Retry::Write,
+        )
+        .unwrap_err();
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "slept {:?}",
+        t.elapsed()
+    );
+    assert!(e.retry_after() >= Some(Duration::from_secs(3)), "{e}");
+    let e = c.get(&cm("default", "p")).unwrap_err();
+    assert!(matches!(e, Error::Throttled { .. }), "{e}");
+    assert!(e.retry_after().is_some_and(|d| d <= Duration::from_secs(3)));
+    assert_eq!(
+        sim.count(None, Some("configmaps")),
+        1,
+        "the paced read was never sent"
+    );
+    std::thread::sleep(Duration::from_millis(3100));
+    c.get(&cm("default", "p")).unwrap();
+}

@@ -892,21 +892,12 @@ fn an_api_pause_and_a_burst_of_500s_are_survived() {
     let s = wait_serving(&sim, "svc", V2);
     assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
 
-    // A burst of 500s on everything.
-    // Forty 500s spread over the watch loops push each loop's reconnect
-    // backoff (200 ms doubling, 30 s cap) to tens of seconds, so recovery
-    // may take longer than the usual wait; issue 22 owns that delay.
+    // A burst of 500s on everything. Each watch loop backs off at most
+    // 10 s between tries (it waited up to 30 s before issue 22, and this
+    // took 52 s), so the usual wait is enough.
     sim.fail_next(None, ".*", 500, 40, None);
     set_version(&sim, "svc", V1);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let serving_v1 =
-        |s: &Value| s["phase"] == "Ready" && s["desiredVersion"] == V1 && s["activeVersion"] == V1;
-    let mut s = status(&sim, "svc");
-    while !serving_v1(&s) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-        s = status(&sim, "svc");
-    }
-    assert!(serving_v1(&s), "not serving v1 within 120 s: {s:#}");
+    let s = wait_serving(&sim, "svc", V1);
     assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
     assert_eq!(op.http_get("/healthz").0, 200);
     assert!(!op.log().contains("panicked"));

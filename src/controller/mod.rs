@@ -19,6 +19,7 @@ pub mod events;
 pub mod index;
 pub mod outcome;
 pub mod queue;
+pub mod reconnect;
 pub mod reflector;
 pub mod sync;
 
@@ -193,6 +194,8 @@ impl Controller {
             metrics: self.metrics.clone(),
             health: self.health.clone(),
             stop: crate::signals::stop_requested,
+            liveness_window: self.cfg.liveness_window,
+            reconnect: reconnect::Policy::DEFAULT,
         };
         let path = ResourcePath::collection(w.kind, scope.as_deref())?;
         let mut r = Reflector::new(
@@ -365,7 +368,7 @@ impl Controller {
             let name = format!("worker-{i}");
             // A pass can spend minutes in request retries against a black-holed
             // API server; only a worker silent longer than a watch is stuck.
-            health.register(&name, reflector::MAX_SILENCE);
+            health.register(&name, self.cfg.liveness_window);
             let handle = std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(

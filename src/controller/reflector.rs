@@ -4,17 +4,18 @@
 //! (kube-runtime's watcher + reflector, client-go's Reflector.)
 
 use super::cache::{apply_event, Change, Event, ObjectKey, Store, Versioned};
-use crate::backoff::Backoff;
+use super::reconnect::{Policy, Reconnect, WatchEnd};
 use crate::health::Health;
 use crate::kube::client::random_watch_timeout;
 use crate::kube::{Client, ListParams, ResourcePath, WatchEvent, WatchParams};
 use crate::metrics::Metrics;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long a watch loop may be silent before /healthz calls it stuck:
-/// a watch lasts at most about 5.5 minutes before it is restarted.
+/// How long a loop may go without a working list or watch, or a worker
+/// without taking work, before /healthz calls it stuck (the default of
+/// `--liveness-window-seconds`).
 pub const MAX_SILENCE: Duration = Duration::from_secs(600);
 
 pub type OnChange<V> = Arc<dyn Fn(Change<V>) + Send + Sync>;
@@ -27,6 +28,10 @@ pub struct Common {
     pub health: Arc<Health>,
     /// The one stop signal (SIGTERM/SIGINT), read by every loop.
     pub stop: fn() -> bool,
+    /// How long a loop may go without a working list or watch before
+    /// /healthz calls it stuck.
+    pub liveness_window: Duration,
+    pub reconnect: Policy,
 }
 
 pub struct Reflector<V> {
@@ -43,9 +48,12 @@ pub struct Reflector<V> {
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
     pub stop: fn() -> bool,
+    pub liveness_window: Duration,
+    pub reconnect: Policy,
 }
 
-const BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+/// Consecutive failures after which a loop is reported not ready.
+const FAILING_AFTER: u32 = 3;
 
 impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
     /// A reflector over every object of `path` (a collection); narrow it
@@ -72,6 +80,8 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
             metrics: common.metrics.clone(),
             health: common.health.clone(),
             stop: common.stop,
+            liveness_window: common.liveness_window,
+            reconnect: common.reconnect,
         }
     }
 
@@ -97,7 +107,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
 
     pub fn spawn(self) -> std::io::Result<()> {
         let name = self.loop_name();
-        self.health.register(&name, MAX_SILENCE);
+        self.health.register(&name, self.liveness_window);
         self.store.register_loop(&name);
         std::thread::Builder::new().name(name).spawn(move || {
             self.run();
@@ -112,20 +122,28 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         (self.stop)()
     }
 
-    fn pause(&self, failures: &mut u32) {
-        std::thread::sleep(BACKOFF.delay(*failures));
-        *failures = failures.saturating_add(1);
+    /// Wait before the next attempt, waking for a stop.
+    fn pause(&self, d: Duration) {
+        let until = Instant::now() + d;
+        while !self.stopped() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(200)));
+        }
     }
 
     /// List, then watch from the list's resourceVersion; relist on 410.
+    /// Every retry goes through one [`Reconnect`], so no path loops hot.
     fn run(&self) {
         let name = self.loop_name();
-        let mut failures = 0u32;
+        let mut rc = Reconnect::new(self.reconnect);
         while !self.stopped() {
-            let Some(rv) = self.list(&name, &mut failures) else {
+            let Some(rv) = self.list(&name, &mut rc) else {
                 continue;
             };
-            self.watch_from(&name, rv, &mut failures);
+            self.watch_from(&name, rv, &mut rc);
         }
     }
 
@@ -137,7 +155,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
 
     /// One full list into the store; its resourceVersion, or None after a
     /// failure (backed off, and reported to /readyz).
-    fn list(&self, name: &str, failures: &mut u32) -> Option<String> {
+    fn list(&self, name: &str, rc: &mut Reconnect) -> Option<String> {
         let params = ListParams {
             label_selector: self.label_selector.clone(),
             metadata_only: self.metadata_only,
@@ -146,9 +164,13 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         let list = match self.client.list_all(&self.path, &params) {
             Ok(l) => l,
             Err(e) => {
-                log::warn!("{name}: list failed, retrying: {e}");
+                let delay = rc.failed(e.retry_after());
+                log::warn!(
+                    "{name}: list failed, retrying in {} ms: {e}",
+                    delay.as_millis()
+                );
                 self.health.list_failed(name);
-                self.pause(failures);
+                self.pause(delay);
                 return None;
             }
         };
@@ -167,7 +189,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
 
     /// Watch from `rv`, resuming after breaks, until a relist is needed
     /// (410, in the answer or in the stream) or the operator stops.
-    fn watch_from(&self, name: &str, mut rv: String, failures: &mut u32) {
+    fn watch_from(&self, name: &str, mut rv: String, rc: &mut Reconnect) {
         while !self.stopped() {
             let wp = WatchParams {
                 label_selector: self.label_selector.clone(),
@@ -176,41 +198,66 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
                 timeout: random_watch_timeout(),
                 metadata_only: self.metadata_only,
             };
-            let stream = match self.client.watch(&self.path, &wp) {
-                Ok(s) => s,
+            let opened = Instant::now();
+            let end = match self.client.watch(&self.path, &wp) {
+                Ok(stream) => {
+                    self.health.watching(name, true);
+                    let end = self.consume(name, stream, &mut rv);
+                    self.health.watching(name, false);
+                    end
+                }
                 Err(e) if e.is_gone() => {
                     log::info!("{name}: resourceVersion {rv} expired; relisting");
-                    return;
+                    Some(WatchEnd::Expired)
                 }
                 Err(e) => {
-                    log::warn!("{name}: watch failed, retrying: {e}");
-                    self.metrics.watch_restarted(self.resource);
-                    self.pause(failures);
+                    let delay = rc.failed(e.retry_after());
+                    log::warn!(
+                        "{name}: watch failed, retrying in {} ms: {e}",
+                        delay.as_millis()
+                    );
+                    self.restarted(rc);
+                    self.pause(delay);
                     continue;
                 }
             };
-            match self.consume(name, stream, &mut rv, failures) {
-                Ended::Relist => return,
-                Ended::Stopped => return,
-                Ended::Broke => {
-                    self.metrics.watch_restarted(self.resource);
-                    self.pause(failures);
-                }
-                Ended::Closed => self.metrics.watch_restarted(self.resource),
+            let Some(end) = end else { return };
+            let delay = rc.watch_ended(opened.elapsed(), end);
+            self.restarted(rc);
+            if !delay.is_zero() {
+                log::debug!(
+                    "{name}: watch ended after {} ms; again in {} ms",
+                    opened.elapsed().as_millis(),
+                    delay.as_millis()
+                );
+            }
+            self.pause(delay);
+            if end == WatchEnd::Expired {
+                return;
             }
         }
     }
 
+    /// A watch ended or failed: counted, and a loop that keeps failing is
+    /// reported to /readyz until a watch works again.
+    fn restarted(&self, rc: &Reconnect) {
+        self.metrics.watch_restarted(self.resource);
+        if rc.failures() >= FAILING_AFTER {
+            self.health.list_failed(&self.loop_name());
+        } else if rc.failures() == 0 {
+            self.health.list_ok(&self.loop_name());
+        }
+    }
+
     /// Apply a watch's events until it ends, keeping `rv` at the last one.
+    /// None when the operator stops.
     fn consume(
         &self,
         name: &str,
         stream: impl Iterator<Item = Result<WatchEvent, crate::kube::Error>>,
         rv: &mut String,
-        failures: &mut u32,
-    ) -> Ended {
+    ) -> Option<WatchEnd> {
         for ev in stream {
-            self.health.beat(name);
             match ev {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
                     remember_rv(&o, rv);
@@ -228,31 +275,26 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
                 Ok(WatchEvent::Bookmark { resource_version }) => *rv = resource_version,
                 Err(e) if e.is_gone() => {
                     log::info!("{name}: watch expired in stream; relisting");
-                    return Ended::Relist;
+                    return Some(WatchEnd::Expired);
+                }
+                // Cut mid-stream or gone idle: a normal close (client-go's
+                // StreamWatcher treats EOF and unexpected EOF alike).
+                Err(e @ (crate::kube::Error::Transport(_) | crate::kube::Error::Timeout(_))) => {
+                    log::debug!("{name}: watch cut, resuming from {rv}: {e}");
+                    return Some(WatchEnd::Closed);
                 }
                 Err(e) => {
                     log::warn!("{name}: watch broke, resuming from {rv}: {e}");
-                    return Ended::Broke;
+                    return Some(WatchEnd::Broken);
                 }
             }
-            *failures = 0;
+            self.health.beat(name);
             if self.stopped() {
-                return Ended::Stopped;
+                return None;
             }
         }
-        Ended::Closed
+        Some(WatchEnd::Closed)
     }
-}
-
-/// How a watch stream ended.
-enum Ended {
-    /// The server closed it (its timeout): resume from the last rv.
-    Closed,
-    /// It broke: back off, then resume.
-    Broke,
-    /// The rv expired: list again.
-    Relist,
-    Stopped,
 }
 
 fn remember_rv(o: &Value, rv: &mut String) {

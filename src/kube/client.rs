@@ -29,6 +29,14 @@ pub struct ClientConfig {
     pub ca_check_interval: Duration,
     /// Page size for [`Client::list_all`].
     pub page_size: u32,
+    /// The longest `Retry-After` a request waits out itself; a longer one
+    /// is returned to the caller (a worker requeues its key with the delay,
+    /// a watch loop backs off), so no worker sleeps on a throttled server.
+    pub max_retry_sleep: Duration,
+    /// Bounds on one [`Client::list_all`]: a server that keeps paging is
+    /// refused, not followed until memory runs out.
+    pub max_list_pages: u32,
+    pub max_list_items: usize,
 }
 
 impl Default for ClientConfig {
@@ -41,6 +49,9 @@ impl Default for ClientConfig {
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(10)),
             ca_check_interval: Duration::from_secs(10),
             page_size: 500,
+            max_retry_sleep: Duration::from_secs(1),
+            max_list_pages: 1_000,
+            max_list_items: 200_000,
         }
     }
 }
@@ -172,6 +183,9 @@ pub struct Client {
     agent: Mutex<AgentState>,
     cfg: ClientConfig,
     observer: Option<Observer>,
+    /// The server asked (429 with Retry-After) for no requests before this:
+    /// one pace for every caller, kept without sleeping in any of them.
+    paced_until: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -208,6 +222,7 @@ impl Client {
             }),
             cfg,
             observer: None,
+            paced_until: Mutex::new(None),
         })
     }
 
@@ -246,7 +261,9 @@ impl Client {
     }
 
     /// Every page of a list, in order. If a continue token expires midway
-    /// (410) the list starts over, as client-go's pager does.
+    /// (410) the list starts over, as client-go's pager does. At most
+    /// `max_list_pages` pages and `max_list_items` items; a `continue`
+    /// token seen before is an error.
     pub fn list_all(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
         let mut restarts = 0;
         'outer: loop {
@@ -254,7 +271,8 @@ impl Client {
             p.limit = Some(p.limit.unwrap_or(self.cfg.page_size));
             p.continue_token = None;
             let mut all = Vec::new();
-            loop {
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..self.cfg.max_list_pages {
                 let page = match self.list(path, &p) {
                     Ok(page) => page,
                     Err(e) if e.is_gone() && p.continue_token.is_some() && restarts < 3 => {
@@ -264,17 +282,26 @@ impl Client {
                     Err(e) => return Err(e),
                 };
                 all.extend(page.items);
-                match page.continue_token {
-                    Some(c) => p.continue_token = Some(c),
-                    None => {
-                        return Ok(ObjectList {
-                            items: all,
-                            resource_version: page.resource_version,
-                            continue_token: None,
-                        })
-                    }
+                if all.len() > self.cfg.max_list_items {
+                    let max = self.cfg.max_list_items;
+                    return Err(Error::ListBound(format!("more than {max} items")));
                 }
+                let Some(c) = page.continue_token else {
+                    return Ok(ObjectList {
+                        items: all,
+                        resource_version: page.resource_version,
+                        continue_token: None,
+                    });
+                };
+                if !seen.insert(digest_of(&c)) {
+                    return Err(Error::ListBound(
+                        "the server repeated a continue token".into(),
+                    ));
+                }
+                p.continue_token = Some(c);
             }
+            let max = self.cfg.max_list_pages;
+            return Err(Error::ListBound(format!("more than {max} pages")));
         }
     }
 
@@ -387,10 +414,12 @@ impl Client {
         let mut attempt: u32 = 0;
         let mut reauthed = false;
         loop {
+            self.check_pace()?;
             let err = match self.attempt(req) {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
             };
+            self.note_pace(&err);
             if err.code() == Some(401) && !reauthed {
                 reauthed = true;
                 if self.token.as_ref().map(TokenFile::reload).unwrap_or(false) {
@@ -408,6 +437,9 @@ impl Client {
                 return Err(err);
             }
             let delay = self.cfg.backoff.delay_after(attempt - 1, err.retry_after());
+            if err.retry_after().is_some() && delay > self.cfg.max_retry_sleep {
+                return Err(err);
+            }
             log::debug!(
                 "{} {} failed ({err}); retry {attempt} in {} ms",
                 req.verb.as_str(),
@@ -415,6 +447,32 @@ impl Client {
                 delay.as_millis()
             );
             std::thread::sleep(delay);
+        }
+    }
+
+    /// Fail fast while the server's Retry-After runs.
+    fn check_pace(&self) -> Result<()> {
+        let mut paced = lock(&self.paced_until);
+        match *paced {
+            Some(t) if t > Instant::now() => Err(Error::Throttled {
+                retry_after: t - Instant::now(),
+            }),
+            Some(_) => {
+                *paced = None;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A 429 with Retry-After sets the pace for every caller (capped).
+    fn note_pace(&self, err: &Error) {
+        if let (Some(429), Some(ra)) = (err.code(), err.retry_after()) {
+            let until = Instant::now() + ra.min(backoff::RETRY_AFTER_CAP);
+            let mut paced = lock(&self.paced_until);
+            if paced.is_none_or(|t| t < until) {
+                *paced = Some(until);
+            }
         }
     }
 
@@ -597,6 +655,13 @@ fn dispatch(
         Method::Patch => finish!(agent.patch(url)).send(body),
         Method::Delete => finish!(agent.delete(url).force_send_body()).send(body),
     }
+}
+
+/// A short fingerprint of a continue token: the set of tokens seen stays
+/// small however long the tokens are.
+fn digest_of(token: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes()).into()
 }
 
 fn map_ureq(e: ureq::Error, limit: u64) -> Error {

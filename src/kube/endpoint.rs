@@ -84,8 +84,11 @@ impl Endpoint {
                             .into(),
                     )
                 })?;
-                let port = env("KUBERNETES_SERVICE_PORT_HTTPS")
-                    .filter(|p| !p.trim().is_empty())
+                // client-go's InClusterConfig reads KUBERNETES_SERVICE_PORT;
+                // the _HTTPS variant and 443 only stand in when it is unset.
+                let port = ["KUBERNETES_SERVICE_PORT", "KUBERNETES_SERVICE_PORT_HTTPS"]
+                    .into_iter()
+                    .find_map(|k| env(k).filter(|p| !p.trim().is_empty()))
                     .unwrap_or_else(|| "443".into());
                 (
                     Origin::in_cluster(&host, &port)?,
@@ -189,6 +192,7 @@ fn read_token(path: &Path) -> Result<Secret> {
             path.display()
         )));
     }
+    crate::redact::remember(t);
     Ok(Secret(t.to_string()))
 }
 
@@ -281,6 +285,28 @@ mod tests {
         assert_eq!(ep.origin.base_url(), "https://[fd00::1]:443");
         assert_eq!(ep.ca_file.as_deref(), Some(ca.as_path()));
         assert_eq!(ep.token.unwrap().current().expose(), "abc");
+        // KUBERNETES_SERVICE_PORT as client-go reads it, over the _HTTPS one.
+        let ports = |vars: &[(&str, &str)]| {
+            let mut all = vec![
+                ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
+                ("OPENMED_OPERATOR_TOKEN_PATH", tok.to_str().unwrap()),
+                ("OPENMED_OPERATOR_CA_PATH", ca.to_str().unwrap()),
+            ];
+            all.extend_from_slice(vars);
+            let ep = Endpoint::resolve(&EndpointOptions::default(), &env_of(&all)).unwrap();
+            ep.origin.base_url()
+        };
+        assert_eq!(
+            ports(&[
+                ("KUBERNETES_SERVICE_PORT", "18443"),
+                ("KUBERNETES_SERVICE_PORT_HTTPS", "443")
+            ]),
+            "https://10.0.0.1:18443"
+        );
+        assert_eq!(
+            ports(&[("KUBERNETES_SERVICE_PORT_HTTPS", "6443")]),
+            "https://10.0.0.1:6443"
+        );
     }
 
     #[test]

@@ -117,6 +117,11 @@ pub enum Error {
     BodyTooLarge { limit: u64 },
     /// The server answered with a redirect, which we never follow.
     Redirect { code: u16 },
+    /// Not sent: the server's Retry-After is still running.
+    Throttled { retry_after: Duration },
+    /// A paged list broke a bound: too many pages or items, or a
+    /// `continue` token handed back twice (a server that pages forever).
+    ListBound(String),
     /// The endpoint, a guard or a credential file is unusable.
     Config(String),
 }
@@ -153,7 +158,10 @@ impl Error {
     }
 
     pub fn retry_after(&self) -> Option<Duration> {
-        self.api().and_then(|a| a.retry_after)
+        match self {
+            Error::Throttled { retry_after } => Some(*retry_after),
+            _ => self.api().and_then(|a| a.retry_after),
+        }
     }
 
     /// A refusal that retrying will not cure (9.19): a 4xx other than
@@ -170,6 +178,7 @@ impl Error {
             Error::Api(a) => format!("api_{}", a.code),
             Error::Timeout(_) => "timeout".into(),
             Error::Transport(_) => "transport".into(),
+            Error::Throttled { .. } => "throttled".into(),
             _ => "other".into(),
         }
     }
@@ -178,7 +187,7 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Api(a) => a.code == 429 || (500..600).contains(&a.code) && a.code != 501,
-            Error::Transport(_) | Error::Timeout(_) => true,
+            Error::Transport(_) | Error::Timeout(_) | Error::Throttled { .. } => true,
             _ => false,
         }
     }
@@ -205,14 +214,22 @@ impl fmt::Display for Error {
                 "server answered with redirect {code}; redirects are never followed"
             ),
             Error::Config(m) => write!(f, "{m}"),
+            Error::ListBound(m) => write!(f, "list refused: {m}"),
+            Error::Throttled { retry_after } => write!(
+                f,
+                "not sent: the API server asked for a pause of {} ms more (Retry-After)",
+                retry_after.as_millis()
+            ),
         }
     }
 }
 
 impl std::error::Error for Error {}
 
-/// Cut a message to `max` characters and replace control characters.
+/// Cut a message to `max` characters, replace control characters and
+/// redact credentials (a server may echo the request it refused).
 pub fn sanitize(s: &str, max: usize) -> String {
+    let s = crate::redact::redact(s);
     let mut out: String = s
         .chars()
         .take(max)

@@ -320,6 +320,15 @@ impl Operator {
         Some(ticks * 10)
     }
 
+    /// Threads of the operator process now.
+    pub fn threads(&self) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        s.lines()
+            .find(|l| l.starts_with("Threads:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    }
+
     pub fn peak_rss_kib(&self) -> Option<u64> {
         let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         s.lines()

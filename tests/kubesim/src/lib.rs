@@ -193,6 +193,19 @@ impl Sim {
         self.add_rule(method, path, Some(query), code, count, None);
     }
 
+    /// Answer the next `count` requests whose path and query match with
+    /// 429 and `Retry-After: retry_after` (a throttled watch, say).
+    pub fn throttle_next_query(
+        &self,
+        method: Option<&str>,
+        path: &str,
+        query: &str,
+        count: u32,
+        retry_after: u64,
+    ) {
+        self.add_rule(method, path, Some(query), 429, count, Some(retry_after));
+    }
+
     fn add_rule(
         &self,
         method: Option<&str>,
