@@ -45,6 +45,8 @@ kind: Deployment
 metadata:
   name: openmed-service
   namespace: openmed
+  labels:
+    openmed.ai/managed-target: "true"
 spec:
   replicas: 1
   selector:

@@ -29,6 +29,11 @@ FLAGS:
                             /healthz fails once a watch loop has neither kept a watch
                             open nor listed or watched successfully for N seconds,
                             or a worker has been stuck that long (default 600)
+    --allow-any-target      Any Deployment named by an OpenMedModel may be a target, as with
+                            the reference operator. By default a Deployment must carry the
+                            label openmed.ai/managed-target=true or already name the
+                            OpenMedModel as its owner; the operator's own Deployment
+                            (POD_NAMESPACE / OPENMED_OPERATOR_DEPLOYMENT) never may
     --log-format text|json  Log lines as text (default) or one JSON object per line.
                             RUST_LOG sets the level (default info)
     --help                  Print this help
@@ -51,11 +56,16 @@ pub struct Config {
     pub resync: Duration,
     pub liveness_window: Duration,
     pub log_format: LogFormat,
+    /// `--allow-any-target`: any Deployment may be a target, opted in or not.
+    pub allow_any_target: bool,
+    /// The operator's own Deployment, never a target: `POD_NAMESPACE` and
+    /// `OPENMED_OPERATOR_DEPLOYMENT` (set by the shipped manifests).
+    pub own_deployment: Option<(String, String)>,
 }
 
 #[derive(Debug)]
 pub enum Command {
-    Run(Config),
+    Run(Box<Config>),
     Help,
     Version,
 }
@@ -76,7 +86,7 @@ struct Flag {
     apply: fn(&mut Settings, String) -> Result<(), String>,
 }
 
-const FLAGS: [Flag; 11] = [
+const FLAGS: [Flag; 12] = [
     Flag {
         names: &["--help", "-h"],
         takes_value: false,
@@ -166,6 +176,14 @@ const FLAGS: [Flag; 11] = [
         },
     },
     Flag {
+        names: &["--allow-any-target"],
+        takes_value: false,
+        apply: |s, _| {
+            s.config.allow_any_target = true;
+            Ok(())
+        },
+    },
+    Flag {
         names: &["--log-format"],
         takes_value: true,
         apply: |s, v| {
@@ -193,6 +211,8 @@ pub fn parse(
             resync: Duration::from_secs(15),
             liveness_window: crate::controller::reflector::MAX_SILENCE,
             log_format: LogFormat::Text,
+            allow_any_target: false,
+            own_deployment: None,
         },
         all: false,
         stop: None,
@@ -216,12 +236,18 @@ pub fn parse(
             return Ok(stop);
         }
     }
-    finish(s, env).map(Command::Run)
+    finish(s, env).map(|c| Command::Run(Box::new(c)))
 }
 
 /// WATCH_NAMESPACE when no flag chose namespaces, then the namespace checks.
 fn finish(s: Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, String> {
     let mut config = s.config;
+    let set = |k: &str| {
+        env(k)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    config.own_deployment = set("POD_NAMESPACE").zip(set("OPENMED_OPERATOR_DEPLOYMENT"));
     if config.namespaces.is_empty() && !s.all {
         if let Some(w) = env("WATCH_NAMESPACE") {
             config.namespaces = w
@@ -253,7 +279,7 @@ mod tests {
             .collect();
         let lookup = move |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         match parse(args.iter().map(|s| s.to_string()), &lookup)? {
-            Command::Run(c) => Ok(c),
+            Command::Run(c) => Ok(*c),
             other => panic!("{other:?}"),
         }
     }

@@ -16,7 +16,7 @@ fn main() {
         cli::Command::Run(cfg) => {
             logging::init(cfg.log_format);
             signals::install();
-            if let Err(e) = controller::run(cfg) {
+            if let Err(e) = controller::run(*cfg) {
                 eprintln!("openmed-operator: {e}");
                 std::process::exit(1);
             }

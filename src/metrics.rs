@@ -36,6 +36,7 @@ pub struct Metrics {
     phases: Mutex<Option<PhaseSource>>,
     events_posted: Mutex<u64>,
     events_failed: Mutex<u64>,
+    api_warnings: Mutex<u64>,
 }
 
 impl Metrics {
@@ -86,6 +87,11 @@ impl Metrics {
     /// An Event post that failed (it is retried with the sync).
     pub fn event_failed(&self) {
         *lock(&self.events_failed) += 1;
+    }
+
+    /// A `Warning` header in an API response.
+    pub fn api_warning(&self) {
+        *lock(&self.api_warnings) += 1;
     }
 
     /// Managed resources per phase, counted at every scrape by `source`
@@ -166,7 +172,7 @@ type Family = (
     fn(&Metrics) -> Vec<Row>,
 );
 
-const FAMILIES: [Family; 11] = [
+const FAMILIES: [Family; 12] = [
     (
         "openmed_operator_reconciles_total",
         "counter",
@@ -232,6 +238,12 @@ const FAMILIES: [Family; 11] = [
         "counter",
         "Event posts that failed; each is retried with its resource's sync.",
         |m| single(*lock(&m.events_failed)),
+    ),
+    (
+        "openmed_operator_api_warnings_total",
+        "counter",
+        "Warning headers in API responses (each distinct one is also logged once).",
+        |m| single(*lock(&m.api_warnings)),
     ),
 ];
 

@@ -1224,3 +1224,36 @@ fn a_switch_to_recreate_with_a_resize_mid_rollout_completes() {
     );
     op.assert_clean_exit();
 }
+
+/// 9.8 (issue 9, the confused deputy): a Deployment that has not opted in
+/// is never written, the model says how to opt in, and it starts by itself
+/// once the label is there.
+#[test]
+fn a_deployment_must_opt_in_before_it_is_a_target() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("opt-in");
+    let mut d = deployment("svc", 2);
+    d["metadata"]["labels"] = json!({"app": "svc"});
+    sim.create(d).unwrap();
+    let mut op = Operator::start(&sim.url(), &dir, &[]);
+    op.wait_ready();
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    let s = wait_phase(&sim, "svc", "Pending", "TargetNotOptedIn");
+    let msg = s["conditions"][0]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("openmed.ai/managed-target=true"), "{msg}");
+    wait_event(&sim, "svc", "TargetNotOptedIn");
+    std::thread::sleep(Duration::from_secs(3));
+    let writes = sim
+        .requests()
+        .iter()
+        .filter(|r| r.resource.starts_with("deployments") && r.method != "GET")
+        .count();
+    assert_eq!(writes, 0, "the Deployment was written");
+    let d = sim.object("apps", "deployments", NS, "svc").unwrap();
+    assert_eq!(d["metadata"]["generation"], 1);
+    let label = json!({"metadata": {"labels": {"openmed.ai/managed-target": "true"}}});
+    sim.merge_patch("apps/v1", "Deployment", NS, "svc", &label)
+        .unwrap();
+    wait_serving(&sim, "svc", V1);
+    op.assert_clean_exit();
+}

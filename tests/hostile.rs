@@ -71,7 +71,18 @@ fn idle_cuts_are_resumed_at_once() {
     let (sim, _, mut op) = cluster_with(quiet(), "idle-cuts", "svc", &[]);
     sim.create(model("svc", "svc", V1, 600)).unwrap();
     wait_serving(&sim, "svc", V1);
-    // Eight cuts, each of a watch that has been open for 1.2 s.
+    // Three clean ends (the final chunk sent), then eight cuts, each of a
+    // watch that has been open for 1.2 s.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(1200));
+        let opened = model_watches(&sim, 0).len();
+        sim.end_watches();
+        wait_for(
+            "the models watch to be opened again",
+            || model_watches(&sim, 0).len(),
+            |n| *n > opened,
+        );
+    }
     for i in 0..8 {
         std::thread::sleep(Duration::from_millis(1200));
         let opened = model_watches(&sim, 0).len();
@@ -264,4 +275,30 @@ fn the_token_never_reaches_the_logs() {
         );
         assert!(text.contains("[redacted]"), "{format}: {text}");
     }
+}
+
+/// Issue 9, point 7: the initial lists of the four kinds, each up to the
+/// 32 MiB body cap, no longer run at once: one page is in flight at a time,
+/// so their bodies never add up. With 400 ms of latency on every request,
+/// no two list requests overlap.
+#[test]
+fn the_initial_lists_run_one_at_a_time() {
+    let sim = start_sim(fast());
+    sim.set_latency(Duration::from_millis(400));
+    let dir = tmpdir("one-list");
+    let mut op = Operator::start(&sim.url(), &dir, &[]);
+    op.wait_ready();
+    let mut at: Vec<u64> = sim
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "list")
+        .map(|r| r.at_ms)
+        .collect();
+    at.sort();
+    assert!(at.len() >= 4, "{at:?}");
+    for pair in at.windows(2) {
+        assert!(pair[1] - pair[0] >= 350, "lists overlapped: {at:?}");
+    }
+    sim.set_latency(Duration::ZERO);
+    op.assert_clean_exit();
 }

@@ -60,7 +60,7 @@ fn deployment_apply_points_the_container_at_the_configmap_and_leaves_the_rest() 
     );
     assert_eq!(
         after["metadata"]["labels"],
-        json!({"app": NAME, "openmed.ai/managed": "true"})
+        json!({"app": NAME, "openmed.ai/managed-target": "true", "openmed.ai/managed": "true"})
     );
     assert_eq!(
         after["spec"]["template"]["metadata"]["annotations"],
@@ -154,7 +154,11 @@ fn decommission_hands_the_deployment_back() {
         after["metadata"]["annotations"],
         json!({"team": "ml-platform"})
     );
-    assert_eq!(after["metadata"]["labels"], json!({"app": NAME}));
+    assert_eq!(
+        after["metadata"]["labels"],
+        json!({"app": NAME, "openmed.ai/managed-target": "true"}),
+        "the opt-in label is the team's: it stays"
+    );
     assert_eq!(
         after["spec"]["template"]["metadata"]["annotations"],
         json!({"prometheus.io/scrape": "true", "openmed.ai/model-manifest-hash": empty_manifest_hash()})

@@ -14,7 +14,7 @@ use openmed_operator::model::status::{states, CondSet, Reason};
 use openmed_operator::model::{validate, EventReason};
 use openmed_operator::reconcile::{
     execute, lookups, plan, plan_refused, Cluster, ConfigMapView, DeploymentView, EventSpec,
-    Executed, ModelView, Observed, Plan, Refused, Write,
+    Executed, ModelView, Observed, Plan, Refused, TargetPolicy, Write,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -40,6 +40,8 @@ struct World {
     /// What the current step wrote and posted.
     tags: Tags,
     posted: Vec<EventReason>,
+    /// Which Deployments may become targets (9.8).
+    targets: TargetPolicy,
 }
 
 impl World {
@@ -56,6 +58,7 @@ impl World {
             uid_seq: 0,
             tags: Vec::new(),
             posted: Vec::new(),
+            targets: TargetPolicy::default(),
         }
     }
 
@@ -123,6 +126,7 @@ impl World {
             config_maps: &cms,
             orphans: &self.orphans,
             now: &now,
+            targets: &self.targets,
         })
     }
 
@@ -779,6 +783,34 @@ fn v2_misses_its_deadline_rolls_back_automatically() {
     );
 }
 
+/// Found by the soak (seed 972815721): a resource blocked by a conflict
+/// after its first apply, whose rival then rolled out a version that failed
+/// and went away. The failed rollout was the rival's template, not ours:
+/// the drift is put right, nothing is recorded as failed.
+#[test]
+fn a_failure_of_a_template_someone_else_wrote_is_not_ours() {
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
+    // The rival writes its own template, fails its deadline, and is gone.
+    let ann = &mut w.dep()["spec"]["template"]["metadata"]["annotations"];
+    ann["openmed.ai/model-manifest-hash"] = json!("sha256:rival");
+    ann["openmed.ai/model-resource"] = json!("openmed/rival");
+    let g = w.dep()["metadata"]["generation"].as_i64().unwrap() + 1;
+    w.dep()["metadata"]["generation"] = json!(g);
+    w.rollout_misses_deadline();
+    w.orphans.push("openmed/rival".into());
+    let (tags, ev) = w.step();
+    assert!(!ev.contains(&EventReason::RolloutFailed), "{ev:?}");
+    assert!(tags.contains(&"D~"), "{tags:?}");
+    assert_eq!(w.status()["phase"], "RollingOut");
+    assert!(w.status()["failedSpecHash"].is_null());
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.status()["phase"], "Ready", "{:#}", w.status());
+}
+
 #[test]
 fn rollback_also_fails_terminal_failed_no_retry() {
     let (s1, s2) = (spec(V1), spec(V2));
@@ -1011,6 +1043,28 @@ fn manual_rollback_to_an_unretained_version_is_rejected_then_cleared() {
     let (_, ev) = w.step();
     assert_eq!(ev, [EventReason::RollbackStarted]);
     assert_eq!(w.status()["phase"], "RolledBack");
+}
+
+/// Issue 9 and 9.15: a 200 KB `rollback-to` is cut to 256 characters
+/// before it is copied anywhere (status, condition messages, Events).
+#[test]
+fn a_huge_rollback_annotation_is_cut_before_it_is_copied() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let huge = "x".repeat(200_000);
+    w.annotate("openmed.ai/rollback-to", Some(&huge));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::RollbackRejected]);
+    let request = w.status()["rollbackRequest"].as_str().unwrap().to_string();
+    assert_eq!(request.chars().count(), "manual:".len() + 256, "{request}");
+    assert!(request.ends_with("..."));
+    for c in w.status()["conditions"].as_array().unwrap() {
+        assert!(c["message"].as_str().unwrap().chars().count() <= 1024);
+    }
+    assert!(w.status().to_string().len() < 8_000);
+    let (tags, _) = w.step();
+    assert!(tags.is_empty(), "the cut value is stable: {tags:?}");
 }
 
 #[test]
@@ -1341,12 +1395,92 @@ fn a_resource_adopted_from_the_reference_operator_is_not_restarted() {
     if let Some(l) = w.dep()["metadata"]["labels"].as_object_mut() {
         l.remove("openmed.ai/managed");
     }
+    // Nor has it the opt-in label: it names this resource, which is enough (9.8).
+    let labels = w.dep()["metadata"]["labels"].as_object_mut().unwrap();
+    labels.remove("openmed.ai/managed-target");
     let gen = w.dep()["metadata"]["generation"].clone();
     let (tags, ev) = w.step();
     assert_eq!(tags, ["D~"], "only the claim label is added");
     assert!(ev.is_empty());
     assert_eq!(w.dep()["metadata"]["generation"], gen, "no pod restart");
     assert!(w.plan().is_noop());
+}
+
+fn without_opt_in(w: &mut World) {
+    let labels = w.dep()["metadata"]["labels"].as_object_mut().unwrap();
+    labels.remove("openmed.ai/managed-target");
+}
+
+/// 9.8 (issue 9, the confused deputy): a Deployment that has not opted in
+/// is never written; the block says how to opt in and clears by itself.
+#[test]
+fn a_deployment_that_has_not_opted_in_is_never_written() {
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    without_opt_in(&mut w);
+    let before = w.dep().clone();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"], "no finalizer, no ConfigMap, no patch");
+    assert_eq!(ev, [EventReason::TargetNotOptedIn]);
+    assert!(EventReason::TargetNotOptedIn.is_warning());
+    assert_eq!(w.status()["phase"], "Pending");
+    assert_eq!(
+        w.conds(),
+        [
+            "F:TargetNotOptedIn",
+            "F:Blocked",
+            "T:TargetNotOptedIn",
+            "F:NotRequested"
+        ]
+    );
+    let msg = w.status()["conditions"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("openmed.ai/managed-target=true"), "{msg}");
+    assert!(msg.contains("kubectl label deployment"), "{msg}");
+    assert!(w.config_maps.is_empty());
+    assert_eq!(*w.dep(), before);
+    let (tags, ev) = w.step();
+    assert!(
+        tags.is_empty() && ev.is_empty(),
+        "a repeated block writes nothing"
+    );
+    // The label appears: the block clears and the rollout starts.
+    w.dep()["metadata"]["labels"]["openmed.ai/managed-target"] = json!("true");
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    w.rollout_completes();
+    w.step();
+    assert_ready_on_first(&w, &s1);
+    // Once ours, removing the label does not orphan it: it names us.
+    without_opt_in(&mut w);
+    assert!(w.plan().is_noop());
+}
+
+/// 9.8: `--allow-any-target` restores the reference's rule; the operator's
+/// own Deployment is never a target, labelled or not.
+#[test]
+fn allow_any_target_and_the_operators_own_deployment() {
+    let mut w = World::new(spec(V1));
+    without_opt_in(&mut w);
+    w.targets.allow_any = true;
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
+
+    for allow_any in [false, true] {
+        let mut w = World::new(spec(V1));
+        w.targets = TargetPolicy {
+            allow_any,
+            own: Some((NS.to_string(), NAME.to_string())),
+        };
+        let (tags, ev) = w.step();
+        assert_eq!(tags, ["S"], "allow_any: {allow_any}");
+        assert_eq!(ev, [EventReason::TargetNotOptedIn]);
+        let msg = w.status()["conditions"][0]["message"].as_str().unwrap();
+        assert!(msg.contains("runs the operator itself"), "{msg}");
+    }
 }
 
 #[test]
@@ -1779,6 +1913,7 @@ fn a_refused_write_is_reported_with_the_api_message() {
             config_maps: &cms,
             orphans: &[],
             now: &now,
+            targets: &TargetPolicy::default(),
         },
         Refused::Deployment,
         &why,

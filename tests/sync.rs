@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{deployment, model, spec, NAME, NS, V1};
+use common::{deployment, model, spec, NAME, NS, V1, V2};
 use kubesim::{Sim, SimConfig};
 use openmed_operator::controller::cache::{MetaView, ObjectKey};
 use openmed_operator::controller::error::SyncError;
@@ -328,6 +328,44 @@ fn an_event_whose_post_failed_is_posted_by_the_next_pass() {
     // And only once.
     f.sync().unwrap();
     assert!(!f.requests().iter().any(|r| r.contains("events")));
+}
+
+/// Found by the soak (seed 951881290): the post of a block's Event failed,
+/// then the spec changed while the block stayed. The status is not a new
+/// transition, so the Event owed under the first generation is still posted.
+#[test]
+fn an_owed_event_survives_a_spec_change_that_keeps_the_block() {
+    let f = Fixture::new();
+    f.sim.delete("apps/v1", "Deployment", NS, NAME).unwrap();
+    f.load_stores();
+    f.sim.fail_next(Some("POST"), "/events$", 500, 1, None);
+    assert!(f.sync().is_err(), "a lost Event fails the sync");
+    let model = f
+        .sim
+        .object("openmed.ai", "openmedmodels", NS, NAME)
+        .unwrap();
+    assert_eq!(model["status"]["lastEvents"][0]["reason"], "TargetNotFound");
+    assert!(f.sim.objects("", "events", Some(NS)).is_empty());
+    let change = json!({"spec": {"version": V2}});
+    f.sim
+        .merge_patch("openmed.ai/v1alpha1", "OpenMedModel", NS, NAME, &change)
+        .unwrap();
+    f.load_stores();
+    f.sync().unwrap();
+    let events = f.sim.objects("", "events", Some(NS));
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["reason"], "TargetNotFound");
+    let name = events[0]["metadata"]["name"].as_str().unwrap();
+    assert!(
+        name.contains("targetnotfound-1-"),
+        "under generation 1: {name}"
+    );
+    f.sync().unwrap();
+    assert_eq!(
+        f.sim.objects("", "events", Some(NS)).len(),
+        1,
+        "posted once"
+    );
 }
 
 /// Issue 18: the name of an Event held by a deleted resource of the same

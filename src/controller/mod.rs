@@ -123,9 +123,12 @@ impl Controller {
         let endpoint = Endpoint::resolve(&cfg.endpoint, &|k| std::env::var(k).ok())?;
         let metrics = Arc::new(Metrics::default());
         let observer = metrics.clone();
-        let client = Client::new(endpoint, ClientConfig::default())?.with_observer(Arc::new(
-            move |verb, code| observer.api_request(verb.as_str(), code),
-        ));
+        let warned = metrics.clone();
+        let client = Client::new(endpoint, ClientConfig::default())?
+            .with_observer(Arc::new(move |verb, code| {
+                observer.api_request(verb.as_str(), code)
+            }))
+            .with_warning_observer(Arc::new(move || warned.api_warning()));
         let client = Arc::new(client);
         let health = Arc::new(Health::default());
         let bound = server::start(cfg.health_addr, health.clone(), metrics.clone())
@@ -140,7 +143,12 @@ impl Controller {
                 format!("namespaces {}", cfg.namespaces.join(","))
             },
         );
-        let reconciler = Arc::new(sync::Reconciler::new(client.clone(), metrics.clone()));
+        let targets = crate::reconcile::TargetPolicy {
+            allow_any: cfg.allow_any_target,
+            own: cfg.own_deployment.clone(),
+        };
+        let reconciler =
+            Arc::new(sync::Reconciler::new(client.clone(), metrics.clone()).with_targets(targets));
         let models = reconciler.models.clone();
         metrics.set_phase_source(Arc::new(move || phase_counts(&models)));
         Ok(Controller {

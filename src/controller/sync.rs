@@ -11,7 +11,7 @@ use crate::lock::lock;
 use crate::metrics::Metrics;
 use crate::reconcile::{
     execute, lookups, patches, plan, plan_refused, Cluster, ConfigMapView, DeploymentView,
-    EventSpec, Executed, ModelView, Observed, Plan, Refused,
+    EventSpec, Executed, ModelView, Observed, Plan, Refused, TargetPolicy,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -36,17 +36,22 @@ pub struct Reconciler {
     /// The highest generation of each OpenMedModel (by uid) a pass has
     /// written for: a view older than that is never acted on (9.17).
     pub acted: Mutex<HashMap<Key, (String, i64)>>,
+    /// Which Deployments may become targets (9.8).
+    pub targets: TargetPolicy,
 }
 
 /// The plan reports a block about the target that the status did not
-/// show yet: TargetNotFound, ContainerNotFound or TargetConflict.
+/// show yet: TargetNotFound, ContainerNotFound, TargetConflict or
+/// TargetNotOptedIn.
 fn newly_blocked(model: &ModelView, p: &Plan) -> bool {
-    use crate::model::status::Reason::{ContainerNotFound, TargetConflict, TargetNotFound};
+    use crate::model::status::Reason::{
+        ContainerNotFound, TargetConflict, TargetNotFound, TargetNotOptedIn,
+    };
     let was = crate::model::status::StatusDoc::from_value(model.status.as_ref()).ready_reason();
     let now = p.status(None).ready_reason();
     matches!(
         now,
-        Some(TargetNotFound | ContainerNotFound | TargetConflict)
+        Some(TargetNotFound | ContainerNotFound | TargetConflict | TargetNotOptedIn)
     ) && now != was
 }
 
@@ -67,13 +72,19 @@ struct Seen {
 }
 
 impl Seen {
-    fn observed<'a>(&'a self, model: &'a ModelView, now: &'a str) -> Observed<'a> {
+    fn observed<'a>(
+        &'a self,
+        model: &'a ModelView,
+        now: &'a str,
+        targets: &'a TargetPolicy,
+    ) -> Observed<'a> {
         Observed {
             model,
             deployments: &self.deployments,
             config_maps: &self.config_maps,
             orphans: &self.orphans,
             now,
+            targets,
         }
     }
 }
@@ -131,7 +142,14 @@ impl Reconciler {
             posted: Mutex::new(Default::default()),
             metrics,
             acted: Mutex::new(Default::default()),
+            targets: TargetPolicy::default(),
         }
+    }
+
+    /// With this rule for which Deployments may become targets.
+    pub fn with_targets(mut self, targets: TargetPolicy) -> Reconciler {
+        self.targets = targets;
+        self
     }
 
     /// Reconcile one OpenMedModel.
@@ -304,7 +322,7 @@ impl Reconciler {
         }
         let seen = self.observe(model, extra_cms)?;
         let now = crate::time::now();
-        let obs = seen.observed(model, &now);
+        let obs = seen.observed(model, &now, &self.targets);
         let p = plan(obs);
         if p.is_noop() {
             return Ok(Pass::Done(Outcome::Unchanged));
@@ -475,6 +493,7 @@ impl Reconciler {
         &self,
         model: &ModelView,
         reason: crate::model::EventReason,
+        generation: i64,
         message: &str,
         now: &str,
     ) -> Result<(), Error> {
@@ -488,7 +507,7 @@ impl Reconciler {
             client: &self.client,
             posted: &self.posted,
         };
-        match poster.post(model, reason, model.generation, message, now) {
+        match poster.post(model, reason, generation, message, now) {
             Ok(()) => {
                 self.metrics.event_posted();
                 Ok(())
@@ -514,14 +533,19 @@ impl Reconciler {
             posted: &self.posted,
         };
         let now = crate::time::now();
+        // Under the generation of the transition that owed it, even when the
+        // spec has changed since without a new transition: the Event of the
+        // state the status shows is still owed (found by the soak, seed
+        // 951881290: a status write whose answer a cut connection lost, then
+        // a spec change that kept the same block).
         for owed in st.last_events() {
-            if owed.generation != model.generation
+            if owed.generation > model.generation
                 || poster.was_posted(&model, owed.reason, owed.generation)
             {
                 continue;
             }
             log::info!("{}: posting the owed Event {}", model.owner(), owed.reason);
-            self.post_event(&model, owed.reason, &owed.message, &now)?;
+            self.post_event(&model, owed.reason, owed.generation, &owed.message, &now)?;
         }
         Ok(())
     }
@@ -654,7 +678,13 @@ impl Cluster for ApiCluster<'_> {
 
     fn post_event(&mut self, e: &EventSpec) -> Result<(), Failed> {
         self.rc
-            .post_event(self.model, e.reason, &e.message, self.now)
+            .post_event(
+                self.model,
+                e.reason,
+                self.model.generation,
+                &e.message,
+                self.now,
+            )
             .map_err(Failed::Api)
     }
 }

@@ -29,6 +29,9 @@ pub struct ClientConfig {
     pub ca_check_interval: Duration,
     /// Page size for [`Client::list_all`].
     pub page_size: u32,
+    /// How long past its server-side timeout a watch is given before the
+    /// client drops the connection as dead.
+    pub watch_grace: Duration,
     /// The longest `Retry-After` a request waits out itself; a longer one
     /// is returned to the caller (a worker requeues its key with the delay,
     /// a watch loop backs off), so no worker sleeps on a throttled server.
@@ -49,6 +52,7 @@ impl Default for ClientConfig {
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(10)),
             ca_check_interval: Duration::from_secs(10),
             page_size: 500,
+            watch_grace: Duration::from_secs(10),
             max_retry_sleep: Duration::from_secs(1),
             max_list_pages: 1_000,
             max_list_items: 200_000,
@@ -183,6 +187,13 @@ pub struct Client {
     agent: Mutex<AgentState>,
     cfg: ClientConfig,
     observer: Option<Observer>,
+    /// One list page in flight at a time, across every loop: the initial
+    /// lists of all kinds would otherwise hold several body-size caps of
+    /// memory at once.
+    list_gate: Mutex<()>,
+    /// Warning headers seen, each logged once (issue 22).
+    warnings: Mutex<Warnings>,
+    on_warning: Option<Arc<dyn Fn() + Send + Sync>>,
     /// The server asked (429 with Retry-After) for no requests before this:
     /// one pace for every caller, kept without sleeping in any of them.
     paced_until: Mutex<Option<Instant>>,
@@ -223,7 +234,22 @@ impl Client {
             cfg,
             observer: None,
             paced_until: Mutex::new(None),
+            warnings: Mutex::new(Warnings::default()),
+            on_warning: None,
+            list_gate: Mutex::new(()),
         })
+    }
+
+    /// Called for every `Warning` header in a response (a metric).
+    pub fn with_warning_observer(mut self, f: Arc<dyn Fn() + Send + Sync>) -> Client {
+        self.on_warning = Some(f);
+        self
+    }
+
+    /// Warning headers seen so far, and the distinct texts remembered.
+    pub fn warnings(&self) -> (u64, Vec<String>) {
+        let w = lock(&self.warnings);
+        (w.total, w.seen.iter().cloned().collect())
     }
 
     pub fn with_observer(mut self, observer: Observer) -> Client {
@@ -257,7 +283,11 @@ impl Client {
         if params.metadata_only {
             req.accept = META_LIST;
         }
-        parse_list(self.json(req)?)
+        let page = {
+            let _one_at_a_time = lock(&self.list_gate);
+            self.json(req)?
+        };
+        parse_list(page)
     }
 
     /// Every page of a list, in order. If a continue token expires midway
@@ -342,7 +372,8 @@ impl Client {
     }
 
     /// Open a watch. The server ends it after `params.timeout`; the client
-    /// gives up 30 s after that, so a silently dead connection is noticed.
+    /// gives up `watch_grace` after that, so a silently dead connection is
+    /// noticed.
     pub fn watch(&self, path: &ResourcePath, params: &WatchParams) -> Result<WatchStream> {
         let mut req = self.req(Verb::Watch, Method::Get, path.render(), Retry::Never);
         req.query.push(("watch", "1".into()));
@@ -361,7 +392,7 @@ impl Client {
         if params.metadata_only {
             req.accept = META_ONE;
         }
-        req.timeout = Duration::from_secs(secs + 30);
+        req.timeout = Duration::from_secs(secs) + self.cfg.watch_grace;
         let resp = self.send(&req)?;
         let reader = resp.into_body().into_with_config().limit(u64::MAX).reader();
         Ok(WatchStream::new(
@@ -450,6 +481,27 @@ impl Client {
         }
     }
 
+    /// Log each distinct `Warning` header once (a pruned unknown field, a
+    /// deprecated API) and count every one: client-go logs them too.
+    fn note_warnings(&self, req: &Req<'_>, headers: &ureq::http::HeaderMap) {
+        for h in headers.get_all("warning") {
+            let text = warning_text(&String::from_utf8_lossy(h.as_bytes()));
+            if let Some(f) = &self.on_warning {
+                f();
+            }
+            let mut w = lock(&self.warnings);
+            w.total += 1;
+            if w.seen.len() < Warnings::KEEP && w.seen.insert(text.clone()) {
+                drop(w);
+                log::warn!(
+                    "API server warning on {} {}: {text}",
+                    req.verb.as_str(),
+                    req.path
+                );
+            }
+        }
+    }
+
     /// Fail fast while the server's Retry-After runs.
     fn check_pace(&self) -> Result<()> {
         let mut paced = lock(&self.paced_until);
@@ -506,6 +558,7 @@ impl Client {
         };
         let code = resp.status().as_u16();
         self.observe(req.verb, code);
+        self.note_warnings(req, resp.headers());
         if (200..300).contains(&code) {
             return Ok(resp);
         }
@@ -657,6 +710,29 @@ fn dispatch(
     }
 }
 
+/// Warning headers seen: a count, and the distinct texts already logged
+/// (bounded: past `KEEP` distinct ones, new ones are counted, not logged).
+#[derive(Default)]
+struct Warnings {
+    total: u64,
+    seen: std::collections::BTreeSet<String>,
+}
+
+impl Warnings {
+    const KEEP: usize = 256;
+}
+
+/// The text of a `Warning: 299 - "text"` header (RFC 7234), sanitized and
+/// cut; the whole value if it has not that shape.
+fn warning_text(v: &str) -> String {
+    let text = v
+        .split_once('"')
+        .and_then(|(_, rest)| rest.rsplit_once('"'))
+        .map(|(t, _)| t)
+        .unwrap_or(v);
+    sanitize(&text.replace("\\\"", "\""), 300)
+}
+
 /// A short fingerprint of a continue token: the set of tokens seen stays
 /// small however long the tokens are.
 fn digest_of(token: &str) -> [u8; 32] {
@@ -675,10 +751,14 @@ fn map_ureq(e: ureq::Error, limit: u64) -> Error {
     }
 }
 
-/// A random server-side watch timeout between 4 and 5 minutes, so that many
-/// watches started together do not all restart together.
+/// A random server-side watch timeout between 50 and 60 seconds, so that
+/// many watches started together do not all restart together. Short, so a
+/// connection that stops delivering without closing (half-open behind NAT,
+/// a crashed middlebox) is given up within about a minute (this plus
+/// `watch_grace`); a healthy watch is simply reopened at once from its
+/// last resourceVersion, which costs the API server little.
 pub fn random_watch_timeout() -> Duration {
-    Duration::from_secs(240 + backoff::random_u64() % 61)
+    Duration::from_secs(50 + backoff::random_u64() % 11)
 }
 
 #[cfg(test)]
@@ -708,7 +788,7 @@ mod tests {
     fn watch_timeouts_are_spread() {
         for _ in 0..50 {
             let t = random_watch_timeout();
-            assert!(t >= Duration::from_secs(240) && t <= Duration::from_secs(300));
+            assert!(t >= Duration::from_secs(50) && t <= Duration::from_secs(60));
         }
     }
 }

@@ -32,6 +32,8 @@ pub const FAMILY_LABEL: &str = "openmed.ai/model-family";
 /// Label the operator puts on a Deployment it has claimed, so that claimed
 /// Deployments can be watched with a label selector.
 pub const CLAIM_LABEL: (&str, &str) = ("openmed.ai/managed", "true");
+/// The label by which a Deployment opts in to being a target (9.8).
+pub const OPT_IN_LABEL: (&str, &str) = ("openmed.ai/managed-target", "true");
 /// The env var pointing the service at its model.
 pub const PRELOAD_ENV: &str = "OPENMED_SERVICE_PRELOAD_MODELS";
 /// The ConfigMap key holding the manifest.

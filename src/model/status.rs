@@ -44,7 +44,7 @@ vocabulary!(
         RolloutSucceeded, RolloutComplete, Healthy, RolloutInProgress, DeploymentProgressing,
         RollbackFailed, RollbackComplete, DesiredVersionFailed, RollbackSucceeded, RolloutStarted,
         SpecChanged, InitialRollout, DriftCorrected, TargetPaused, TargetPatchRejected,
-        ConfigMapRejected, TargetRecreated, TargetDegraded,
+        ConfigMapRejected, TargetRecreated, TargetDegraded, TargetNotOptedIn,
     }
 );
 
@@ -54,7 +54,7 @@ vocabulary!(
         TargetNotFound, ContainerNotFound, TargetConflict, ConfigMapConflict, RollbackRejected,
         RollbackStarted, RolloutStarted, RolloutFailed, RolloutSucceeded, RollbackFailed,
         RollbackSucceeded, ModelRemoved, ModelRemovalSkipped, TargetPatchRejected,
-        ConfigMapRejected, TargetReleased, TargetAdopted, TargetDegraded,
+        ConfigMapRejected, TargetReleased, TargetAdopted, TargetDegraded, TargetNotOptedIn,
     }
 );
 
@@ -74,6 +74,7 @@ impl EventReason {
                 | EventReason::TargetPatchRejected
                 | EventReason::ConfigMapRejected
                 | EventReason::TargetDegraded
+                | EventReason::TargetNotOptedIn
         )
     }
 }
@@ -318,6 +319,9 @@ pub mod states {
 
 /// The longest message copied into status or an Event (docs/contract.md §9.15).
 pub const MAX_MESSAGE: usize = 1024;
+/// The longest `rollback-to` target kept (§9.15): longer than any valid
+/// version, so a cut one is still rejected, and never copied whole.
+pub const MAX_ROLLBACK_TARGET: usize = 256;
 
 /// `s` cut to `max` characters, with `...` marking a cut.
 pub fn bounded(s: &str, max: usize) -> String {

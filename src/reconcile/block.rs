@@ -8,6 +8,7 @@ use super::pass::{Pass, NO_ROLLBACK};
 use crate::model::spec::DesiredSpec;
 use crate::model::status::states;
 use crate::model::status::{bounded, EventReason, Phase, Reason, MAX_MESSAGE};
+use crate::model::OPT_IN_LABEL;
 
 /// Why a spec cannot be applied right now (an environmental block).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +16,9 @@ pub(super) enum Block {
     TargetNotFound(String),
     ContainerNotFound(String, String),
     TargetConflict(String, String),
+    /// The Deployment has not opted in (9.8); true when it is the
+    /// operator's own, which never may.
+    TargetNotOptedIn(String, bool),
     ConfigMapConflict(String),
     /// A write the API refuses every time, or one the operator knows it
     /// would refuse (9.19): the message says why.
@@ -36,6 +40,9 @@ impl Block {
                 (Reason::ContainerNotFound, EventReason::ContainerNotFound)
             }
             Block::TargetConflict(..) => (Reason::TargetConflict, EventReason::TargetConflict),
+            Block::TargetNotOptedIn(..) => {
+                (Reason::TargetNotOptedIn, EventReason::TargetNotOptedIn)
+            }
             Block::ConfigMapConflict(_) => {
                 (Reason::ConfigMapConflict, EventReason::ConfigMapConflict)
             }
@@ -56,6 +63,13 @@ impl Block {
             Block::TargetConflict(d, other) => {
                 format!("Deployment {ns}/{d} is managed by OpenMedModel {other}")
             }
+            Block::TargetNotOptedIn(d, true) => format!(
+                "Deployment {ns}/{d} runs the operator itself and is never a target"
+            ),
+            Block::TargetNotOptedIn(d, false) => format!(
+                "Deployment {ns}/{d} has not opted in: label it with kubectl label deployment -n {ns} {d} {}={}",
+                OPT_IN_LABEL.0, OPT_IN_LABEL.1
+            ),
             Block::ConfigMapConflict(c) => {
                 format!(
                     "ConfigMap {ns}/{c} exists and belongs to someone else; it is left untouched"
@@ -73,6 +87,7 @@ pub(super) fn is_block_reason(r: Option<Reason>) -> bool {
             Reason::TargetNotFound
                 | Reason::ContainerNotFound
                 | Reason::TargetConflict
+                | Reason::TargetNotOptedIn
                 | Reason::ConfigMapConflict
                 | Reason::RollbackTargetUnavailable
                 | Reason::InvalidSpec
@@ -100,6 +115,9 @@ impl Pass<'_> {
         if let Some(other) = self.foreign_owner(d) {
             return Some(Block::TargetConflict(d.name.clone(), other));
         }
+        if let Some(own) = self.not_opted_in(d) {
+            return Some(Block::TargetNotOptedIn(d.name.clone(), own));
+        }
         let deadline = s.rollout.progress_deadline_seconds;
         if d.min_ready_seconds >= deadline {
             let why = format!(
@@ -111,6 +129,26 @@ impl Pass<'_> {
         match self.obs.config_map(&s.manifest_config_map_name) {
             Some(cm) if !cm_ours(cm, self.m) => Some(Block::ConfigMapConflict(cm.name.clone())),
             _ => None,
+        }
+    }
+
+    /// 9.8: why `d` may not be a target, if it may not: Some(true) for the
+    /// operator's own Deployment, Some(false) for one that has not opted
+    /// in (no label, and not already ours, as one adopted from the
+    /// reference operator is).
+    fn not_opted_in(&self, d: &DeploymentView) -> Option<bool> {
+        let policy = self.obs.targets;
+        let own = policy
+            .own
+            .as_ref()
+            .is_some_and(|(ns, name)| *ns == d.namespace && *name == d.name);
+        let ours = d.owner.as_deref() == Some(self.owner.as_str());
+        if own {
+            Some(true)
+        } else if policy.allow_any || d.opted_in || ours {
+            None
+        } else {
+            Some(false)
         }
     }
 
@@ -129,7 +167,7 @@ impl Pass<'_> {
         self.kept = None;
         let (reason, event) = b.reason();
         let msg = b.message(&self.m.namespace);
-        let phase = if matches!(b, Block::TargetNotFound(_)) {
+        let phase = if matches!(b, Block::TargetNotFound(_) | Block::TargetNotOptedIn(..)) {
             Phase::Pending
         } else {
             Phase::Failed

@@ -105,6 +105,14 @@ fn timed_out(d: &DeploymentView) -> bool {
     })
 }
 
+/// The pod template is the one our apply patch writes for `s`: only then is
+/// a failing rollout ours to judge. A template someone else wrote since (an
+/// owner that won a conflict, then went) failed for them, not for `s`.
+pub fn template_ours(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
+    d.template_hash.as_deref() == Some(s.manifest_hash().as_str())
+        && d.template_owner.as_deref() == Some(owner)
+}
+
 /// The rollout of `target_generation` has failed.
 pub fn failed(d: &DeploymentView, target_generation: i64) -> bool {
     d.observed_generation >= target_generation

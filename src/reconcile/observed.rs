@@ -3,10 +3,11 @@
 //! objects (no managedFields, no unrelated fields), and the core judges them.
 //! Parsing is lenient: a field of the wrong shape reads as absent.
 
+use crate::model::status::{bounded, MAX_ROLLBACK_TARGET};
 use crate::model::{
     CLAIM_LABEL, MANAGED_BY_LABEL, MANIFEST_KEY, OWNER_ANNOTATION, PRELOAD_ENV, ROLLBACK_ANNOTATION,
 };
-use crate::model::{FAMILY_LABEL, HASH_ANNOTATION};
+use crate::model::{FAMILY_LABEL, HASH_ANNOTATION, OPT_IN_LABEL};
 use serde_json::Value;
 
 fn s(v: &Value) -> Option<String> {
@@ -28,7 +29,8 @@ pub struct ModelView {
     pub uid: String,
     pub generation: i64,
     pub resource_version: String,
-    /// `openmed.ai/rollback-to`, trimmed; None when absent or blank.
+    /// `openmed.ai/rollback-to`, trimmed and cut to 256 characters (9.15);
+    /// None when absent or blank.
     pub rollback_to: Option<String>,
     pub finalizers: Vec<String>,
     pub deleting: bool,
@@ -50,7 +52,7 @@ impl ModelView {
             generation: v["metadata"]["generation"].as_i64().unwrap_or(0),
             resource_version: meta_str(v, "resourceVersion"),
             rollback_to: annotation(v, ROLLBACK_ANNOTATION)
-                .map(|a| a.trim().to_string())
+                .map(|a| bounded(a.trim(), MAX_ROLLBACK_TARGET))
                 .filter(|a| !a.is_empty()),
             finalizers: v["metadata"]["finalizers"]
                 .as_array()
@@ -103,6 +105,8 @@ pub struct DeploymentView {
     pub generation: i64,
     /// Carries the operator's claim label.
     pub claimed: bool,
+    /// Carries the opt-in label `openmed.ai/managed-target: "true"` (9.8).
+    pub opted_in: bool,
     /// The owner annotation on the Deployment's metadata.
     pub owner: Option<String>,
     pub replicas: Option<i64>,
@@ -168,6 +172,7 @@ impl DeploymentView {
             resource_version: meta_str(v, "resourceVersion"),
             generation: v["metadata"]["generation"].as_i64().unwrap_or(0),
             claimed: v["metadata"]["labels"][CLAIM_LABEL.0] == CLAIM_LABEL.1,
+            opted_in: v["metadata"]["labels"][OPT_IN_LABEL.0] == OPT_IN_LABEL.1,
             owner: annotation(v, OWNER_ANNOTATION),
             replicas: spec["replicas"].as_i64(),
             progress_deadline_seconds: spec["progressDeadlineSeconds"].as_i64(),

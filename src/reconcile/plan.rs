@@ -23,6 +23,19 @@ pub struct Observed<'a> {
     pub orphans: &'a [String],
     /// RFC 3339 UTC, seconds.
     pub now: &'a str,
+    /// Which Deployments may become targets (9.8).
+    pub targets: &'a TargetPolicy,
+}
+
+/// Which Deployments may become targets (docs/contract.md 9.8): those that
+/// opt in with the label `openmed.ai/managed-target: "true"` or already
+/// name this resource as their owner; never the operator's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetPolicy {
+    /// `--allow-any-target`: the reference operator's rule, any Deployment.
+    pub allow_any: bool,
+    /// The operator's own Deployment, `(namespace, name)`.
+    pub own: Option<(String, String)>,
 }
 
 impl<'a> Observed<'a> {

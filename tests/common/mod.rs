@@ -30,14 +30,15 @@ pub fn model(spec: Value) -> Value {
 }
 
 /// A Deployment the way a team would have written it before adopting the
-/// operator: a sidecar, other env vars, volumes, annotations of its own.
+/// operator: a sidecar, other env vars, volumes, annotations of its own,
+/// and the label that lets an OpenMedModel target it (9.8).
 pub fn deployment() -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {
             "name": NAME, "namespace": NS, "uid": "dep-uid", "generation": 1, "resourceVersion": "50",
-            "labels": {"app": NAME},
+            "labels": {"app": NAME, "openmed.ai/managed-target": "true"},
             "annotations": {"team": "ml-platform"},
         },
         "spec": {

@@ -66,7 +66,7 @@ pub fn cluster_with(
 pub fn deployment(name: &str, replicas: i64) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": name, "openmed.ai/managed-target": "true"}},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},

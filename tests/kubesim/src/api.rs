@@ -25,6 +25,8 @@ pub struct Shared {
     pub stats: Mutex<Stats>,
     pub tokens: Mutex<Option<Vec<String>>>,
     pub watch_epoch: AtomicU64,
+    /// Bumped to end every open watch cleanly, with its final chunk.
+    pub watch_end_epoch: AtomicU64,
     pub stopping: AtomicBool,
     pub bookmark_interval: Duration,
     pub http: OnceLock<Arc<HttpServer>>,
@@ -44,6 +46,7 @@ impl Shared {
             stats: Mutex::new(Stats::default()),
             tokens: Mutex::new(tokens),
             watch_epoch: AtomicU64::new(0),
+            watch_end_epoch: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             bookmark_interval,
             http: OnceLock::new(),

@@ -8,7 +8,9 @@ use crate::schema;
 use crate::structural;
 use serde_json::{json, Value};
 
-/// The `fieldValidation` query parameter.
+/// The `fieldValidation` query parameter. Absent, it is `Warn`, as
+/// kube-apiserver's `fieldValidation` (endpoints/handlers/rest.go) resolves
+/// it: unknown fields are pruned and named in a `Warning` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldValidation {
     Ignore,
@@ -20,8 +22,8 @@ impl FieldValidation {
     pub fn parse(s: Option<&str>) -> FieldValidation {
         match s {
             Some("Strict") => FieldValidation::Strict,
-            Some("Warn") => FieldValidation::Warn,
-            _ => FieldValidation::Ignore,
+            Some("Ignore") => FieldValidation::Ignore,
+            _ => FieldValidation::Warn,
         }
     }
 }

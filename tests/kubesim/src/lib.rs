@@ -242,6 +242,13 @@ impl Sim {
         self.shared.changed.notify_all();
     }
 
+    /// End every open watch cleanly, with its final chunk, as a server's
+    /// own timeout or a proxy's graceful idle close does.
+    pub fn end_watches(&self) {
+        self.shared.watch_end_epoch.fetch_add(1, Ordering::SeqCst);
+        self.shared.changed.notify_all();
+    }
+
     /// Answer the next `n` watches with "too old resource version": as an
     /// HTTP 410, or (`in_stream`) as an ERROR event in a 200 stream.
     pub fn expire_next_watches(&self, n: u32, in_stream: bool) {

@@ -350,8 +350,11 @@ pub fn json_patch(target: &Value, ops: &Value) -> Result<Value, String> {
                 add(&mut doc, path, v)?;
             }
             "test" => {
+                // An absent path tests equal to null, as evanphx/json-patch
+                // (kube-apiserver's) has it; kube-runtime's finalizer
+                // helper relies on it.
                 let want = value_of(op, i)?;
-                if doc.pointer(path) != Some(&want) {
+                if doc.pointer(path).unwrap_or(&Value::Null) != &want {
                     return Err(format!("testing value {path} failed"));
                 }
             }
@@ -574,6 +577,13 @@ mod tests {
         );
         let bad = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": "4"}]);
         assert!(json_patch(&t, &bad).unwrap_err().contains("test"));
+        let absent = json!([{"op": "test", "path": "/metadata/labels", "value": null}]);
+        assert!(
+            json_patch(&t, &absent).is_ok(),
+            "absent tests equal to null"
+        );
+        let not_null = json!([{"op": "test", "path": "/metadata/labels", "value": {}}]);
+        assert!(json_patch(&t, &not_null).is_err());
         assert!(json_patch(&t, &json!([{"op": "remove", "path": "/nope"}])).is_err());
         assert!(json_patch(&t, &json!({"op": "add"})).is_err());
     }

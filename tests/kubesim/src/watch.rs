@@ -279,6 +279,7 @@ fn stream_events(
     w: &mut ChunkWriter<'_>,
 ) -> io::Result<()> {
     let cut = || io::Error::new(io::ErrorKind::ConnectionAborted, "watch cut");
+    let end_epoch = shared.watch_end_epoch.load(Ordering::SeqCst);
     let mut last_bookmark = Instant::now();
     // When the first event held back by a lag falls due.
     let mut held: Option<Instant> = None;
@@ -289,7 +290,7 @@ fn stream_events(
             return Err(cut());
         }
         let now = Instant::now();
-        if now >= spec.deadline {
+        if now >= spec.deadline || shared.watch_end_epoch.load(Ordering::SeqCst) != end_epoch {
             return Ok(());
         }
         let mut wait = (spec.deadline - now).min(Duration::from_millis(200));
