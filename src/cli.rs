@@ -29,6 +29,8 @@ FLAGS:
                             /healthz fails once a watch loop has neither kept a watch
                             open nor listed or watched successfully for N seconds,
                             or a worker has been stuck that long (default 600)
+    --list-max-pages N      Give up a list after N pages of 500 (default 1000)
+    --list-max-items N      Give up a list of more than N items (default 200000)
     --allow-any-target      Any Deployment named by an OpenMedModel may be a target, as with
                             the reference operator. By default a Deployment must carry the
                             label openmed.ai/managed-target=true or already name the
@@ -56,6 +58,9 @@ pub struct Config {
     pub resync: Duration,
     pub liveness_window: Duration,
     pub log_format: LogFormat,
+    /// Bounds on one paged list (`--list-max-pages`, `--list-max-items`).
+    pub list_max_pages: u32,
+    pub list_max_items: usize,
     /// `--allow-any-target`: any Deployment may be a target, opted in or not.
     pub allow_any_target: bool,
     /// The operator's own Deployment, never a target: `POD_NAMESPACE` and
@@ -86,7 +91,7 @@ struct Flag {
     apply: fn(&mut Settings, String) -> Result<(), String>,
 }
 
-const FLAGS: [Flag; 12] = [
+const FLAGS: [Flag; 14] = [
     Flag {
         names: &["--help", "-h"],
         takes_value: false,
@@ -176,6 +181,22 @@ const FLAGS: [Flag; 12] = [
         },
     },
     Flag {
+        names: &["--list-max-pages"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.list_max_pages = whole(&v, "--list-max-pages")? as u32;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--list-max-items"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.list_max_items = whole(&v, "--list-max-items")? as usize;
+            Ok(())
+        },
+    },
+    Flag {
         names: &["--allow-any-target"],
         takes_value: false,
         apply: |s, _| {
@@ -197,6 +218,14 @@ const FLAGS: [Flag; 12] = [
     },
 ];
 
+/// A whole number from 1 to 10,000,000, for the list bounds.
+fn whole(v: &str, flag: &str) -> Result<u64, String> {
+    v.parse()
+        .ok()
+        .filter(|n| (1..=10_000_000).contains(n))
+        .ok_or_else(|| format!("{flag}: {v:?} is not a whole number from 1 to 10000000"))
+}
+
 /// Parse arguments (without the program name). `env` looks up environment
 /// variables. Errors are one line, meant for stderr.
 pub fn parse(
@@ -213,6 +242,8 @@ pub fn parse(
             log_format: LogFormat::Text,
             allow_any_target: false,
             own_deployment: None,
+            list_max_pages: 1_000,
+            list_max_items: 200_000,
         },
         all: false,
         stop: None,
@@ -292,6 +323,8 @@ mod tests {
         assert_eq!(c.resync, Duration::from_secs(15));
         assert_eq!(c.log_format, LogFormat::Text);
         assert!(c.endpoint.server.is_none());
+        assert_eq!((c.list_max_pages, c.list_max_items), (1_000, 200_000));
+        assert!(!c.allow_any_target);
     }
 
     #[test]
@@ -310,10 +343,20 @@ mod tests {
                 "--resync-seconds=30",
                 "--log-format",
                 "json",
+                "--list-max-pages=7",
+                "--list-max-items",
+                "900",
+                "--allow-any-target",
             ],
-            &[],
+            &[
+                ("POD_NAMESPACE", "ops"),
+                ("OPENMED_OPERATOR_DEPLOYMENT", "op"),
+            ],
         )
         .unwrap();
+        assert_eq!((c.list_max_pages, c.list_max_items), (7, 900));
+        assert!(c.allow_any_target);
+        assert_eq!(c.own_deployment, Some(("ops".into(), "op".into())));
         assert_eq!(c.namespaces, ["a", "b"]);
         assert_eq!(c.endpoint.server.as_deref(), Some("http://127.0.0.1:8001"));
         assert_eq!(c.endpoint.token_file, Some(PathBuf::from("/t")));
@@ -354,6 +397,8 @@ mod tests {
                 "mutually exclusive",
             ),
             (vec!["--resync-seconds", "0"], "--resync-seconds"),
+            (vec!["--list-max-pages", "0"], "--list-max-pages"),
+            (vec!["--list-max-items=x"], "--list-max-items"),
             (vec!["--log-format", "xml"], "--log-format"),
             (vec!["--health-addr", "nope"], "--health-addr"),
             (vec!["--help=1"], "takes no value"),

@@ -124,7 +124,12 @@ impl Controller {
         let metrics = Arc::new(Metrics::default());
         let observer = metrics.clone();
         let warned = metrics.clone();
-        let client = Client::new(endpoint, ClientConfig::default())?
+        let client_cfg = ClientConfig {
+            max_list_pages: cfg.list_max_pages,
+            max_list_items: cfg.list_max_items,
+            ..ClientConfig::default()
+        };
+        let client = Client::new(endpoint, client_cfg)?
             .with_observer(Arc::new(move |verb, code| {
                 observer.api_request(verb.as_str(), code)
             }))

@@ -267,13 +267,25 @@ pub fn api_error_from_body(code: u16, body: &[u8], retry_after: Option<Duration>
         code,
         reason,
         message,
-        retry_after: retry_after.or(detail_retry),
+        // Capped, so no key waits longer than a minute on what a server
+        // (or a proxy) asks.
+        retry_after: retry_after
+            .or(detail_retry)
+            .map(|d| d.min(crate::backoff::RETRY_AFTER_CAP)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_is_capped_at_a_minute() {
+        let e = api_error_from_body(429, b"", Some(Duration::from_secs(3600)));
+        assert_eq!(e.retry_after, Some(Duration::from_secs(60)));
+        let e = api_error_from_body(429, b"", Some(Duration::from_secs(3)));
+        assert_eq!(e.retry_after, Some(Duration::from_secs(3)));
+    }
 
     #[test]
     fn status_body_keeps_code_reason_and_message() {
