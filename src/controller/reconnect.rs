@@ -14,7 +14,7 @@
 //!   a slowing pace, not in a hot loop; one good event changes nothing.
 //! - Failures (a list or watch refused, garbage, a short watch) back off
 //!   exponentially with jitter, and never sooner than the server's
-//!   `Retry-After` (capped at [`Policy::retry_after_cap`]).
+//!   `Retry-After` (capped at [`crate::backoff::RETRY_AFTER_CAP`]).
 //! - The count of failures resets only once a watch has stayed open for
 //!   [`Policy::healthy`]: not on one event, not on one good list.
 
@@ -28,8 +28,6 @@ pub struct Policy {
     pub short: Duration,
     /// A watch open for this long proves the server healthy again.
     pub healthy: Duration,
-    /// The longest `Retry-After` honoured.
-    pub retry_after_cap: Duration,
 }
 
 impl Policy {
@@ -42,7 +40,6 @@ impl Policy {
         backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(10)),
         short: Duration::from_secs(1),
         healthy: Duration::from_secs(10),
-        retry_after_cap: Duration::from_secs(60),
     };
 }
 
@@ -80,12 +77,9 @@ impl Reconnect {
 
     /// A list or watch request failed: the delay before the next attempt.
     pub fn failed(&mut self, retry_after: Option<Duration>) -> Duration {
-        let d = self.policy.backoff.delay(self.failures);
+        let d = self.policy.backoff.delay_after(self.failures, retry_after);
         self.failures = self.failures.saturating_add(1);
-        match retry_after {
-            Some(ra) => d.max(ra.min(self.policy.retry_after_cap)),
-            None => d,
-        }
+        d
     }
 
     /// A watch that had been open for `lasted` ended: the delay before the
@@ -109,7 +103,6 @@ mod tests {
         backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(10)),
         short: Duration::from_secs(1),
         healthy: Duration::from_secs(30),
-        retry_after_cap: Duration::from_secs(60),
     };
     const SEC: Duration = Duration::from_secs(1);
 

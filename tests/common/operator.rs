@@ -322,17 +322,18 @@ impl Operator {
 
     /// Threads of the operator process now.
     pub fn threads(&self) -> Option<u64> {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        s.lines()
-            .find(|l| l.starts_with("Threads:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
+        self.proc_status("Threads:")
     }
 
     pub fn peak_rss_kib(&self) -> Option<u64> {
+        self.proc_status("VmHWM:")
+    }
+
+    /// A number from `/proc/<pid>/status`, by its field name.
+    fn proc_status(&self, field: &str) -> Option<u64> {
         let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         s.lines()
-            .find(|l| l.starts_with("VmHWM:"))
+            .find(|l| l.starts_with(field))
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse().ok())
     }
