@@ -23,6 +23,9 @@ FLAGS:
     --ca-file PATH          CA bundle for https, re-read when it changes.
                             Default in cluster: the service-account ca.crt
                             (or OPENMED_OPERATOR_CA_PATH)
+    --no-proxy              Connect to the API server directly, whatever HTTPS_PROXY,
+                            HTTP_PROXY and NO_PROXY say (by default they are honoured
+                            as kubectl honours them; only http:// proxies, via CONNECT)
     --health-addr ADDR      Serve /healthz, /readyz and /metrics here (default 0.0.0.0:8080)
     --resync-seconds N      Re-check every resource from the caches every N seconds (default 15)
     --liveness-window-seconds N
@@ -41,7 +44,8 @@ FLAGS:
     --help                  Print this help
     --version               Print the version
 
-The operator connects to nothing but the Kubernetes API server.";
+The operator connects to nothing but the Kubernetes API server (through the
+HTTP CONNECT proxy HTTPS_PROXY names, unless NO_PROXY or --no-proxy says otherwise).";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -91,7 +95,7 @@ struct Flag {
     apply: fn(&mut Settings, String) -> Result<(), String>,
 }
 
-const FLAGS: [Flag; 14] = [
+const FLAGS: [Flag; 15] = [
     Flag {
         names: &["--help", "-h"],
         takes_value: false,
@@ -145,6 +149,14 @@ const FLAGS: [Flag; 14] = [
         takes_value: true,
         apply: |s, v| {
             s.config.endpoint.ca_file = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--no-proxy"],
+        takes_value: false,
+        apply: |s, _| {
+            s.config.endpoint.no_proxy = true;
             Ok(())
         },
     },

@@ -32,12 +32,28 @@ pub fn remember(secret: &str) {
     }
 }
 
+/// Credentials fixed for the life of the process (a proxy's user and
+/// password): never pushed out by token rotations.
+static PINNED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+const PIN_MAX: usize = 8;
+
+/// Remember a credential that never changes, redacted by value for good.
+pub fn remember_for_good(secret: &str) {
+    let secret = secret.trim();
+    let mut s = lock(&PINNED);
+    if secret.len() >= MIN_LEN && s.len() < PIN_MAX && !s.iter().any(|x| x == secret) {
+        s.push(secret.to_string());
+    }
+}
+
 /// `s` without any remembered credential or credential-shaped text.
 pub fn redact(s: &str) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(s);
-    for secret in lock(&SECRETS).iter() {
-        if out.contains(secret.as_str()) {
-            out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
+    for list in [&SECRETS, &PINNED] {
+        for secret in lock(list).iter() {
+            if out.contains(secret.as_str()) {
+                out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
+            }
         }
     }
     for key in ["authorization", "bearer"] {

@@ -32,6 +32,7 @@ fn client(url: &str, token: Option<PathBuf>, ca: Option<PathBuf>, cfg: ClientCon
         server: Some(url.to_string()),
         token_file: token,
         ca_file: ca,
+        ..Default::default()
     };
     let ep = Endpoint::resolve(&opts, &|_| None).unwrap();
     Client::new(ep, cfg).unwrap()

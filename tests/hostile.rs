@@ -213,17 +213,26 @@ fn echo_server() -> String {
     format!("http://{addr}")
 }
 
-fn echo(mut conn: TcpStream) {
+/// A request's line and headers, read a byte at a time (so nothing after
+/// them is taken: a CONNECT tunnel's first bytes stay in the socket); None
+/// if the client goes away or sends more than 8 KiB.
+fn read_head(conn: &mut TcpStream) -> Option<String> {
     conn.set_read_timeout(Some(Duration::from_secs(5))).ok();
     let mut head = Vec::new();
-    let mut b = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
         match conn.read(&mut b) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&b[..n]),
+            Ok(1) if head.len() < 8192 => head.push(b[0]),
+            _ => return None,
         }
     }
-    let text = String::from_utf8_lossy(&head).to_string();
+    Some(String::from_utf8_lossy(&head).to_string())
+}
+
+fn echo(mut conn: TcpStream) {
+    let Some(text) = read_head(&mut conn) else {
+        return;
+    };
     let status = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
         "message": format!("upstream refused: {text}"), "reason": "InternalError", "code": 500});
     let body = status.to_string();
@@ -301,4 +310,340 @@ fn the_initial_lists_run_one_at_a_time() {
     }
     sim.set_latency(Duration::ZERO);
     op.assert_clean_exit();
+}
+
+// ---- A fake API server that misbehaves on purpose (issue 9's tests). ----
+
+/// What the fake server does wrong.
+#[derive(Clone, Copy, Debug)]
+enum Misbehaviour {
+    /// Every watch is refused with HTTP 410 Gone.
+    Gone,
+    /// Every watch opens (200), sends one in-stream 410 and ends.
+    GoneInStream,
+    /// Every watch opens (200) and ends at once, cleanly.
+    CloseAtOnce,
+    /// Every watch opens (200), sends a line that is not JSON and ends.
+    Garbage,
+    /// Every list page hands back a new `continue` token, for ever.
+    EndlessPages,
+}
+
+/// Requests the fake server has answered, by kind.
+#[derive(Default)]
+struct Seen {
+    lists: std::sync::atomic::AtomicUsize,
+    watches: std::sync::atomic::AtomicUsize,
+}
+
+/// Starts the fake server on 127.0.0.1; returns its URL and its counters.
+/// Lists are empty (or endless); every watch misbehaves as asked.
+fn fake_server(how: Misbehaviour) -> (String, std::sync::Arc<Seen>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(Seen::default());
+    let counters = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let seen = seen.clone();
+            std::thread::spawn(move || answer(conn, how, &seen));
+        }
+    });
+    (format!("http://{addr}"), counters)
+}
+
+/// Answers one request on `conn` and closes it.
+fn answer(mut conn: TcpStream, how: Misbehaviour, seen: &Seen) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(head) = read_head(&mut conn) else {
+        return;
+    };
+    let target = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let (code, body) = if target.contains("watch=") {
+        seen.watches.fetch_add(1, Relaxed);
+        watch_answer(how)
+    } else {
+        let n = seen.lists.fetch_add(1, Relaxed);
+        (200, list_page(how, n))
+    };
+    let _ = write!(
+        conn,
+        "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+fn watch_answer(how: Misbehaviour) -> (u16, String) {
+    let gone = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": "too old resource version: 1 (9)", "reason": "Expired", "code": 410});
+    match how {
+        Misbehaviour::Gone => (410, gone.to_string()),
+        Misbehaviour::GoneInStream => (
+            200,
+            format!("{}\n", serde_json::json!({"type": "ERROR", "object": gone})),
+        ),
+        Misbehaviour::CloseAtOnce | Misbehaviour::EndlessPages => (200, String::new()),
+        Misbehaviour::Garbage => (200, "<html>502 Bad Gateway</html>\n".to_string()),
+    }
+}
+
+/// An empty list; or, for [`Misbehaviour::EndlessPages`], 100 ConfigMaps
+/// with a `continue` token never seen before.
+fn list_page(how: Misbehaviour, n: usize) -> String {
+    let (items, next) = match how {
+        Misbehaviour::EndlessPages => {
+            let items: Vec<serde_json::Value> = (0..100)
+                .map(|i| {
+                    serde_json::json!({"metadata": {"name": format!("cm-{n}-{i}"),
+                    "namespace": "x", "resourceVersion": "7", "uid": format!("u-{n}-{i}")}})
+                })
+                .collect();
+            (items, Some(format!("page-{n}")))
+        }
+        _ => (Vec::new(), None),
+    };
+    serde_json::json!({"kind": "List", "apiVersion": "v1",
+        "metadata": {"resourceVersion": "7", "continue": next}, "items": items})
+    .to_string()
+}
+
+/// Issue 9, points 2 and 3, against a server that misbehaves on purpose:
+/// before, a 410 or an empty watch was retried at once (about 1,500 lists
+/// a second and most of a core), and an endless list grew to 3.6 GB in
+/// 15 s. Now, over eight seconds of each misbehaviour: a bounded number of
+/// requests, little CPU, bounded memory, probes answered, and not ready.
+#[test]
+fn a_misbehaving_server_gets_backoff_and_bounded_memory() {
+    let dir = tmpdir("fake-server");
+    std::thread::scope(|s| {
+        for how in [
+            Misbehaviour::Gone,
+            Misbehaviour::GoneInStream,
+            Misbehaviour::CloseAtOnce,
+            Misbehaviour::Garbage,
+            Misbehaviour::EndlessPages,
+        ] {
+            let dir = &dir;
+            s.spawn(move || eight_seconds_of(how, dir));
+        }
+    });
+}
+
+fn eight_seconds_of(how: Misbehaviour, dir: &std::path::Path) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (url, seen) = fake_server(how);
+    let mut op = Operator::start(&url, dir, &[]);
+    wait_until("the first request", || seen.lists.load(Relaxed) > 0);
+    std::thread::sleep(Duration::from_secs(8));
+    let (lists, watches) = (seen.lists.load(Relaxed), seen.watches.load(Relaxed));
+    let cpu = op.cpu_ms().unwrap_or(0);
+    let rss_mib = op.peak_rss_kib().unwrap_or(0) / 1024;
+    eprintln!("{how:?}: {lists} list pages, {watches} watches, {cpu} ms CPU, {rss_mib} MiB peak RSS in 8 s");
+    if matches!(how, Misbehaviour::EndlessPages) {
+        // Each kind given up at 1,000 pages, one list at a time, then not
+        // tried again for seconds.
+        assert!(lists < 5_000, "{lists} pages");
+    } else {
+        assert!(lists + watches < 200, "{lists} lists, {watches} watches");
+        assert!(cpu < 4_000, "{cpu} ms of CPU in 8 s ({how:?})");
+    }
+    assert!(rss_mib < 256, "{rss_mib} MiB peak RSS ({how:?})");
+    assert_eq!(op.http_get("/healthz").0, 200, "{how:?}");
+    let (code, body) = op.http_get("/readyz");
+    assert_eq!(code, 503, "{how:?}: {body}");
+    op.assert_clean_exit();
+}
+
+/// Issue 9, point 6: a write throttled with a long Retry-After used to
+/// sleep inside a worker (up to 300 s, four times), so two throttled writes
+/// stopped every model for minutes. Now the key waits on the queue, the
+/// client sends nothing until the server's pace has passed, and the
+/// workers go on with the work that needs no request (resyncs served from
+/// the caches); the throttled models converge once the pace is over.
+#[test]
+fn throttled_writes_do_not_put_the_workers_to_sleep() {
+    let (sim, _, mut op) = cluster_with(fast(), "throttled-writes", "a", &[]);
+    let names = ["a", "b", "c", "d"];
+    for name in &names[1..] {
+        sim.create(deployment(name, 2)).unwrap();
+    }
+    for name in names {
+        sim.create(model(name, name, V1, 600)).unwrap();
+    }
+    for name in names {
+        wait_serving(&sim, name, V1);
+    }
+    let unchanged = |op: &mut Operator| {
+        let m = op.http_get("/metrics").1;
+        sample(
+            &m,
+            "openmed_operator_reconciles_total{result=\"unchanged\"}",
+        )
+        .unwrap_or(0.0)
+    };
+    sim.throttle_next_query(None, "/configmaps/(a|b)-model-manifest$", "", 2, 12);
+    set_version(&sim, "a", V2);
+    set_version(&sim, "b", V2);
+    let throttled_at = wait_for(
+        "a throttled write",
+        || {
+            sim.requests()
+                .iter()
+                .find(|r| r.status == 429)
+                .map(|r| r.at_ms)
+        },
+        Option::is_some,
+    )
+    .unwrap_or(0);
+    let before = unchanged(&mut op);
+    std::thread::sleep(Duration::from_secs(6));
+    let during = unchanged(&mut op) - before;
+    assert!(during >= 4.0, "{during} reconciles in 6 s of throttling");
+    let sent: Vec<String> = sim
+        .requests()
+        .iter()
+        .filter(|r| r.at_ms > throttled_at + 500 && r.at_ms < throttled_at + 10_000)
+        .map(|r| format!("{} {} {}", r.method, r.path, r.status))
+        .collect();
+    assert!(sent.len() <= 1, "sent while paced: {sent:?}");
+    assert_eq!(op.http_get("/healthz").0, 200);
+    wait_serving(&sim, "a", V2);
+    wait_serving(&sim, "b", V2);
+    eprintln!(
+        "{during} resyncs in 6 s of throttling; a and b serving V2 {} ms after the 429",
+        sim.clock_ms() - throttled_at
+    );
+    op.assert_clean_exit();
+}
+
+// ---- A CONNECT proxy (issue 22, point 7). ----
+
+const PROXY_USER: &str = "omo";
+const PROXY_PASSWORD: &str = "pr0xy-pa55word-7c1e";
+
+/// What the proxy was asked: one line per CONNECT.
+type Connects = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A CONNECT proxy on 127.0.0.1 that alone resolves `kubesim.test` (to
+/// 127.0.0.1) and asks for credentials; returns its port and its record.
+fn connect_proxy() -> (u16, Connects) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Connects::default();
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let seen = seen.clone();
+            std::thread::spawn(move || tunnel(conn, &seen));
+        }
+    });
+    (port, record)
+}
+
+fn tunnel(mut client: TcpStream, seen: &Connects) {
+    let Some(head) = read_head(&mut client) else {
+        return;
+    };
+    let target = head.split_whitespace().nth(1).unwrap_or("").to_string();
+    let auth = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Proxy-Authorization: "))
+        .unwrap_or("")
+        .to_string();
+    seen.lock().unwrap().push(format!("{target} {auth}"));
+    let want = format!(
+        "Basic {}",
+        base64(&format!("{PROXY_USER}:{PROXY_PASSWORD}"))
+    );
+    let upstream = match target.rsplit_once(':') {
+        _ if auth != want => None,
+        Some(("kubesim.test", port)) => TcpStream::connect(format!("127.0.0.1:{port}")).ok(),
+        _ => None,
+    };
+    let Some(upstream) = upstream else {
+        let _ = client
+            .write_all(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n");
+        return;
+    };
+    client.set_read_timeout(None).ok();
+    let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+    let (mut c2, mut u2) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+    let (mut client, mut upstream) = (client, upstream);
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut c2, &mut u2);
+        let _ = u2.shutdown(std::net::Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut upstream, &mut client);
+    let _ = client.shutdown(std::net::Shutdown::Write);
+}
+
+fn base64(s: &str) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in s.as_bytes().chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                T[(n >> (18 - 6 * i) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+/// Issue 22, point 7: `HTTPS_PROXY` is honoured as client-go honours it
+/// (before, it was ignored). The API server's name resolves only at the
+/// proxy, so the operator converges only through the CONNECT tunnel, with
+/// the proxy's credentials, which never reach its log even at trace.
+/// `NO_PROXY` naming the server, or `--no-proxy`, goes around the proxy.
+#[test]
+fn the_api_server_is_reached_through_an_https_proxy() {
+    let sim = start_sim(SimConfig {
+        tls: true,
+        ..fast()
+    });
+    sim.create(deployment("svc", 2)).unwrap();
+    let dir = tmpdir("proxy");
+    let ca = dir.join("ca.crt");
+    std::fs::write(&ca, sim.ca_pem().unwrap()).unwrap();
+    let (port, seen) = connect_proxy();
+    let server = sim.url().replace("127.0.0.1", "kubesim.test");
+    let proxy = format!("http://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:{port}");
+    let args = ["--ca-file", ca.to_str().unwrap()];
+    let env = [("HTTPS_PROXY", proxy.as_str()), ("RUST_LOG", "trace")];
+    let mut op = Operator::start_with_env(&server, &dir, &args, &env);
+    op.wait_ready();
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_serving(&sim, "svc", V1);
+    let connects = seen.lock().unwrap().clone();
+    let target = server.trim_start_matches("https://");
+    assert!(
+        connects.iter().all(|c| c.starts_with(target)),
+        "{connects:?}"
+    );
+    let log = op.log();
+    assert!(log.contains("through the proxy http://127.0.0.1"), "{log}");
+    assert!(
+        !log.contains(PROXY_PASSWORD),
+        "the proxy password is in the log"
+    );
+    assert!(!log.contains(&base64(&format!("{PROXY_USER}:{PROXY_PASSWORD}"))));
+    op.assert_clean_exit();
+
+    // Around the proxy: nothing reaches it (and the name does not resolve).
+    let no_proxy = [("NO_PROXY", "10.0.0.0/8,.test"), env[0]];
+    let flag = [args[0], args[1], "--no-proxy"];
+    for (args, env) in [(&args[..], &no_proxy[..]), (&flag[..], &env[..1])] {
+        let before = seen.lock().unwrap().len();
+        let mut op = Operator::start_with_env(&server, &dir, args, env);
+        std::thread::sleep(Duration::from_secs(3));
+        assert_eq!(seen.lock().unwrap().len(), before, "{args:?} {env:?}");
+        assert_eq!(op.http_get("/readyz").0, 503);
+        op.assert_clean_exit();
+    }
 }

@@ -34,8 +34,7 @@ impl Fixture {
         sim.create(model(spec(V1))).unwrap();
         let opts = EndpointOptions {
             server: Some(sim.url()),
-            token_file: None,
-            ca_file: None,
+            ..Default::default()
         };
         let client = Client::new(
             Endpoint::resolve(&opts, &|_| None).unwrap(),

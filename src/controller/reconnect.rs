@@ -82,6 +82,14 @@ impl Reconnect {
         d
     }
 
+    /// The server answered a list with more than we hold (past the page or
+    /// item bounds): it will again soon, so wait the longest delay rather
+    /// than page through it all again within a second.
+    pub fn gave_up(&mut self) -> Duration {
+        self.failures = self.failures.saturating_add(1);
+        self.policy.backoff.delay(u32::MAX)
+    }
+
     /// A watch that had been open for `lasted` ended: the delay before the
     /// next attempt (a watch, or a list after `Expired`).
     pub fn watch_ended(&mut self, lasted: Duration, how: WatchEnd) -> Duration {
@@ -130,6 +138,15 @@ mod tests {
         }
         assert!(last >= Duration::from_secs(5), "{last:?}");
         assert_eq!(r.failures(), 12);
+    }
+
+    #[test]
+    fn a_list_past_its_bounds_waits_the_longest_delay() {
+        let mut r = Reconnect::new(P);
+        for _ in 0..5 {
+            assert!(r.gave_up() >= 5 * SEC);
+        }
+        assert_eq!(r.failures(), 5);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::cache::{apply_event, Change, Event, ObjectKey, Store, Versioned};
 use super::reconnect::{Policy, Reconnect, WatchEnd};
 use crate::health::Health;
 use crate::kube::client::random_watch_timeout;
-use crate::kube::{Client, ListParams, ResourcePath, WatchEvent, WatchParams};
+use crate::kube::{Client, Error, ListParams, ResourcePath, WatchEvent, WatchParams};
 use crate::metrics::Metrics;
 use serde_json::Value;
 use std::sync::Arc;
@@ -164,7 +164,10 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         let list = match self.client.list_all(&self.path, &params) {
             Ok(l) => l,
             Err(e) => {
-                let delay = rc.failed(e.retry_after());
+                let delay = match e {
+                    Error::ListBound(_) => rc.gave_up(),
+                    _ => rc.failed(e.retry_after()),
+                };
                 log::warn!(
                     "{name}: list failed, retrying in {} ms: {e}",
                     delay.as_millis()

@@ -187,9 +187,9 @@ pub struct Client {
     agent: Mutex<AgentState>,
     cfg: ClientConfig,
     observer: Option<Observer>,
-    /// One list page in flight at a time, across every loop: the initial
-    /// lists of all kinds would otherwise hold several body-size caps of
-    /// memory at once.
+    /// One list (all its pages) in flight at a time, across every loop: the
+    /// initial lists of all kinds would otherwise hold several lists' items,
+    /// each up to the bounds, at once.
     list_gate: Mutex<()>,
     /// Warning headers seen, each logged once (issue 22).
     warnings: Mutex<Warnings>,
@@ -197,6 +197,8 @@ pub struct Client {
     /// The server asked (429 with Retry-After) for no requests before this:
     /// one pace for every caller, kept without sleeping in any of them.
     paced_until: Mutex<Option<Instant>>,
+    /// The CONNECT proxy to the API server, if the environment names one.
+    proxy: Option<ureq::Proxy>,
 }
 
 impl std::fmt::Debug for Client {
@@ -221,7 +223,17 @@ impl Client {
             _ => None,
         };
         let https = endpoint.origin.is_https();
-        let agent = build_agent(&cfg, https, pem.as_deref())?;
+        let proxy = match &endpoint.proxy {
+            Some(p) => {
+                let url = p.url_with_credentials();
+                let built = ureq::Proxy::new(&url)
+                    .map_err(|_| Error::Config(format!("unusable proxy {p}")))?;
+                log::info!("reaching the API server through the proxy {p}");
+                Some(built)
+            }
+            None => None,
+        };
+        let agent = build_agent(&cfg, https, pem.as_deref(), proxy.as_ref())?;
         Ok(Client {
             base: endpoint.origin.base_url(),
             https,
@@ -234,6 +246,7 @@ impl Client {
             cfg,
             observer: None,
             paced_until: Mutex::new(None),
+            proxy,
             warnings: Mutex::new(Warnings::default()),
             on_warning: None,
             list_gate: Mutex::new(()),
@@ -267,7 +280,14 @@ impl Client {
     }
 
     /// One page. Use [`Client::list_all`] to follow `continue`.
+    /// One page of a list. Like every list, it waits for the list in flight
+    /// (see [`Client::list_all`]).
     pub fn list(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
+        let _one_at_a_time = lock(&self.list_gate);
+        self.list_page(path, params)
+    }
+
+    fn list_page(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
         let mut req = self.req(Verb::List, Method::Get, path.render(), Retry::Read);
         push_selectors(
             &mut req.query,
@@ -283,18 +303,16 @@ impl Client {
         if params.metadata_only {
             req.accept = META_LIST;
         }
-        let page = {
-            let _one_at_a_time = lock(&self.list_gate);
-            self.json(req)?
-        };
-        parse_list(page)
+        parse_list(self.json(req)?)
     }
 
     /// Every page of a list, in order. If a continue token expires midway
     /// (410) the list starts over, as client-go's pager does. At most
     /// `max_list_pages` pages and `max_list_items` items; a `continue`
-    /// token seen before is an error.
+    /// token seen before is an error. One list at a time across the client,
+    /// all its pages: the items of lists in flight never add up.
     pub fn list_all(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
+        let _one_at_a_time = lock(&self.list_gate);
         let mut restarts = 0;
         'outer: loop {
             let mut p = params.clone();
@@ -303,7 +321,7 @@ impl Client {
             let mut all = Vec::new();
             let mut seen = std::collections::HashSet::new();
             for _ in 0..self.cfg.max_list_pages {
-                let page = match self.list(path, &p) {
+                let page = match self.list_page(path, &p) {
                     Ok(page) => page,
                     Err(e) if e.is_gone() && p.continue_token.is_some() && restarts < 3 => {
                         restarts += 1;
@@ -594,7 +612,7 @@ impl Client {
             if st.ca_checked.elapsed() >= self.cfg.ca_check_interval {
                 st.ca_checked = Instant::now();
                 if let Some(pem) = ca.changed()? {
-                    match build_agent(&self.cfg, true, Some(&pem)) {
+                    match build_agent(&self.cfg, true, Some(&pem), self.proxy.as_ref()) {
                         Ok(a) => {
                             log::info!(
                                 "CA file {} changed; TLS trust reloaded",
@@ -624,9 +642,9 @@ fn push_selectors(
     }
 }
 
-fn parse_list(v: Value) -> Result<ObjectList> {
-    let items = match v.get("items") {
-        Some(Value::Array(a)) => a.clone(),
+fn parse_list(mut v: Value) -> Result<ObjectList> {
+    let items = match v.get_mut("items").map(Value::take) {
+        Some(Value::Array(a)) => a,
         Some(Value::Null) | None => Vec::new(),
         Some(_) => return Err(Error::Decode("list items is not an array".into())),
     };
@@ -651,12 +669,18 @@ fn parse_list(v: Value) -> Result<ObjectList> {
     })
 }
 
-fn build_agent(cfg: &ClientConfig, https: bool, ca_pem: Option<&[u8]>) -> Result<ureq::Agent> {
+/// The agent for every request. Only the proxy chosen by our own rules
+/// ([`super::proxy`]), never ureq's reading of the environment.
+fn build_agent(
+    cfg: &ClientConfig,
+    https: bool,
+    ca_pem: Option<&[u8]>,
+    proxy: Option<&ureq::Proxy>,
+) -> Result<ureq::Agent> {
     let mut b = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
-        // Never pick up HTTP(S)_PROXY: the operator talks to the API server only.
-        .proxy(None)
+        .proxy(proxy.cloned())
         .https_only(https)
         .user_agent(USER_AGENT)
         .accept_encoding("identity")
@@ -747,8 +771,21 @@ fn map_ureq(e: ureq::Error, limit: u64) -> Error {
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
             Error::Timeout(io.to_string())
         }
-        other => Error::Transport(sanitize(&other.to_string(), 300)),
+        other => Error::Transport(with_hint(sanitize(&other.to_string(), 300))),
     }
+}
+
+/// rustls refuses a server certificate that is itself a CA (self-signed,
+/// `CA:TRUE`), which kubectl and curl accept when it is given as the CA:
+/// say what to do, since the error names only webpki's reason.
+fn with_hint(msg: String) -> String {
+    if msg.contains("CaUsedAsEndEntity") {
+        return format!(
+            "{msg} (the API server presents a CA certificate as its own; serve a leaf \
+             certificate, CA:FALSE with the server's names, signed by that CA)"
+        );
+    }
+    msg
 }
 
 /// A random server-side watch timeout between 50 and 60 seconds, so that
@@ -782,6 +819,17 @@ mod tests {
         assert!(parse_list(json!({"items": {}, "metadata": {"resourceVersion": "1"}})).is_err());
         assert!(parse_list(json!({"items": [1], "metadata": {"resourceVersion": "1"}})).is_err());
         assert!(parse_list(json!({"items": []})).is_err());
+    }
+
+    #[test]
+    fn a_ca_used_as_the_server_certificate_says_what_to_do() {
+        let msg = "rustls: invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))";
+        let hinted = with_hint(msg.to_string());
+        assert!(
+            hinted.starts_with(msg) && hinted.contains("serve a leaf"),
+            "{hinted}"
+        );
+        assert_eq!(with_hint("connection refused".into()), "connection refused");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::error::{Error, Result};
 use super::guard::Origin;
+use super::proxy::{self, Proxy};
 use crate::lock::lock;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,8 @@ pub struct EndpointOptions {
     pub server: Option<String>,
     pub token_file: Option<PathBuf>,
     pub ca_file: Option<PathBuf>,
+    /// `--no-proxy`: connect directly whatever `HTTPS_PROXY` says.
+    pub no_proxy: bool,
 }
 
 #[derive(Debug)]
@@ -54,6 +57,8 @@ pub struct Endpoint {
     pub origin: Origin,
     pub token: Option<TokenFile>,
     pub ca_file: Option<PathBuf>,
+    /// The proxy the environment names for this origin (see [`super::proxy`]).
+    pub proxy: Option<Proxy>,
 }
 
 impl Endpoint {
@@ -107,10 +112,18 @@ impl Endpoint {
             Some(p) => Some(TokenFile::open(p, TOKEN_MAX_AGE)?),
             None => None,
         };
+        let proxy = match opts.no_proxy {
+            true => None,
+            false => proxy::for_origin(&origin, env)?,
+        };
+        for secret in proxy.iter().flat_map(Proxy::secrets) {
+            crate::redact::remember_for_good(&secret);
+        }
         Ok(Endpoint {
             origin,
             token,
             ca_file: ca_path,
+            proxy,
         })
     }
 }
@@ -320,7 +333,7 @@ mod tests {
         let opts = EndpointOptions {
             server: Some("http://127.0.0.1:8001".into()),
             token_file: Some(t2),
-            ca_file: None,
+            ..Default::default()
         };
         let ep = Endpoint::resolve(&opts, &env).unwrap();
         assert_eq!(ep.token.unwrap().current().expose(), "two");
@@ -342,7 +355,7 @@ mod tests {
         let opts = EndpointOptions {
             server: Some("http://127.0.0.1:1".into()),
             token_file: Some(PathBuf::from("/nonexistent/token")),
-            ca_file: None,
+            ..Default::default()
         };
         let e = Endpoint::resolve(&opts, &none).unwrap_err().to_string();
         assert!(e.contains("cannot read token file"), "{e}");

@@ -70,6 +70,15 @@ impl Origin {
         self.https
     }
 
+    /// The host as in a URL: lower case, IPv6 in brackets.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// `scheme://host:port`, without a trailing slash.
     pub fn base_url(&self) -> String {
         let scheme = if self.https { "https" } else { "http" };

@@ -6,6 +6,7 @@ pub mod error;
 pub mod guard;
 pub mod names;
 pub mod path;
+pub mod proxy;
 pub mod watch;
 
 pub use client::{

@@ -207,6 +207,16 @@ pub struct Operator {
 
 impl Operator {
     pub fn start(sim_url: &str, dir: &Path, extra: &[&str]) -> Operator {
+        Operator::start_with_env(sim_url, dir, extra, &[])
+    }
+
+    /// [`Operator::start`] with extra environment variables.
+    pub fn start_with_env(
+        sim_url: &str,
+        dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Operator {
         // OMO_OPERATOR_BIN runs another build, e.g. the static release one
         // for figures: OMO_OPERATOR_BIN=target/static/... cargo test --test e2e a_converged -- --nocapture
         let bin = std::env::var("OMO_OPERATOR_BIN")
@@ -225,6 +235,7 @@ impl Operator {
             ])
             .args(extra)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::from(f))
             .spawn()

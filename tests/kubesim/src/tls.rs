@@ -1,4 +1,5 @@
-//! A throwaway CA and a server certificate for 127.0.0.1 / localhost, made
+//! A throwaway CA and a server certificate for 127.0.0.1 / localhost (and
+//! `kubesim.test`, reached through a test proxy), made
 //! fresh for every simulator so no key material lives in the repository.
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
@@ -38,6 +39,8 @@ pub fn generate() -> Result<TlsMaterial, String> {
         "127.0.0.1".to_string(),
         "::1".to_string(),
         "localhost".to_string(),
+        // A name only the tests' CONNECT proxy resolves (tests/hostile.rs).
+        "kubesim.test".to_string(),
     ])
     .map_err(|e| e.to_string())?;
     params
