@@ -327,6 +327,9 @@ enum Misbehaviour {
     Garbage,
     /// Every list page hands back a new `continue` token, for ever.
     EndlessPages,
+    /// Every watch opens (200) and then says nothing and never closes, as a
+    /// half-open connection behind NAT does.
+    Silent,
 }
 
 /// Requests the fake server has answered, by kind.
@@ -334,6 +337,8 @@ enum Misbehaviour {
 struct Seen {
     lists: std::sync::atomic::AtomicUsize,
     watches: std::sync::atomic::AtomicUsize,
+    /// When each watch was opened, and its request target.
+    opened: std::sync::Mutex<Vec<(Instant, String)>>,
 }
 
 /// Starts the fake server on 127.0.0.1; returns its URL and its counters.
@@ -361,6 +366,15 @@ fn answer(mut conn: TcpStream, how: Misbehaviour, seen: &Seen) {
     let target = head.split_whitespace().nth(1).unwrap_or("/").to_string();
     let (code, body) = if target.contains("watch=") {
         seen.watches.fetch_add(1, Relaxed);
+        seen.opened
+            .lock()
+            .unwrap()
+            .push((Instant::now(), target.clone()));
+        if matches!(how, Misbehaviour::Silent) {
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+            std::thread::sleep(Duration::from_secs(600));
+            return;
+        }
         watch_answer(how)
     } else {
         let n = seen.lists.fetch_add(1, Relaxed);
@@ -382,7 +396,7 @@ fn watch_answer(how: Misbehaviour) -> (u16, String) {
             200,
             format!("{}\n", serde_json::json!({"type": "ERROR", "object": gone})),
         ),
-        Misbehaviour::CloseAtOnce | Misbehaviour::EndlessPages => (200, String::new()),
+        _ => (200, String::new()),
         Misbehaviour::Garbage => (200, "<html>502 Bad Gateway</html>\n".to_string()),
     }
 }
@@ -646,4 +660,43 @@ fn the_api_server_is_reached_through_an_https_proxy() {
         assert_eq!(op.http_get("/readyz").0, 503);
         op.assert_clean_exit();
     }
+}
+
+/// Issue 22, point 6: a watch whose connection goes silent without closing
+/// (half-open behind NAT) was noticed only after about five minutes. Each
+/// watch now asks the server to end it within 60 s and is given up 10 s
+/// after that, then reopened at once: within about 70 s, whatever the
+/// network does.
+#[test]
+fn a_silent_watch_connection_is_given_up_within_about_a_minute() {
+    let (url, seen) = fake_server(Misbehaviour::Silent);
+    let dir = tmpdir("half-open");
+    let mut op = Operator::start(&url, &dir, &[]);
+    let first = |seen: &Seen| seen.opened.lock().unwrap().first().cloned();
+    wait_until("a first watch", || first(&seen).is_some());
+    let (t0, target) = first(&seen).unwrap();
+    let path = target.split('?').next().unwrap_or("").to_string();
+    let timeout: u64 = target
+        .split(['?', '&'])
+        .find_map(|kv| kv.strip_prefix("timeoutSeconds="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!((1..=60).contains(&timeout), "{target}");
+    let again = loop {
+        let opened = seen.opened.lock().unwrap().clone();
+        let reopened = opened.iter().skip(1).find(|(_, t)| t.starts_with(&path));
+        if let Some((t, _)) = reopened {
+            break t.duration_since(t0);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "{path} never watched again"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("{path}: silent watch (timeoutSeconds={timeout}) reopened after {again:?}");
+    assert!(again >= Duration::from_secs(timeout), "{again:?}");
+    assert!(again <= Duration::from_secs(timeout + 15), "{again:?}");
+    assert_eq!(op.http_get("/healthz").0, 200);
+    op.assert_clean_exit();
 }
