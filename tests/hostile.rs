@@ -396,8 +396,10 @@ fn watch_answer(how: Misbehaviour) -> (u16, String) {
             200,
             format!("{}\n", serde_json::json!({"type": "ERROR", "object": gone})),
         ),
-        _ => (200, String::new()),
         Misbehaviour::Garbage => (200, "<html>502 Bad Gateway</html>\n".to_string()),
+        Misbehaviour::CloseAtOnce | Misbehaviour::EndlessPages | Misbehaviour::Silent => {
+            (200, String::new())
+        }
     }
 }
 
