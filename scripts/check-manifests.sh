@@ -13,7 +13,11 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 
 KV_VERSION=1.37.0
-K8S_VERSION=1.32.0
+# The oldest Kubernetes the manifests support and the newest we check them
+# against (README "Compatibility"): 1.25 is the first release that runs the
+# CRD's CEL rule (x-kubernetes-validations) by default.
+K8S_OLDEST=1.25.0
+K8S_NEWEST=1.37.0
 VENV="$REPO/target/pyenv"
 if ! "$VENV/bin/kubernetes-validate" --version >/dev/null 2>&1; then
   say "Installing kubernetes-validate $KV_VERSION into $VENV"
@@ -25,25 +29,34 @@ OUT="$REPO/target/rendered"
 mkdir -p "$OUT"
 kubectl kustomize manifests/ >"$OUT/cluster-wide.yaml"
 kubectl kustomize manifests/overlays/namespaced >"$OUT/namespaced.yaml"
+kubectl kustomize manifests/overlays/example-image >"$OUT/example-image.yaml"
+installs=("$OUT/cluster-wide.yaml" "$OUT/namespaced.yaml" "$OUT/example-image.yaml")
 
 mapfile -t files < <(find manifests -name '*.yaml' ! -name kustomization.yaml -o -name '*.json' | sort)
-say "kubernetes-validate --strict against Kubernetes $K8S_VERSION"
-"$VENV/bin/kubernetes-validate" --strict --quiet -k "$K8S_VERSION" "${files[@]}" "$OUT/cluster-wide.yaml" "$OUT/namespaced.yaml"
+for k8s in "$K8S_OLDEST" "$K8S_NEWEST"; do
+  say "kubernetes-validate --strict against Kubernetes $k8s"
+  "$VENV/bin/kubernetes-validate" --strict --quiet -k "$k8s" "${files[@]}" "${installs[@]}"
+done
 
 # The validator must be able to fail: a broken Deployment is refused.
 printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replicas: "two"}\n' >"$OUT/broken.yaml"
-if "$VENV/bin/kubernetes-validate" --quiet -k "$K8S_VERSION" "$OUT/broken.yaml" >/dev/null 2>&1; then
+if "$VENV/bin/kubernetes-validate" --quiet -k "$K8S_NEWEST" "$OUT/broken.yaml" >/dev/null 2>&1; then
   die "kubernetes-validate accepted a broken manifest"
 fi
-info "${#files[@]} files and 2 rendered installs valid"
+info "${#files[@]} files and ${#installs[@]} rendered installs valid on $K8S_OLDEST and $K8S_NEWEST"
+
+say "Labels, user roles, images and the namespaced overlay's one parameter"
+rm -rf "$OUT/param" && mkdir -p "$OUT/param" && cp -r manifests "$OUT/param/"
+sed -i 's/^  namespace: openmed$/  namespace: team-a/' "$OUT/param/manifests/overlays/namespaced/scope.yaml"
+kubectl kustomize "$OUT/param/manifests/overlays/namespaced" >"$OUT/namespaced-team-a.yaml"
+"$VENV/bin/python" scripts/check-installs.py "$OUT"
 
 say "Both installs on the simulated API server (structural CRD schemas, as kube-apiserver)"
 trap stop_all EXIT
 start_sim "$OUT/sim"
-# The namespaced overlay expects its namespace to exist (issue 16 is about that).
-printf '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"openmed"}}\n' >"$OUT/ns-openmed.json"
-kc apply -f "$OUT/ns-openmed.json" >/dev/null
-for install in cluster-wide namespaced; do
+# The namespaced install first, on an empty cluster: it creates the namespace
+# it watches (it used to fail half way without it).
+for install in namespaced cluster-wide; do
   kc apply -f "$OUT/$install.yaml" >"$OUT/$install.applied" 2>&1 || {
     cat "$OUT/$install.applied" >&2
     die "the $install install was refused"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The same scenario as e2e-sim.sh on a real Kubernetes cluster (kind):
 # create a cluster, build the image from the Containerfile, load it, install
-# with `kubectl apply -k manifests/`, deploy a stand-in OpenMed service whose
+# the cluster-wide manifests through an `images:` overlay, deploy a stand-in OpenMed service whose
 # readiness depends on the preload value, run the shared scenario
 # (scenario.sh), tear down.
 # Needs: docker, kind, kubectl, network access for images. About 5 minutes.
@@ -27,10 +27,24 @@ say "Building $IMAGE from the Containerfile"
 docker build -f "$REPO/Containerfile" -t "$IMAGE" "$REPO"
 kind load docker-image "$IMAGE" --name "$CLUSTER"
 
-say "Installing with kubectl apply -k manifests/"
-kc apply -k "$REPO/manifests/"
+say "Installing the cluster-wide manifests with the image set by an overlay (as the README says)"
+OVERLAY="$REPO/target/kind-overlay"
+mkdir -p "$OVERLAY"
+cat >"$OVERLAY/kustomization.yaml" <<YAML
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+components:
+  - ../../manifests/components/standard-labels
+resources:
+  - ../../manifests/base
+  - ../../manifests/rbac
+images:
+  - name: ghcr.io/openmed-ai/openmed-operator
+    newName: ${IMAGE%%:*}
+    newTag: ${IMAGE##*:}
+YAML
+kc apply -k "$OVERLAY"
 kc wait --for condition=established --timeout=60s crd/openmedmodels.openmed.ai
-kc -n openmed-system set image deployment/openmed-operator "operator=$IMAGE"
 kc -n openmed-system rollout status deployment/openmed-operator --timeout=180s
 
 say "Deploying a stand-in OpenMed service (busybox; a version containing 'unloadable' never gets ready)"

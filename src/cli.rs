@@ -2,6 +2,7 @@
 
 use crate::kube::names::is_dns_label;
 use crate::kube::EndpointOptions;
+use crate::release::ReleaseArgs;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,6 +12,12 @@ openmed-operator: makes the model version served by an OpenMed REST Deployment d
 
 USAGE:
     openmed-operator [FLAGS]
+    openmed-operator release --namespace NS --name DEPLOYMENT [--force]
+                     [--server URL] [--token-file PATH] [--ca-file PATH] [--no-proxy]
+        Hand a Deployment back whose OpenMedModel lost its finalizer by hand
+        while the operator was away: remove the operator's marks and start the
+        container that read the (now deleted) ConfigMap with no model, so its
+        pods can restart. Refused while the OpenMedModel exists, unless --force.
 
 FLAGS:
     --all-namespaces        Watch OpenMedModels in every namespace (the default)
@@ -75,8 +82,51 @@ pub struct Config {
 #[derive(Debug)]
 pub enum Command {
     Run(Box<Config>),
+    /// `release`: hand one Deployment back by hand (see [`crate::release`]).
+    Release(ReleaseArgs),
     Help,
     Version,
+}
+
+/// The flags of `release`: the Deployment, and the endpoint flags of a run.
+fn parse_release(args: impl Iterator<Item = String>) -> Result<ReleaseArgs, String> {
+    let mut r = ReleaseArgs::default();
+    let mut it = args;
+    while let Some(arg) = it.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((f, v)) => (f.to_string(), Some(v.to_string())),
+            None => (arg, None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| format!("release: {name} needs a value"))
+        };
+        match name.as_str() {
+            "--namespace" => r.namespace = value()?,
+            "--name" => r.name = value()?,
+            "--server" => r.endpoint.server = Some(value()?),
+            "--token-file" => r.endpoint.token_file = Some(PathBuf::from(value()?)),
+            "--ca-file" => r.endpoint.ca_file = Some(PathBuf::from(value()?)),
+            "--no-proxy" => r.endpoint.no_proxy = true,
+            "--force" => r.force = true,
+            _ => return Err(format!("release: unknown flag {name:?} (see --help)")),
+        }
+    }
+    if !is_dns_label(&r.namespace) {
+        return Err(format!(
+            "release: --namespace {:?} is not a namespace name",
+            r.namespace
+        ));
+    }
+    if !crate::kube::names::is_dns_subdomain(&r.name) {
+        return Err(format!(
+            "release: --name {:?} is not a Deployment name",
+            r.name
+        ));
+    }
+    Ok(r)
 }
 
 /// What the flags have set so far.
@@ -260,7 +310,11 @@ pub fn parse(
         all: false,
         stop: None,
     };
-    let mut it = args.into_iter();
+    let mut it = args.into_iter().peekable();
+    if it.peek().map(String::as_str) == Some("release") {
+        it.next();
+        return parse_release(it).map(Command::Release);
+    }
     while let Some(arg) = it.next() {
         let (name, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v)),
@@ -314,6 +368,46 @@ fn finish(s: Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn release_takes_the_deployment_and_the_endpoint_flags() {
+        let args = [
+            "release",
+            "--namespace",
+            "openmed",
+            "--name=svc",
+            "--server",
+            "https://k:6443",
+            "--ca-file",
+            "/ca",
+            "--no-proxy",
+            "--force",
+        ];
+        let Ok(Command::Release(r)) = parse(args.iter().map(|s| s.to_string()), &|_| None) else {
+            panic!("not a release");
+        };
+        assert_eq!(
+            (r.namespace.as_str(), r.name.as_str(), r.force),
+            ("openmed", "svc", true)
+        );
+        assert_eq!(r.endpoint.server.as_deref(), Some("https://k:6443"));
+        assert!(r.endpoint.no_proxy && r.endpoint.ca_file.is_some());
+        for bad in [
+            &["release", "--name", "svc"][..],
+            &["release", "--namespace", "a", "--name"],
+            &[
+                "release",
+                "--namespace",
+                "a",
+                "--name",
+                "b",
+                "--all-namespaces",
+            ],
+        ] {
+            let e = parse(bad.iter().map(|s| s.to_string()), &|_| None).unwrap_err();
+            assert!(e.starts_with("release:"), "{e}");
+        }
+    }
 
     fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, String> {
         let env: Vec<(String, String)> = env

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod model;
 pub mod reconcile;
 pub mod redact;
+pub mod release;
 pub mod server;
 pub mod signals;
 pub mod time;

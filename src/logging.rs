@@ -1,9 +1,59 @@
 //! Log lines: readable text by default, one JSON object per line with
 //! `--log-format json`. `RUST_LOG` sets the level (default `info`). Every
 //! line passes through [`crate::redact`].
+//!
+//! JSON lines carry `namespace` and `name` when they were logged while a
+//! worker reconciled that OpenMedModel ([`for_resource`]), and any key-value
+//! pairs of the call (`reason`), so a log pipeline can filter by resource.
 
 use crate::cli::LogFormat;
+use serde_json::{Map, Value};
+use std::cell::RefCell;
 use std::io::Write;
+
+thread_local! {
+    /// The OpenMedModel this thread is reconciling, if any.
+    static RESOURCE: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with every log line of this thread tagged with the resource.
+pub fn for_resource<T>(namespace: &str, name: &str, f: impl FnOnce() -> T) -> T {
+    let before = RESOURCE.with(|r| r.replace(Some((namespace.to_string(), name.to_string()))));
+    let out = f();
+    RESOURCE.with(|r| *r.borrow_mut() = before);
+    out
+}
+
+/// The key-value pairs of a log call (`log::info!(reason = "X"; "...")`),
+/// scrubbed as messages are.
+fn key_values(r: &log::Record<'_>) -> Map<String, Value> {
+    struct Collect<'a>(&'a mut Map<String, Value>);
+    impl<'kvs> log::kv::VisitSource<'kvs> for Collect<'_> {
+        fn visit_pair(
+            &mut self,
+            key: log::kv::Key<'kvs>,
+            value: log::kv::Value<'kvs>,
+        ) -> Result<(), log::kv::Error> {
+            let text = crate::redact::redact(&value.to_string()).into_owned();
+            self.0.insert(key.as_str().to_string(), Value::String(text));
+            Ok(())
+        }
+    }
+    let mut out = Map::new();
+    let _ = r.key_values().visit(&mut Collect(&mut out));
+    out
+}
+
+/// The structured fields of a JSON line: the resource, then the key-values.
+fn fields(r: &log::Record<'_>) -> Map<String, Value> {
+    let mut out = Map::new();
+    if let Some((ns, name)) = RESOURCE.with(|r| r.borrow().clone()) {
+        out.insert("namespace".into(), ns.into());
+        out.insert("name".into(), name.into());
+    }
+    out.extend(key_values(r));
+    out
+}
 
 pub fn init(format: LogFormat) {
     let mut b = env_logger::Builder::new();
@@ -19,9 +69,13 @@ pub fn init(format: LogFormat) {
     b.target(env_logger::Target::Stderr);
     match format {
         LogFormat::Text => b.format(|f, r| {
+            let kv: String = key_values(r)
+                .iter()
+                .map(|(k, v)| format!(" {k}={}", v.as_str().unwrap_or("")))
+                .collect();
             writeln!(
                 f,
-                "{} {:<5} {}: {}",
+                "{} {:<5} {}: {}{kv}",
                 crate::time::now(),
                 r.level(),
                 r.target(),
@@ -29,13 +83,14 @@ pub fn init(format: LogFormat) {
             )
         }),
         LogFormat::Json => b.format(|f, r| {
-            let line = serde_json::json!({
-                "ts": crate::time::now(),
-                "level": r.level().as_str(),
-                "target": r.target(),
-                "msg": crate::redact::redact(&r.args().to_string()),
-            });
-            writeln!(f, "{line}")
+            let mut line = Map::new();
+            line.insert("ts".into(), crate::time::now().into());
+            line.insert("level".into(), r.level().as_str().into());
+            line.insert("target".into(), r.target().into());
+            let msg = crate::redact::redact(&r.args().to_string()).into_owned();
+            line.insert("msg".into(), msg.into());
+            line.extend(fields(r));
+            writeln!(f, "{}", Value::Object(line))
         }),
     };
     let _ = b.try_init();

@@ -1,6 +1,6 @@
 //! Flags → config → run; nothing else.
 
-use openmed_operator::{cli, controller, logging, signals};
+use openmed_operator::{cli, controller, logging, release, signals};
 
 fn main() {
     let cmd = match cli::parse(std::env::args().skip(1), &|k| std::env::var(k).ok()) {
@@ -13,6 +13,16 @@ fn main() {
     match cmd {
         cli::Command::Help => println!("{}", cli::HELP),
         cli::Command::Version => println!("openmed-operator {}", env!("CARGO_PKG_VERSION")),
+        cli::Command::Release(args) => {
+            logging::init(cli::LogFormat::Text);
+            match release::run(&args) {
+                Ok(done) => println!("{done}"),
+                Err(e) => {
+                    eprintln!("openmed-operator release: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
         cli::Command::Run(cfg) => {
             logging::init(cfg.log_format);
             limit_malloc_arenas();

@@ -1134,11 +1134,31 @@ fn json_logs_and_readiness_before_sync() {
     assert_eq!(op.http_get("/healthz").0, 200);
     op.wait_ready();
     let _ = addr;
-    for line in op.log().lines() {
-        let v: Value =
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    sim.create(deployment("svc", 2)).unwrap();
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_serving(&sim, "svc", V1);
+    let lines: Vec<Value> = op
+        .log()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    for v in &lines {
         assert!(v["ts"].is_string() && v["level"].is_string() && v["msg"].is_string());
     }
+    // Issue 16: lines about a resource say which, and why where it matters.
+    let ours: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v["namespace"] == NS && v["name"] == "svc")
+        .collect();
+    assert!(ours.len() >= 3, "{lines:#?}");
+    assert!(
+        ours.iter().any(|v| v["reason"] == "RolloutSucceeded"),
+        "{ours:#?}"
+    );
+    assert!(
+        lines.iter().any(|v| v["namespace"].is_null()),
+        "startup lines name no resource"
+    );
     op.assert_clean_exit();
 }
 
@@ -1255,5 +1275,205 @@ fn a_deployment_must_opt_in_before_it_is_a_target() {
     sim.merge_patch("apps/v1", "Deployment", NS, "svc", &label)
         .unwrap();
     wait_serving(&sim, "svc", V1);
+    op.assert_clean_exit();
+}
+
+/// The metric names and `name{label="value"}` selectors in a rule
+/// expression (negative matchers are skipped: they name what to leave out).
+fn selectors(expr: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let mut out = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("openmed_operator_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = tail[..end].to_string();
+        let mut matchers = Vec::new();
+        if let Some(body) = tail[end..].strip_prefix('{') {
+            let close = body.find('}').unwrap_or(body.len());
+            for m in body[..close].split(',') {
+                if let Some((k, v)) = m.split_once('=') {
+                    if !k.ends_with('!') && !v.starts_with('~') {
+                        matchers
+                            .push((k.trim().to_string(), v.trim().trim_matches('"').to_string()));
+                    }
+                }
+            }
+        }
+        out.push((name, matchers));
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// Issue 16, point 5: every metric and label value the shipped alert rules
+/// ask for is one the operator exports, checked against a running one.
+#[test]
+fn the_alert_rules_use_only_exported_metrics() {
+    let rules = include_str!("../manifests/monitoring/prometheusrule.yaml");
+    let exprs: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr:"))
+        .collect();
+    assert!(exprs.len() >= 5, "{exprs:?}");
+    let (sim, _, mut op) = cluster_with(fast(), "alerts", "svc", &[]);
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_serving(&sim, "svc", V1);
+    let metrics = op.http_get("/metrics").1;
+    let mut checked = 0;
+    for expr in exprs {
+        let found = selectors(expr);
+        assert!(!found.is_empty(), "{expr} uses no operator metric");
+        for (name, matchers) in found {
+            assert!(
+                metrics.contains(&format!("# TYPE {name} ")),
+                "{name} (in {expr}) is not exported:\n{metrics}"
+            );
+            for (k, v) in matchers {
+                let series = format!("{name}{{{k}=\"{v}\"}}");
+                assert!(metrics.contains(&series), "{series} is never exported");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 2, "only {checked} label matchers checked");
+    // The check itself can fail.
+    assert_eq!(
+        selectors(r#"max(openmed_operator_nope{phase="X",kind!="y"}) > 0"#),
+        vec![(
+            "openmed_operator_nope".to_string(),
+            vec![("phase".to_string(), "X".to_string())]
+        )]
+    );
+    op.assert_clean_exit();
+}
+
+/// Runs `openmed-operator release` against `url`; its exit status and output.
+fn release(url: &str, name: &str, extra: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_openmed-operator"))
+        .args([
+            "release",
+            "--server",
+            url,
+            "--namespace",
+            NS,
+            "--name",
+            name,
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// Issue 16, point 6: after the troubleshooting table's remedy (the
+/// finalizer removed by hand while the operator is gone) the ConfigMap is
+/// collected but the Deployment still reads it, so its next pod hangs.
+/// `release` hands it back as the operator would have; it refuses while the
+/// OpenMedModel exists, and a second run has nothing to do.
+#[test]
+fn release_hands_back_a_deployment_whose_model_lost_its_finalizer() {
+    let (sim, _, mut op) = cluster_with(fast(), "release", "svc", &[]);
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_serving(&sim, "svc", V1);
+    op.assert_clean_exit();
+    assert!(preload(&sim, "svc")["valueFrom"]["configMapKeyRef"].is_object());
+
+    let (ok, text) = release(&sim.url(), "svc", &[]);
+    assert!(!ok && text.contains("still exists"), "{text}");
+
+    sim.merge_patch(
+        MODEL.0,
+        MODEL.1,
+        NS,
+        "svc",
+        &json!({"metadata": {"finalizers": null}}),
+    )
+    .unwrap();
+    sim.delete(MODEL.0, MODEL.1, NS, "svc").unwrap();
+    let _ = sim.delete("v1", "ConfigMap", NS, "svc-model-manifest");
+    let (ok, text) = release(&sim.url(), "svc", &[]);
+    assert!(ok && text.contains("handed back"), "{text}");
+    let d = sim.object("apps", "deployments", NS, "svc").unwrap();
+    assert!(
+        d["metadata"]["annotations"]["openmed.ai/model-resource"].is_null(),
+        "{d:#}"
+    );
+    assert!(
+        d["metadata"]["labels"]["openmed.ai/managed"].is_null(),
+        "{d:#}"
+    );
+    assert_eq!(d["metadata"]["labels"]["openmed.ai/managed-target"], "true");
+    // An empty value is omitted, as the API server omits it.
+    assert_eq!(
+        preload(&sim, "svc"),
+        json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS"})
+    );
+    let hash = &d["spec"]["template"]["metadata"]["annotations"]["openmed.ai/model-manifest-hash"];
+    assert_eq!(
+        hash.as_str(),
+        Some(openmed_operator::model::spec::empty_manifest_hash().as_str())
+    );
+    let containers = d["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
+    assert_eq!(containers.len(), 2, "no container added or lost");
+
+    let (ok, text) = release(&sim.url(), "svc", &[]);
+    assert!(ok && text.contains("nothing to do"), "{text}");
+    let (ok, text) = release(&sim.url(), "Not_A_Name", &[]);
+    assert!(!ok && text.contains("--name"), "{text}");
+}
+
+/// Issue 16, point 3: a Deployment a HorizontalPodAutoscaler scales keeps
+/// the replicas the autoscaler gives it, through resyncs and a new version;
+/// status says who owns them; with the autoscaler gone, the spec's replicas
+/// come back.
+#[test]
+fn an_autoscalers_replicas_are_not_reverted() {
+    let (sim, _, mut op) = cluster_with(fast(), "hpa", "svc", &[]);
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_serving(&sim, "svc", V1);
+    let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "svc-hpa", "namespace": NS},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "svc"},
+                 "minReplicas": 2, "maxReplicas": 5,
+                 "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                              "target": {"type": "Utilization", "averageUtilization": 80}}}]}});
+    sim.create(hpa).unwrap();
+    wait_for(
+        "status to name the autoscaler",
+        || status(&sim, "svc")["replicasManagedBy"].clone(),
+        |v| *v == "HorizontalPodAutoscaler/svc-hpa",
+    );
+    let replicas = |sim: &Sim| {
+        sim.object("apps", "deployments", NS, "svc").unwrap()["spec"]["replicas"].clone()
+    };
+    // The autoscaler scales up, as the HPA controller does.
+    sim.merge_patch(
+        "apps/v1",
+        "Deployment",
+        NS,
+        "svc",
+        &json!({"spec": {"replicas": 4}}),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(replicas(&sim), 4, "the operator reverted the autoscaler");
+    wait_phase(&sim, "svc", "Ready", "RolloutSucceeded");
+    set_version(&sim, "svc", V2);
+    wait_serving(&sim, "svc", V2);
+    assert_eq!(replicas(&sim), 4, "a new version reverted the autoscaler");
+    sim.delete("autoscaling/v2", "HorizontalPodAutoscaler", NS, "svc-hpa")
+        .unwrap();
+    wait_for("the spec's replicas back", || replicas(&sim), |r| *r == 2);
+    wait_for(
+        "status to drop the autoscaler",
+        || status(&sim, "svc")["replicasManagedBy"].clone(),
+        Value::is_null,
+    );
     op.assert_clean_exit();
 }

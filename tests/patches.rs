@@ -45,7 +45,7 @@ fn deployment_apply_points_the_container_at_the_configmap_and_leaves_the_rest() 
     let m = mv();
     let s = validate(NAME, m.spec.as_ref()).unwrap();
     let before = deployment();
-    let after = strategic_merge(&before, &patches::deployment_apply(&m, &s)).unwrap();
+    let after = strategic_merge(&before, &patches::deployment_apply(&m, &s, false)).unwrap();
     accepted_by_api_server("apps", "deployments", &after, &before);
 
     assert_eq!(after["spec"]["replicas"], 2);
@@ -94,7 +94,7 @@ fn deployment_apply_points_the_container_at_the_configmap_and_leaves_the_rest() 
     assert_eq!(after["spec"]["selector"], before["spec"]["selector"]);
 
     // Applying it again changes nothing.
-    let again = strategic_merge(&after, &patches::deployment_apply(&m, &s)).unwrap();
+    let again = strategic_merge(&after, &patches::deployment_apply(&m, &s, false)).unwrap();
     assert_eq!(again, after);
 }
 
@@ -105,7 +105,7 @@ fn recreate_clears_rolling_update() {
     let m = ModelView::from_json(&model(sp)).unwrap();
     let s = validate(NAME, m.spec.as_ref()).unwrap();
     let before = deployment();
-    let after = strategic_merge(&before, &patches::deployment_apply(&m, &s)).unwrap();
+    let after = strategic_merge(&before, &patches::deployment_apply(&m, &s, false)).unwrap();
     assert_eq!(after["spec"]["strategy"], json!({"type": "Recreate"}));
     assert_eq!(after["spec"]["progressDeadlineSeconds"], 30);
     accepted_by_api_server("apps", "deployments", &after, &before);
@@ -118,7 +118,7 @@ fn percentages_stay_strings_on_the_deployment() {
         json!({"type": "RollingUpdate", "maxUnavailable": "25%", "maxSurge": "0%"});
     let m = ModelView::from_json(&model(sp)).unwrap();
     let s = validate(NAME, m.spec.as_ref()).unwrap();
-    let after = strategic_merge(&deployment(), &patches::deployment_apply(&m, &s)).unwrap();
+    let after = strategic_merge(&deployment(), &patches::deployment_apply(&m, &s, false)).unwrap();
     assert_eq!(
         after["spec"]["strategy"]["rollingUpdate"],
         json!({"maxUnavailable": "25%", "maxSurge": "0%"})
@@ -131,7 +131,7 @@ fn an_env_var_sourced_from_a_secret_is_replaced_not_merged() {
     let s = validate(NAME, m.spec.as_ref()).unwrap();
     let mut before = deployment();
     before["spec"]["template"]["spec"]["containers"][0]["env"][1] = json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}});
-    let after = strategic_merge(&before, &patches::deployment_apply(&m, &s)).unwrap();
+    let after = strategic_merge(&before, &patches::deployment_apply(&m, &s, false)).unwrap();
     accepted_by_api_server("apps", "deployments", &after, &before);
     assert!(env(&after, "openmed-service")[1]["valueFrom"]
         .get("secretKeyRef")
@@ -143,7 +143,7 @@ fn decommission_hands_the_deployment_back() {
     let m = mv();
     let s = validate(NAME, m.spec.as_ref()).unwrap();
     let before = deployment();
-    let managed = strategic_merge(&before, &patches::deployment_apply(&m, &s)).unwrap();
+    let managed = strategic_merge(&before, &patches::deployment_apply(&m, &s, false)).unwrap();
     let after = strategic_merge(
         &managed,
         &patches::deployment_decommission(Some("openmed-service")),

@@ -13,8 +13,8 @@ use openmed_operator::model::spec::empty_manifest_hash;
 use openmed_operator::model::status::{states, CondSet, Reason};
 use openmed_operator::model::{validate, EventReason};
 use openmed_operator::reconcile::{
-    execute, lookups, plan, plan_refused, Cluster, ConfigMapView, DeploymentView, EventSpec,
-    Executed, ModelView, Observed, Plan, Refused, TargetPolicy, Write,
+    execute, lookups, note_autoscaled, plan, plan_refused, Cluster, ConfigMapView, DeploymentView,
+    EventSpec, Executed, ModelView, Observed, Plan, Refused, TargetPolicy, Write,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -81,7 +81,7 @@ impl World {
         let m = ModelView::from_json(&self.model).unwrap();
         let l = lookups(&m);
         let owner = m.owner();
-        let ds = self
+        let mut ds: Vec<DeploymentView> = self
             .deployment
             .iter()
             .chain(self.others.values())
@@ -92,6 +92,7 @@ impl World {
                     || d.template_owner.as_deref() == Some(owner.as_str())
             })
             .collect();
+        note_autoscaled(&m, &mut ds);
         let cms = self
             .config_maps
             .values()
@@ -2184,4 +2185,49 @@ fn delete_with_the_container_gone_leaves_the_template_alone() {
         .get("openmed.ai/model-resource")
         .is_none());
     assert!(w.config_maps.contains_key("openmed-service-model-manifest"));
+}
+
+/// Issue 16, point 3: under `openmed.ai/autoscaled: "true"` the target's
+/// replicas are the autoscaler's: a resize by it is not drift, a new version
+/// is applied without them, status names who owns them; without the
+/// annotation the spec's replicas come back.
+#[test]
+fn an_autoscaled_target_keeps_the_autoscalers_replicas() {
+    let mut w = World::new(spec(V1));
+    w.annotate("openmed.ai/autoscaled", Some("true"));
+    w.converge();
+    assert_eq!(
+        w.status()["replicasManagedBy"],
+        "annotation openmed.ai/autoscaled"
+    );
+    let resize = |w: &mut World, n: i64| {
+        let d = w.dep();
+        d["spec"]["replicas"] = json!(n);
+        let g = d["metadata"]["generation"].as_i64().unwrap() + 1;
+        d["metadata"]["generation"] = json!(g);
+        w.rollout_completes();
+    };
+    resize(&mut w, 5);
+    let (tags, ev) = w.step();
+    assert!(tags.is_empty() && ev.is_empty(), "{tags:?} {ev:?}");
+    assert_eq!(w.dep()["spec"]["replicas"], 5);
+    w.set_spec(spec(V2));
+    w.step();
+    assert_eq!(
+        w.dep()["spec"]["replicas"],
+        5,
+        "a new version took the replicas back"
+    );
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.status()["phase"], "Ready");
+    assert_eq!(w.status()["activeVersion"], V2);
+    w.annotate("openmed.ai/autoscaled", None);
+    w.step();
+    assert_eq!(w.dep()["spec"]["replicas"], spec(V2)["replicas"]);
+    assert!(
+        w.status()["replicasManagedBy"].is_null(),
+        "{:#}",
+        w.status()
+    );
 }

@@ -95,6 +95,38 @@ impl Versioned for ConfigMapView {
     }
 }
 
+/// What the operator keeps of a HorizontalPodAutoscaler: the Deployment it
+/// scales, if it scales one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoscalerView {
+    pub name: String,
+    pub resource_version: String,
+    /// `spec.scaleTargetRef.name` when its kind is Deployment (apps group).
+    pub deployment: Option<String>,
+}
+
+impl AutoscalerView {
+    pub fn from_json(v: &serde_json::Value) -> Option<AutoscalerView> {
+        let target = &v["spec"]["scaleTargetRef"];
+        let apps = target["apiVersion"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("apps/"));
+        Some(AutoscalerView {
+            name: v["metadata"]["name"].as_str()?.to_string(),
+            resource_version: v["metadata"]["resourceVersion"].as_str()?.to_string(),
+            deployment: (apps && target["kind"] == "Deployment")
+                .then(|| target["name"].as_str().map(str::to_string))
+                .flatten(),
+        })
+    }
+}
+
+impl Versioned for AutoscalerView {
+    fn resource_version(&self) -> &str {
+        &self.resource_version
+    }
+}
+
 /// What the cheap metadata-only watch keeps of every Deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetaView {

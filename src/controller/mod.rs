@@ -27,14 +27,14 @@ use crate::backoff::Backoff;
 use crate::cli::Config;
 use crate::controller::outcome::Outcome;
 use crate::health::Health;
-use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
+use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS};
 use crate::kube::{Client, ClientConfig, Endpoint, ResourcePath};
 use crate::metrics::Metrics;
 use crate::model::status::{Phase, StatusDoc};
 use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
 use crate::server;
-use cache::{Key, MetaView, Store};
+use cache::{AutoscalerView, Key, MetaView, Store};
 use error::StartError;
 use index::{Kind, TargetIndex};
 use queue::WorkQueue;
@@ -114,6 +114,14 @@ const ALL_DEPLOYMENTS: Watch = Watch {
     kind: DEPLOYMENTS,
     selector: None,
     metadata_only: true,
+};
+
+/// HorizontalPodAutoscalers: a Deployment one scales keeps its replicas.
+const AUTOSCALERS: Watch = Watch {
+    resource: "horizontalpodautoscalers",
+    kind: HORIZONTAL_POD_AUTOSCALERS,
+    selector: None,
+    metadata_only: false,
 };
 
 impl Controller {
@@ -276,8 +284,23 @@ impl Controller {
                 meta_view,
                 self.on_deployment_meta(),
             )?;
+            let hpas = rc.autoscalers.clone();
+            let on_hpa = self.on_autoscaler();
+            self.spawn(&AUTOSCALERS, scope, hpas, AutoscalerView::from_json, on_hpa)?;
         }
         Ok(())
+    }
+
+    /// An autoscaler appearing, going, or changing its target wakes the
+    /// models of the Deployments it scaled and scales.
+    fn on_autoscaler(&self) -> reflector::OnChange<AutoscalerView> {
+        let w = self.waker(Kind::Deployment);
+        Arc::new(move |c: cache::Change<AutoscalerView>| {
+            let targets = [&c.old, &c.new].into_iter().flatten();
+            for d in targets.filter_map(|a| a.deployment.clone()) {
+                w(&Key::new(c.key.namespace.clone(), d));
+            }
+        })
     }
 
     /// Queue the models that look up a `kind` object by this key.
@@ -317,6 +340,7 @@ impl Controller {
                 rc.deployments.unsynced(),
                 rc.deployment_meta.unsynced(),
                 rc.config_maps.unsynced(),
+                rc.autoscalers.unsynced(),
             ]
             .concat()
         };
@@ -441,7 +465,7 @@ fn process_next(
         return !crate::signals::stop_requested();
     };
     let started = Instant::now();
-    match rc.sync(&key) {
+    crate::logging::for_resource(&key.namespace, &key.name, || match rc.sync(&key) {
         Ok(outcome) => {
             queue.forget(&key);
             metrics.reconciled(outcome, started.elapsed());
@@ -451,11 +475,12 @@ fn process_next(
             metrics.error(&e.kind_label());
             let delay = queue.add_rate_limited(key.clone(), e.retry_after());
             log::warn!(
+                reason = e.kind_label().as_str();
                 "{key}: reconcile failed, retrying in {} ms: {e}",
                 delay.as_millis()
             );
         }
-    }
+    });
     queue.done(&key);
     true
 }

@@ -1,7 +1,7 @@
 //! The sync handler: read the caches, ask the core for a plan, carry its
 //! writes out in order, then the status, then the Events.
 
-use super::cache::{Key, MetaView, ObjectKey, Store};
+use super::cache::{AutoscalerView, Key, MetaView, ObjectKey, Store};
 use super::error::SyncError;
 use super::events::{Posted, Poster};
 use crate::controller::outcome::Outcome;
@@ -10,8 +10,8 @@ use crate::kube::{Client, Error, PatchType, Preconditions, ResourcePath, Retry};
 use crate::lock::lock;
 use crate::metrics::Metrics;
 use crate::reconcile::{
-    execute, lookups, patches, plan, plan_refused, Cluster, ConfigMapView, DeploymentView,
-    EventSpec, Executed, ModelView, Observed, Plan, Refused, TargetPolicy,
+    execute, lookups, note_autoscaled, patches, plan, plan_refused, Cluster, ConfigMapView,
+    DeploymentView, EventSpec, Executed, ModelView, Observed, Plan, Refused, TargetPolicy,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -30,6 +30,9 @@ pub struct Reconciler {
     /// resourceVersion in `deployment_meta` is unchanged.
     pub fetched: Mutex<HashMap<Key, DeploymentView>>,
     pub config_maps: Arc<Store<ConfigMapView>>,
+    /// HorizontalPodAutoscalers in scope: a Deployment one scales keeps its
+    /// replicas (the autoscaler's, not the spec's).
+    pub autoscalers: Arc<Store<AutoscalerView>>,
     /// Events written, by (namespace, name), with their object's uid.
     pub posted: Mutex<Posted>,
     pub metrics: Arc<Metrics>,
@@ -139,6 +142,7 @@ impl Reconciler {
             deployment_meta: Arc::new(Store::default()),
             fetched: Mutex::new(Default::default()),
             config_maps: Arc::new(Store::default()),
+            autoscalers: Arc::new(Store::default()),
             posted: Mutex::new(Default::default()),
             metrics,
             acted: Mutex::new(Default::default()),
@@ -276,12 +280,32 @@ impl Reconciler {
                 }
             }
         }
+        for d in deployments.iter_mut() {
+            d.autoscaler = self.autoscaler_of(ns, &d.name);
+        }
+        note_autoscaled(model, &mut deployments);
         let orphans = self.orphans(&owner, &deployments)?;
         Ok(Seen {
             deployments,
             config_maps,
             orphans,
         })
+    }
+
+    /// The HorizontalPodAutoscaler scaling Deployment `ns/name`, as
+    /// `HorizontalPodAutoscaler/<name>` (the first by name if several).
+    fn autoscaler_of(&self, ns: &str, name: &str) -> Option<String> {
+        let mut by: Vec<String> = self
+            .autoscalers
+            .keys()
+            .into_iter()
+            .filter(|k| k.namespace == ns)
+            .filter_map(|k| self.autoscalers.get(&k))
+            .filter(|a| a.deployment.as_deref() == Some(name))
+            .map(|a| a.name)
+            .collect();
+        by.sort();
+        by.first().map(|n| format!("HorizontalPodAutoscaler/{n}"))
     }
 
     /// Owners named on these Deployments, other than `owner`, whose
@@ -514,7 +538,7 @@ impl Reconciler {
             }
             Err(e) => {
                 self.metrics.event_failed();
-                log::warn!("{}: could not post Event {reason}: {e}", model.owner());
+                log::warn!(reason = reason.as_str(); "{}: could not post Event {reason}: {e}", model.owner());
                 Err(e)
             }
         }
@@ -544,7 +568,7 @@ impl Reconciler {
             {
                 continue;
             }
-            log::info!("{}: posting the owed Event {}", model.owner(), owed.reason);
+            log::info!(reason = owed.reason.as_str(); "{}: posting the owed Event {}", model.owner(), owed.reason);
             self.post_event(&model, owed.reason, owed.generation, &owed.message, &now)?;
         }
         Ok(())
@@ -671,7 +695,8 @@ impl Cluster for ApiCluster<'_> {
         self.rc.remember_model(&resp);
         self.rc.remember_acted(self.model);
         if let Some(phase) = body["status"]["phase"].as_str() {
-            log::info!("{}: phase {phase}", self.who);
+            let reason = ready_reason(body).unwrap_or_default();
+            log::info!(reason; "{}: phase {phase} ({reason})", self.who);
         }
         Ok(())
     }
@@ -687,4 +712,14 @@ impl Cluster for ApiCluster<'_> {
             )
             .map_err(Failed::Api)
     }
+}
+
+/// The reason of the Ready condition a status patch writes, if it writes one.
+fn ready_reason(body: &Value) -> Option<&str> {
+    body["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?
+        .get("reason")?
+        .as_str()
 }

@@ -279,9 +279,8 @@ impl Client {
         self.json(req)
     }
 
-    /// One page. Use [`Client::list_all`] to follow `continue`.
-    /// One page of a list. Like every list, it waits for the list in flight
-    /// (see [`Client::list_all`]).
+    /// One page of a list ([`Client::list_all`] follows `continue`). Like
+    /// every list, it waits for the list in flight.
     pub fn list(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
         let _one_at_a_time = lock(&self.list_gate);
         self.list_page(path, params)

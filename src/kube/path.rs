@@ -45,6 +45,13 @@ pub const DEPLOYMENTS: ResourceType = ResourceType {
     kind: "Deployment",
     namespaced: true,
 };
+pub const HORIZONTAL_POD_AUTOSCALERS: ResourceType = ResourceType {
+    group: "autoscaling",
+    version: "v2",
+    plural: "horizontalpodautoscalers",
+    kind: "HorizontalPodAutoscaler",
+    namespaced: true,
+};
 pub const NAMESPACES: ResourceType = ResourceType {
     group: "",
     version: "v1",

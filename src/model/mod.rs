@@ -23,6 +23,9 @@ pub const KOPF_FINALIZER: &str = "kopf.zalando.org/KopfFinalizerMarker";
 pub const OWNER_ANNOTATION: &str = "openmed.ai/model-resource";
 /// Pod-template annotation carrying the manifest hash.
 pub const HASH_ANNOTATION: &str = "openmed.ai/model-manifest-hash";
+/// OpenMedModel annotation (`"true"`): the target's replicas belong to an
+/// autoscaler, so the operator never sets them.
+pub const AUTOSCALED_ANNOTATION: &str = "openmed.ai/autoscaled";
 /// Annotation asking for a manual rollback.
 pub const ROLLBACK_ANNOTATION: &str = "openmed.ai/rollback-to";
 /// Label on managed ConfigMaps (and the value).

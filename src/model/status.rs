@@ -91,6 +91,9 @@ pub enum Field {
     AppliedSpecHash,
     TargetDeploymentGeneration,
     TargetDeploymentUid,
+    /// Who sets the target's replicas instead of the operator (an
+    /// autoscaler), absent when the operator does.
+    ReplicasManagedBy,
     FailedSpecHash,
     LastSuccessfulSpec,
     PreviousSuccessfulSpec,
@@ -118,6 +121,7 @@ impl Field {
             Field::AppliedSpecHash => "appliedSpecHash",
             Field::TargetDeploymentGeneration => "targetDeploymentGeneration",
             Field::TargetDeploymentUid => "targetDeploymentUID",
+            Field::ReplicasManagedBy => "replicasManagedBy",
             Field::FailedSpecHash => "failedSpecHash",
             Field::LastSuccessfulSpec => "lastSuccessfulSpec",
             Field::PreviousSuccessfulSpec => "previousSuccessfulSpec",

@@ -21,7 +21,7 @@ pub fn matches(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
         .and_then(|e| e.config_map_ref.as_ref())
         .map(|(name, key)| *name == s.manifest_config_map_name && key == PRELOAD_ENV)
         .unwrap_or(false);
-    d.replicas == Some(s.replicas)
+    (d.autoscaler.is_some() || d.replicas == Some(s.replicas))
         && d.progress_deadline_seconds == Some(s.rollout.progress_deadline_seconds)
         && strategy_ok
         && d.owner.as_deref() == Some(owner)
@@ -54,6 +54,9 @@ pub fn needs_apply(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
 /// follows once the controller has seen it (`rolloutRecreate` has then
 /// scaled every old set to zero, and a resize has one set to go to).
 pub fn staged(d: &DeploymentView, s: &DesiredSpec) -> Option<DesiredSpec> {
+    if d.autoscaler.is_some() {
+        return None;
+    }
     let current = d.replicas?;
     let switching = d.strategy_type.as_deref() != Some("Recreate");
     let unseen = d.observed_generation < d.generation;
@@ -84,8 +87,13 @@ pub fn resize_held(d: &DeploymentView, s: &DesiredSpec, owner: &str, recorded: i
 /// controller has seen the Deployment as it is now, every pod is of the new
 /// template (`status.replicas == updatedReplicas`, so a ready old pod cannot
 /// stand in for an unready new one), the new pods are available, and the
-/// deadline has not been exceeded.
+/// deadline has not been exceeded. Under an autoscaler, the replicas it set
+/// are the ones to wait for.
 pub fn ready(d: &DeploymentView, replicas: i64, target_generation: i64) -> bool {
+    let replicas = match (&d.autoscaler, d.replicas) {
+        (Some(_), Some(current)) => current,
+        _ => replicas,
+    };
     d.generation >= target_generation
         && d.observed_generation >= target_generation
         && d.observed_generation >= d.generation

@@ -17,4 +17,4 @@ pub use block::Refused;
 pub use execute::{execute, Cluster, Executed};
 pub use observed::{ConfigMapView, DeploymentView, ModelView};
 pub use pass::{plan, plan_refused};
-pub use plan::{lookups, EventSpec, Lookups, Observed, Plan, TargetPolicy, Write};
+pub use plan::{lookups, note_autoscaled, EventSpec, Lookups, Observed, Plan, TargetPolicy, Write};

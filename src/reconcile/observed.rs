@@ -5,7 +5,8 @@
 
 use crate::model::status::{bounded, MAX_ROLLBACK_TARGET};
 use crate::model::{
-    CLAIM_LABEL, MANAGED_BY_LABEL, MANIFEST_KEY, OWNER_ANNOTATION, PRELOAD_ENV, ROLLBACK_ANNOTATION,
+    AUTOSCALED_ANNOTATION, CLAIM_LABEL, MANAGED_BY_LABEL, MANIFEST_KEY, OWNER_ANNOTATION,
+    PRELOAD_ENV, ROLLBACK_ANNOTATION,
 };
 use crate::model::{FAMILY_LABEL, HASH_ANNOTATION, OPT_IN_LABEL};
 use serde_json::Value;
@@ -32,6 +33,9 @@ pub struct ModelView {
     /// `openmed.ai/rollback-to`, trimmed and cut to 256 characters (9.15);
     /// None when absent or blank.
     pub rollback_to: Option<String>,
+    /// `openmed.ai/autoscaled: "true"`: the target's replicas belong to an
+    /// autoscaler (one the operator may not see, such as KEDA's).
+    pub autoscaled: bool,
     pub finalizers: Vec<String>,
     pub deleting: bool,
     pub spec: Option<Value>,
@@ -54,6 +58,7 @@ impl ModelView {
             rollback_to: annotation(v, ROLLBACK_ANNOTATION)
                 .map(|a| bounded(a.trim(), MAX_ROLLBACK_TARGET))
                 .filter(|a| !a.is_empty()),
+            autoscaled: annotation(v, AUTOSCALED_ANNOTATION).as_deref() == Some("true"),
             finalizers: v["metadata"]["finalizers"]
                 .as_array()
                 .map(|a| {
@@ -129,6 +134,11 @@ pub struct DeploymentView {
     pub available_replicas: i64,
     pub unavailable_replicas: i64,
     pub conditions: Vec<DeployCondition>,
+    /// Who sets `spec.replicas` instead of the operator, if anyone: the
+    /// HorizontalPodAutoscaler targeting this Deployment, or the
+    /// OpenMedModel's own annotation `openmed.ai/autoscaled: "true"` (an
+    /// autoscaler the operator cannot see). Filled in by the shell.
+    pub autoscaler: Option<String>,
 }
 
 impl DeploymentView {
@@ -193,6 +203,7 @@ impl DeploymentView {
             ready_replicas: n("readyReplicas"),
             available_replicas: n("availableReplicas"),
             unavailable_replicas: n("unavailableReplicas"),
+            autoscaler: None,
             conditions: st["conditions"]
                 .as_array()
                 .map(|cs| {

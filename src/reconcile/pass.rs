@@ -100,7 +100,7 @@ impl Pass<'_> {
             return;
         }
         self.kept = Some((s.target.name.clone(), s.manifest_config_map_name.clone()));
-        self.record_uid(&base, d);
+        self.record_target(&base, d);
         let gen = base.int(Field::TargetDeploymentGeneration).unwrap_or(0);
         if self.rollout_failed(s, hash, d, gen) || self.config_map_drift(s, hash) {
             return;

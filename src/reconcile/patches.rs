@@ -88,9 +88,11 @@ fn strategy(s: &DesiredSpec) -> Value {
 }
 
 /// Strategic merge patch pointing the Deployment at the spec (section 3).
-pub fn deployment_apply(m: &ModelView, s: &DesiredSpec) -> Value {
+/// Under an autoscaler (`autoscaled`) `spec.replicas` is left out: it is the
+/// autoscaler's.
+pub fn deployment_apply(m: &ModelView, s: &DesiredSpec, autoscaled: bool) -> Value {
     let owner = m.owner();
-    json!({
+    let mut patch = json!({
         "metadata": {
             "annotations": {OWNER_ANNOTATION: owner},
             "labels": {CLAIM_LABEL.0: CLAIM_LABEL.1},
@@ -117,7 +119,13 @@ pub fn deployment_apply(m: &ModelView, s: &DesiredSpec) -> Value {
                 }]},
             },
         },
-    })
+    });
+    if autoscaled {
+        if let Some(spec) = patch["spec"].as_object_mut() {
+            spec.remove("replicas");
+        }
+    }
+    patch
 }
 
 /// Strategic merge patch that hands the Deployment back (section 7): owner

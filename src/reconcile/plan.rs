@@ -7,7 +7,7 @@ use super::observed::{ConfigMapView, DeploymentView, ModelView};
 use super::patches;
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{EventReason, Field, StatusDoc};
-use crate::model::validate;
+use crate::model::{validate, AUTOSCALED_ANNOTATION};
 use serde_json::{json, Value};
 
 /// Everything one pass looks at. `deployments` and `config_maps` hold
@@ -53,6 +53,22 @@ impl<'a> Observed<'a> {
 pub struct Lookups {
     pub deployments: Vec<String>,
     pub config_maps: Vec<String>,
+}
+
+/// The model's word that its target is autoscaled (`openmed.ai/autoscaled`)
+/// written onto the observed target, as if its autoscaler had been seen; an
+/// autoscaler the shell did see is kept. Both shells call this.
+pub fn note_autoscaled(m: &ModelView, ds: &mut [DeploymentView]) {
+    if !m.autoscaled {
+        return;
+    }
+    let Ok(s) = validate(&m.name, m.spec.as_ref()) else {
+        return;
+    };
+    for d in ds.iter_mut().filter(|d| d.name == s.target.name) {
+        d.autoscaler
+            .get_or_insert_with(|| format!("annotation {AUTOSCALED_ANNOTATION}"));
+    }
 }
 
 pub fn lookups(m: &ModelView) -> Lookups {

@@ -113,7 +113,7 @@ impl Pass<'_> {
         let gen = base.int(Field::TargetDeploymentGeneration).unwrap_or(0);
         self.kept = Some((r.target.name.clone(), r.manifest_config_map_name.clone()));
         let recreated = recreated(&base, d);
-        self.record_uid(&base, d);
+        self.record_target(&base, d);
         let degraded = degraded(&base, &r, desired);
         let served = base.ready_reason() == Some(Reason::TargetDegraded)
             || base.condition_reason(ConditionType::RolledBack) == Some(Reason::RollbackSucceeded);

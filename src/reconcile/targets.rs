@@ -38,6 +38,7 @@ impl Pass<'_> {
         self.plan
             .new
             .set(Field::TargetDeploymentUid, json!(d.uid.clone()));
+        self.record_replicas_owner(d);
         self.kept = Some((s.target.name.clone(), s.manifest_config_map_name.clone()));
         if let Some(orphan) = self.orphaned_owner(d) {
             self.event(
@@ -53,7 +54,7 @@ impl Pass<'_> {
         if judge::needs_apply(d, now, &self.owner) {
             self.plan.writes.push(Write::PatchDeployment {
                 name: s.target.name.clone(),
-                body: patches::deployment_apply(self.m, now),
+                body: patches::deployment_apply(self.m, now, d.autoscaler.is_some()),
                 sets_target: true,
             });
             self.plan.target = TargetGen::FromPatch;
@@ -71,12 +72,23 @@ impl Pass<'_> {
             .map(str::to_string)
     }
 
-    /// Status from before 9.18 has no target uid: record the one judged.
-    pub(super) fn record_uid(&mut self, old: &StatusDoc, d: &DeploymentView) {
+    /// What status records of the target judged: its uid, when status
+    /// from before 9.18 has none, and who owns its replicas.
+    pub(super) fn record_target(&mut self, old: &StatusDoc, d: &DeploymentView) {
         if old.get(Field::TargetDeploymentUid).is_none() && !d.uid.is_empty() {
             self.plan
                 .new
                 .set(Field::TargetDeploymentUid, json!(d.uid.clone()));
+        }
+        self.record_replicas_owner(d);
+    }
+
+    /// `replicasManagedBy`: the autoscaler that sets the target's replicas,
+    /// absent when the operator sets them from the spec.
+    fn record_replicas_owner(&mut self, d: &DeploymentView) {
+        match &d.autoscaler {
+            Some(by) => self.plan.new.set(Field::ReplicasManagedBy, json!(by)),
+            None => self.plan.new.clear(Field::ReplicasManagedBy),
         }
     }
 

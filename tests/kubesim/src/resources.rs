@@ -122,6 +122,16 @@ impl Registry {
         deploy.scale_subresource = true;
         deploy.generation = true;
         let lease = ResourceDef::builtin("coordination.k8s.io", "v1", "leases", "Lease", true);
+        let mut hpa = ResourceDef::builtin(
+            "autoscaling",
+            "v2",
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+            true,
+        )
+        .shorts(&["hpa"]);
+        hpa.status_subresource = true;
+        hpa.generation = true;
         let mut crd = ResourceDef::builtin(
             "apiextensions.k8s.io",
             "v1",
@@ -146,7 +156,7 @@ impl Registry {
         let role = ResourceDef::builtin(rbac, "v1", "roles", "Role", true);
         let rb = ResourceDef::builtin(rbac, "v1", "rolebindings", "RoleBinding", true);
         Registry {
-            defs: vec![ns, cm, ev, sa, deploy, lease, cr, crb, role, rb, crd],
+            defs: vec![ns, cm, ev, sa, deploy, lease, hpa, cr, crb, role, rb, crd],
         }
     }
 
