@@ -206,8 +206,66 @@ pub fn apply_event<V: Clone + PartialEq + Versioned>(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stale;
 
+/// The values indexed under a name (client-go's `Indexer`): a pass finds
+/// the few objects of one owner without looking at thousands.
+pub type IndexFn<V> = fn(&V) -> Vec<String>;
+
+/// The map of a [`Store`] and its index, changed only together.
+struct Items<V> {
+    map: HashMap<Key, V>,
+    /// Bumped by every change: equal counts mean nothing changed between.
+    changes: u64,
+    index: HashMap<String, HashSet<Key>>,
+    index_fn: Option<IndexFn<V>>,
+}
+
+impl<V> std::ops::Deref for Items<V> {
+    type Target = HashMap<Key, V>;
+    fn deref(&self) -> &HashMap<Key, V> {
+        &self.map
+    }
+}
+
+impl<V> Items<V> {
+    fn insert(&mut self, k: Key, v: V) -> Option<V> {
+        self.changes += 1;
+        if let Some(f) = self.index_fn {
+            for name in f(&v) {
+                self.index.entry(name).or_default().insert(k.clone());
+            }
+        }
+        let old = self.map.insert(k.clone(), v);
+        self.unindex(&k, old.as_ref());
+        old
+    }
+
+    fn remove(&mut self, k: &Key) -> Option<V> {
+        self.changes += 1;
+        let old = self.map.remove(k);
+        self.unindex(k, old.as_ref());
+        old
+    }
+
+    /// Drop `k` from the names `old` was indexed under and the value now
+    /// held is not.
+    fn unindex(&mut self, k: &Key, old: Option<&V>) {
+        let (Some(f), Some(old)) = (self.index_fn, old) else {
+            return;
+        };
+        let now = self.map.get(k).map(f).unwrap_or_default();
+        for name in f(old).into_iter().filter(|n| !now.contains(n)) {
+            if let Some(keys) = self.index.get_mut(&name) {
+                keys.remove(k);
+                if keys.is_empty() {
+                    self.index.remove(&name);
+                }
+            }
+        }
+    }
+}
+
 pub struct Store<V> {
-    items: RwLock<HashMap<Key, V>>,
+    items: RwLock<Items<V>>,
     /// Every list/watch loop that fills this store (one per namespace
     /// watched), and whether its first list is in. Synced when all are.
     loops: Mutex<HashMap<String, bool>>,
@@ -248,7 +306,12 @@ impl Tombstones {
 impl<V: Clone + Versioned> Default for Store<V> {
     fn default() -> Self {
         Store {
-            items: RwLock::new(HashMap::new()),
+            items: RwLock::new(Items {
+                map: HashMap::new(),
+                changes: 0,
+                index: HashMap::new(),
+                index_fn: None,
+            }),
             loops: Mutex::new(HashMap::new()),
             gone: Mutex::new(Tombstones::default()),
         }
@@ -256,12 +319,36 @@ impl<V: Clone + Versioned> Default for Store<V> {
 }
 
 impl<V: Clone + Versioned> Store<V> {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Key, V>> {
+    /// A store whose values are also found by the names `f` gives them.
+    pub fn indexed(f: IndexFn<V>) -> Store<V> {
+        let s = Store::default();
+        s.write().index_fn = Some(f);
+        s
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Items<V>> {
         self.items.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Key, V>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Items<V>> {
         self.items.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A count that grows with every change to the store: two equal
+    /// readings mean it held the same objects in between.
+    pub fn changes(&self) -> u64 {
+        self.read().changes
+    }
+
+    /// The values indexed under `name` (see [`Store::indexed`]).
+    pub fn by_index(&self, name: &str) -> Vec<V> {
+        let items = self.read();
+        let Some(keys) = items.index.get(name) else {
+            return Vec::new();
+        };
+        keys.iter()
+            .filter_map(|k| items.map.get(k).cloned())
+            .collect()
     }
 
     pub fn get(&self, k: &Key) -> Option<V> {
@@ -278,6 +365,17 @@ impl<V: Clone + Versioned> Store<V> {
 
     pub fn values(&self) -> Vec<V> {
         self.read().values().cloned().collect()
+    }
+
+    /// The values `keep` accepts, cloning only those: a pass looks for the
+    /// few objects of one owner among thousands (cloning every value for
+    /// each of 1,000 resyncs cost 6.7 s of CPU per 10 s resync period).
+    pub fn select(&self, keep: impl Fn(&Key, &V) -> bool) -> Vec<V> {
+        self.read()
+            .iter()
+            .filter(|(k, v)| keep(k, v))
+            .map(|(_, v)| v.clone())
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -440,6 +538,36 @@ mod tests {
             "name": "m", "namespace": "a", "uid": uid, "generation": generation, "resourceVersion": rv},
             "status": {"phase": phase}}))
         .unwrap()
+    }
+
+    /// The index follows every change: a new name, a changed one, a
+    /// removal, and a list replacing everything.
+    #[test]
+    fn the_index_follows_puts_removes_and_lists() {
+        fn owner(m: &ModelView) -> Vec<String> {
+            m.status
+                .as_ref()
+                .and_then(|s| s["phase"].as_str())
+                .map(|p| vec![p.to_string()])
+                .unwrap_or_default()
+        }
+        let s: Store<ModelView> = Store::indexed(owner);
+        let names = |s: &Store<ModelView>, i: &str| {
+            let mut v: Vec<String> = s.by_index(i).into_iter().map(|m| m.uid).collect();
+            v.sort();
+            v
+        };
+        s.put(k("a", "m1"), model("u1", 1, "1", "Ready")).unwrap();
+        s.put(k("a", "m2"), model("u2", 1, "2", "Ready")).unwrap();
+        assert_eq!(names(&s, "Ready"), ["u1", "u2"]);
+        s.put(k("a", "m1"), model("u1", 2, "3", "Failed")).unwrap();
+        assert_eq!(names(&s, "Ready"), ["u2"]);
+        assert_eq!(names(&s, "Failed"), ["u1"]);
+        s.remove(&k("a", "m2"));
+        assert!(names(&s, "Ready").is_empty());
+        s.replace(None, vec![(k("a", "m3"), model("u3", 1, "4", "Ready"))]);
+        assert_eq!(names(&s, "Ready"), ["u3"]);
+        assert!(names(&s, "Failed").is_empty());
     }
 
     /// 9.17: a lagging watch never takes a model back to an older spec.

@@ -50,6 +50,9 @@ const WORKERS: usize = 2;
 const RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
 /// How long shutdown waits for reconciles in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Every this many resync periods, every resource gets a full pass even if
+/// no cache changed (2 minutes at the default 15 s).
+const FULL_RESYNC: u32 = 8;
 
 fn meta_view(v: &Value) -> Option<MetaView> {
     Some(MetaView {
@@ -421,14 +424,21 @@ impl Controller {
 
     /// Re-enqueue every key on each resync tick (evaluated from the caches,
     /// no API requests when converged) until SIGTERM/SIGINT.
+    /// Every resync period queues every resource; every [`FULL_RESYNC`]th
+    /// one also makes each a full pass (see [`sync::Reconciler::sync`]).
     fn resync_until_stopped(&self) {
         let mut next_resync = Instant::now() + self.cfg.resync;
+        let mut periods = 0u32;
         while !crate::signals::stop_requested() {
             std::thread::sleep(Duration::from_millis(100));
             self.metrics.set_queue_depth(self.queue.len());
             self.metrics.set_queue_retries(self.queue.waiting());
             if Instant::now() >= next_resync {
                 next_resync = Instant::now() + self.cfg.resync;
+                periods += 1;
+                if periods % FULL_RESYNC == 0 {
+                    self.reconciler.unsettle_all();
+                }
                 for k in self.reconciler.models.keys() {
                     self.queue.resync(k);
                 }

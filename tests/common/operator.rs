@@ -412,6 +412,11 @@ impl Operator {
         self.child.try_wait().ok().flatten()
     }
 
+    /// The process id, for readings from `/proc`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Where this process writes its log.
     pub fn log_path(&self) -> &Path {
         &self.log

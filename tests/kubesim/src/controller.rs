@@ -4,7 +4,9 @@
 //! start and load their model, and writes each Deployment's status (and its
 //! `deployment.kubernetes.io/revision` annotation) back.
 
-use crate::deployment::{template_hash, Ctx, PodOutcome, Spec, State, REVISION};
+use crate::deployment::{
+    deployment_complete, template_hash, Ctx, PodOutcome, Spec, State, REVISION,
+};
 use crate::kinds::FieldValidation;
 use crate::store::Store;
 use regex::Regex;
@@ -16,6 +18,14 @@ const PRELOAD_ENV: &str = "OPENMED_SERVICE_PRELOAD_MODELS";
 
 pub struct Controller {
     sims: HashMap<String, State>,
+    /// Complete Deployments whose last sync changed nothing, by uid, with
+    /// the resourceVersion then: skipped until it changes. The upstream
+    /// controller is event-driven (`syncDeployment` runs on a Deployment,
+    /// ReplicaSet or pod event, or a requeue for a progress check); a
+    /// complete Deployment nobody touches gets no sync. Syncing all of them
+    /// every tick under the store's lock made kubesim, not the operator,
+    /// the bound at 10,000 Deployments (issue 17).
+    quiet: HashMap<String, String>,
     pub warmup: Duration,
     pub unloadable: Option<Regex>,
 }
@@ -24,6 +34,7 @@ impl Controller {
     pub fn new(warmup: Duration, unloadable: Option<Regex>) -> Controller {
         Controller {
             sims: HashMap::new(),
+            quiet: HashMap::new(),
             warmup,
             unloadable,
         }
@@ -85,11 +96,16 @@ impl Controller {
             .filter_map(|d| d["metadata"]["uid"].as_str().map(str::to_string))
             .collect();
         self.sims.retain(|uid, _| live.contains(uid));
+        self.quiet.retain(|uid, _| live.contains(uid));
         let mut wrote = false;
         for d in deployments {
             let Some(uid) = d["metadata"]["uid"].as_str().map(str::to_string) else {
                 continue;
             };
+            let rv = d["metadata"]["resourceVersion"].as_str().unwrap_or("");
+            if self.quiet.get(&uid).is_some_and(|q| q == rv) {
+                continue;
+            }
             let ns = d["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or("")
@@ -107,7 +123,7 @@ impl Controller {
                 outcome: &outcome,
             };
             let synced = state.sync(&ctx);
-            self.sims.insert(uid, state);
+            self.sims.insert(uid.clone(), state);
             // The real controller writes the revision annotation with the
             // status (`UpdateStatus`), which keeps metadata: no generation bump.
             let mut next = (*d).clone();
@@ -116,7 +132,10 @@ impl Controller {
             }
             next["status"] = synced.status;
             if next != *d {
+                self.quiet.remove(&uid);
                 wrote |= write(store, &def, &ns, &name, next, wall);
+            } else if deployment_complete(&Spec::from_deployment(&d), &next["status"]) {
+                self.quiet.insert(uid, rv.to_string());
             }
         }
         wrote
