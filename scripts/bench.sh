@@ -7,6 +7,8 @@
 # patch p50/p99, and the machine's load. Budgets are not asserted.
 #   scripts/bench.sh                        # 1,000 and 10,000, release build
 #   scripts/bench.sh --resources 100 --resources 1000 --bin target/static/x86_64-unknown-linux-musl/release/openmed-operator
+#   scripts/bench.sh --resources 1000 --args "--workers 4 --qps 200"
+#   scripts/bench.sh --resources 1000 --latency-ms 5   # every request 5 ms, as on a real cluster
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -14,11 +16,14 @@ cd "$REPO"
 
 sizes=()
 bin=""
+args=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --resources) sizes+=("$2"); shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
-    *) die "unknown argument $1 (--resources N, --bin PATH)" ;;
+    --args) args="$2"; shift 2 ;;
+    --latency-ms) export OMO_BENCH_LATENCY_MS="$2"; shift 2 ;;
+    *) die "unknown argument $1 (--resources N, --bin PATH, --args FLAGS, --latency-ms MS)" ;;
   esac
 done
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(1000 10000)
@@ -31,6 +36,7 @@ cargo build --release --bin openmed-operator
 info "operator: $bin; $(nproc) cores; sizes: $list"
 
 say "Benchmark"
-OMO_BENCH_RESOURCES="$list" OMO_OPERATOR_BIN="$bin" \
+info "operator flags: ${args:-(defaults)}"
+OMO_BENCH_RESOURCES="$list" OMO_OPERATOR_BIN="$bin" OMO_BENCH_ARGS="$args" \
   cargo test --release --test bench -- --nocapture --test-threads 1 2>&1 |
   grep -E '^\|' || die "the benchmark failed (run: OMO_BENCH_RESOURCES=$list cargo test --release --test bench -- --nocapture)"

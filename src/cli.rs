@@ -41,6 +41,10 @@ FLAGS:
                             or a worker has been stuck that long (default 600)
     --list-max-pages N      Give up a list after N pages of 500 (default 1000)
     --list-max-items N      Give up a list of more than N items (default 200000)
+    --workers N             Resources reconciled at once (default 4; at most 64)
+    --qps Q                 Client-side rate limit: Q requests a second, as client-go's
+                            token bucket (default 0: none; the shipped manifests set 100)
+    --burst N               Requests allowed at once above the rate (default 100)
     --allow-any-target      Any Deployment named by an OpenMedModel may be a target, as with
                             the reference operator. By default a Deployment must carry the
                             label openmed.ai/managed-target=true or already name the
@@ -77,6 +81,10 @@ pub struct Config {
     /// The operator's own Deployment, never a target: `POD_NAMESPACE` and
     /// `OPENMED_OPERATOR_DEPLOYMENT` (set by the shipped manifests).
     pub own_deployment: Option<(String, String)>,
+    /// `--workers`: resources reconciled at once.
+    pub workers: usize,
+    /// `--qps`, `--burst`: the client-side rate limit.
+    pub limits: crate::kube::ratelimit::Limits,
 }
 
 #[derive(Debug)]
@@ -145,7 +153,7 @@ struct Flag {
     apply: fn(&mut Settings, String) -> Result<(), String>,
 }
 
-const FLAGS: [Flag; 15] = [
+const FLAGS: [Flag; 18] = [
     Flag {
         names: &["--help", "-h"],
         takes_value: false,
@@ -259,6 +267,35 @@ const FLAGS: [Flag; 15] = [
         },
     },
     Flag {
+        names: &["--workers"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.workers = whole(&v, "--workers")?.min(64) as usize;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--qps"],
+        takes_value: true,
+        apply: |s, v| {
+            let q: f64 = v
+                .parse()
+                .ok()
+                .filter(|q: &f64| q.is_finite() && *q >= 0.0)
+                .ok_or_else(|| format!("--qps: {v:?} is not a number of requests a second >= 0"))?;
+            s.config.limits.qps = (q > 0.0).then_some(q);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--burst"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.limits.burst = whole(&v, "--burst")?.min(u64::from(u32::MAX)) as u32;
+            Ok(())
+        },
+    },
+    Flag {
         names: &["--allow-any-target"],
         takes_value: false,
         apply: |s, _| {
@@ -306,6 +343,8 @@ pub fn parse(
             own_deployment: None,
             list_max_pages: 1_000,
             list_max_items: 200_000,
+            workers: 4,
+            limits: crate::kube::ratelimit::Limits::default(),
         },
         all: false,
         stop: None,
@@ -368,6 +407,25 @@ fn finish(s: Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_and_the_rate_limit_are_flags() {
+        let c = run(&["--workers", "8", "--qps", "50.5", "--burst", "200"], &[]).unwrap();
+        assert_eq!(c.workers, 8);
+        assert_eq!(c.limits.qps, Some(50.5));
+        assert_eq!(c.limits.burst, 200);
+        let d = run(&[], &[]).unwrap();
+        assert_eq!((d.workers, d.limits.qps), (4, None));
+        assert_eq!(run(&["--qps", "0"], &[]).unwrap().limits.qps, None);
+        for bad in [
+            &["--workers", "0"][..],
+            &["--qps", "-1"],
+            &["--qps", "x"],
+            &["--burst", "0"],
+        ] {
+            assert!(run(bad, &[]).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn release_takes_the_deployment_and_the_endpoint_flags() {

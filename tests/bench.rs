@@ -5,7 +5,9 @@
 //!
 //! `OMO_BENCH_RESOURCES=1000,10000` picks the sizes (default: 20, which is
 //! what the test suite runs, only to prove the benchmark works; it asserts
-//! no budget). `OMO_OPERATOR_BIN` picks the binary.
+//! no budget). `OMO_OPERATOR_BIN` picks the binary; `OMO_BENCH_ARGS` adds
+//! operator flags (`--workers 4 --qps 100`); `OMO_BENCH_LATENCY_MS` makes
+//! every request that slow.
 
 #[path = "common/operator.rs"]
 mod harness;
@@ -83,11 +85,22 @@ fn run(n: usize) -> Row {
         sim.create(m).unwrap();
     }
     sim.reset_stats();
+    // OMO_BENCH_LATENCY_MS: every request waits this long, as on a real
+    // API server (kubesim answers in microseconds).
+    let latency: u64 = std::env::var("OMO_BENCH_LATENCY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    sim.set_latency(Duration::from_millis(latency));
     let dir = tmpdir(&format!("bench-{n}"));
     let load_before = load();
     // Small runs (the suite's) keep the steady-state window short.
     let resync: u64 = if n < 100 { 2 } else { 10 };
-    let mut op = Operator::start(&sim.url(), &dir, &["--resync-seconds", &resync.to_string()]);
+    let resync_arg = resync.to_string();
+    let extra = std::env::var("OMO_BENCH_ARGS").unwrap_or_default();
+    let mut args = vec!["--resync-seconds", &resync_arg];
+    args.extend(extra.split_whitespace());
+    let mut op = Operator::start(&sim.url(), &dir, &args);
     let started = Instant::now();
     let limit = Duration::from_secs(60 + n as u64 / 20);
     let rolling = wait_all(&sim, started, n, false, limit).unwrap_or(limit);

@@ -1490,3 +1490,31 @@ fn an_autoscalers_replicas_are_not_reverted() {
     );
     op.assert_clean_exit();
 }
+
+/// Issue 17: `--qps` and `--burst` hold the operator to client-go's token
+/// bucket: over a cold start of 30 models, no more requests than the burst
+/// plus the rate allows (the 30 need about 240).
+#[test]
+fn the_client_side_rate_limit_holds() {
+    let sim = start_sim(fast());
+    for i in 0..30 {
+        sim.create(deployment(&format!("svc-{i}"), 1)).unwrap();
+        sim.create(model(&format!("m-{i}"), &format!("svc-{i}"), V1, 600))
+            .unwrap();
+    }
+    let dir = tmpdir("qps");
+    let t0 = sim.clock_ms();
+    let mut op = Operator::start(&sim.url(), &dir, &["--qps", "20", "--burst", "10"]);
+    std::thread::sleep(Duration::from_secs(4));
+    let log = sim.requests();
+    let sent = log.iter().filter(|r| r.at_ms >= t0).count() as u64;
+    let span_s = (sim.clock_ms() - t0) as f64 / 1000.0;
+    let allowed = 10.0 + 20.0 * span_s;
+    eprintln!("{sent} requests in {span_s:.1} s with --qps 20 --burst 10 (at most {allowed:.0})");
+    assert!(
+        sent as f64 <= allowed + 5.0,
+        "{sent} requests in {span_s:.1} s"
+    );
+    assert!(sent >= 30, "it hardly ran: {sent} requests");
+    op.assert_clean_exit();
+}

@@ -45,7 +45,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-const WORKERS: usize = 2;
 /// Backoff per failing key: about half a second up to about five minutes.
 const RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
 /// How long shutdown waits for reconciles in flight.
@@ -136,6 +135,7 @@ impl Controller {
         let observer = metrics.clone();
         let warned = metrics.clone();
         let client_cfg = ClientConfig {
+            limits: cfg.limits,
             max_list_pages: cfg.list_max_pages,
             max_list_items: cfg.list_max_items,
             ..ClientConfig::default()
@@ -398,7 +398,7 @@ impl Controller {
 
     fn start_workers(&self) -> Result<Vec<JoinHandle<()>>, StartError> {
         let mut workers = Vec::new();
-        for i in 0..WORKERS {
+        for i in 0..self.cfg.workers.max(1) {
             let (rc, queue, metrics, health) = (
                 self.reconciler.clone(),
                 self.queue.clone(),

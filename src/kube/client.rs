@@ -40,6 +40,8 @@ pub struct ClientConfig {
     /// refused, not followed until memory runs out.
     pub max_list_pages: u32,
     pub max_list_items: usize,
+    /// Client-side rate limit (`--qps`, `--burst`).
+    pub limits: super::ratelimit::Limits,
 }
 
 impl Default for ClientConfig {
@@ -56,6 +58,7 @@ impl Default for ClientConfig {
             max_retry_sleep: Duration::from_secs(1),
             max_list_pages: 1_000,
             max_list_items: 200_000,
+            limits: super::ratelimit::Limits::default(),
         }
     }
 }
@@ -199,6 +202,8 @@ pub struct Client {
     paced_until: Mutex<Option<Instant>>,
     /// The CONNECT proxy to the API server, if the environment names one.
     proxy: Option<ureq::Proxy>,
+    /// The client-side token bucket, if `--qps` sets one.
+    bucket: Option<Mutex<super::ratelimit::Bucket>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -234,6 +239,7 @@ impl Client {
             None => None,
         };
         let agent = build_agent(&cfg, https, pem.as_deref(), proxy.as_ref())?;
+        let bucket = super::ratelimit::Bucket::new(cfg.limits, Instant::now()).map(Mutex::new);
         Ok(Client {
             base: endpoint.origin.base_url(),
             https,
@@ -247,6 +253,7 @@ impl Client {
             observer: None,
             paced_until: Mutex::new(None),
             proxy,
+            bucket,
             warnings: Mutex::new(Warnings::default()),
             on_warning: None,
             list_gate: Mutex::new(()),
@@ -463,6 +470,7 @@ impl Client {
         let mut reauthed = false;
         loop {
             self.check_pace()?;
+            self.take_token();
             let err = match self.attempt(req) {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
@@ -515,6 +523,16 @@ impl Client {
                     req.verb.as_str(),
                     req.path
                 );
+            }
+        }
+    }
+
+    /// Wait for a token of the client-side rate limit, if there is one.
+    fn take_token(&self) {
+        if let Some(b) = &self.bucket {
+            let wait = lock(b).take(Instant::now());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
             }
         }
     }

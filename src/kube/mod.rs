@@ -7,6 +7,7 @@ pub mod guard;
 pub mod names;
 pub mod path;
 pub mod proxy;
+pub mod ratelimit;
 pub mod watch;
 
 pub use client::{
