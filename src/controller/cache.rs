@@ -367,6 +367,11 @@ impl<V: Clone + Versioned> Store<V> {
         self.read().values().cloned().collect()
     }
 
+    /// Look at every value without cloning any (a count at each scrape).
+    pub fn for_each(&self, mut f: impl FnMut(&V)) {
+        self.read().values().for_each(&mut f);
+    }
+
     /// The values `keep` accepts, cloning only those: a pass looks for the
     /// few objects of one owner among thousands (cloning every value for
     /// each of 1,000 resyncs cost 6.7 s of CPU per 10 s resync period).
@@ -545,11 +550,10 @@ mod tests {
     #[test]
     fn the_index_follows_puts_removes_and_lists() {
         fn owner(m: &ModelView) -> Vec<String> {
-            m.status
-                .as_ref()
-                .and_then(|s| s["phase"].as_str())
-                .map(|p| vec![p.to_string()])
-                .unwrap_or_default()
+            m.status()
+                .and_then(|s| s["phase"].as_str().map(str::to_string))
+                .into_iter()
+                .collect()
         }
         let s: Store<ModelView> = Store::indexed(owner);
         let names = |s: &Store<ModelView>, i: &str| {

@@ -30,7 +30,7 @@ use crate::health::Health;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS};
 use crate::kube::{Client, ClientConfig, Endpoint, ResourcePath};
 use crate::metrics::Metrics;
-use crate::model::status::{Phase, StatusDoc};
+use crate::model::status::Phase;
 use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
 use crate::server;
@@ -502,11 +502,9 @@ fn phase_counts(models: &Store<ModelView>) -> BTreeMap<String, i64> {
         .iter()
         .map(|p| (p.as_str().to_string(), 0))
         .collect();
-    for m in models.values() {
-        let phase = StatusDoc::from_value(m.status.as_ref())
-            .phase()
-            .unwrap_or(Phase::Pending);
+    models.for_each(|m| {
+        let phase = m.phase.unwrap_or(Phase::Pending);
         *out.entry(phase.as_str().to_string()).or_default() += 1;
-    }
+    });
     out
 }

@@ -53,7 +53,7 @@ fn newly_blocked(model: &ModelView, p: &Plan) -> bool {
     use crate::model::status::Reason::{
         ContainerNotFound, TargetConflict, TargetNotFound, TargetNotOptedIn,
     };
-    let was = crate::model::status::StatusDoc::from_value(model.status.as_ref()).ready_reason();
+    let was = crate::model::status::StatusDoc::from_value(model.status().as_ref()).ready_reason();
     let now = p.status(None).ready_reason();
     matches!(
         now,
@@ -66,7 +66,7 @@ fn newly_blocked(model: &ModelView, p: &Plan) -> bool {
 /// create bound to meet AlreadyExists on every resync: a read, not a write.
 fn reports_config_map_conflict(model: &ModelView) -> bool {
     use crate::model::status::Reason::ConfigMapConflict;
-    let was = crate::model::status::StatusDoc::from_value(model.status.as_ref()).ready_reason();
+    let was = crate::model::status::StatusDoc::from_value(model.status().as_ref()).ready_reason();
     was == Some(ConfigMapConflict)
 }
 
@@ -602,7 +602,7 @@ impl Reconciler {
         let Some(model) = self.models.get(key) else {
             return Ok(());
         };
-        let st = crate::model::status::StatusDoc::from_value(model.status.as_ref());
+        let st = crate::model::status::StatusDoc::from_value(model.status().as_ref());
         let poster = Poster {
             client: &self.client,
             posted: &self.posted,

