@@ -12,6 +12,7 @@ pub mod health;
 pub mod kube;
 mod lock;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod model;
 pub mod reconcile;

@@ -267,6 +267,8 @@ impl Reconciler {
     fn deployment(&self, ns: &str, name: &str) -> Result<Option<DeploymentView>, Error> {
         let k = ObjectKey::new(ns, name);
         if let Some(d) = self.deployments.get(&k) {
+            // Claimed now: its read-on-demand copy is not needed again.
+            lock(&self.fetched).remove(&k);
             return Ok(Some(d));
         }
         let Some(meta) = self.deployment_meta.get(&k) else {
