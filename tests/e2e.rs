@@ -1515,6 +1515,6 @@ fn the_client_side_rate_limit_holds() {
         sent as f64 <= allowed + 5.0,
         "{sent} requests in {span_s:.1} s"
     );
-    assert!(sent >= 30, "it hardly ran: {sent} requests");
+    assert!(sent >= 15, "it hardly ran: {sent} requests");
     op.assert_clean_exit();
 }
