@@ -96,54 +96,30 @@ pub enum Command {
     Version,
 }
 
-/// The flags of `release`: the Deployment, and the endpoint flags of a run.
-fn parse_release(args: impl Iterator<Item = String>) -> Result<ReleaseArgs, String> {
-    let mut r = ReleaseArgs::default();
-    let mut it = args;
-    while let Some(arg) = it.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((f, v)) => (f.to_string(), Some(v.to_string())),
-            None => (arg, None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("release: {name} needs a value"))
-        };
-        match name.as_str() {
-            "--namespace" => r.namespace = value()?,
-            "--name" => r.name = value()?,
-            "--server" => r.endpoint.server = Some(value()?),
-            "--token-file" => r.endpoint.token_file = Some(PathBuf::from(value()?)),
-            "--ca-file" => r.endpoint.ca_file = Some(PathBuf::from(value()?)),
-            "--no-proxy" => r.endpoint.no_proxy = true,
-            "--force" => r.force = true,
-            _ => return Err(format!("release: unknown flag {name:?} (see --help)")),
-        }
-    }
-    if !is_dns_label(&r.namespace) {
-        return Err(format!(
-            "release: --namespace {:?} is not a namespace name",
-            r.namespace
-        ));
-    }
-    if !crate::kube::names::is_dns_subdomain(&r.name) {
-        return Err(format!(
-            "release: --name {:?} is not a Deployment name",
-            r.name
-        ));
-    }
-    Ok(r)
-}
-
 /// What the flags have set so far.
 struct Settings {
     config: Config,
     all: bool,
     /// Set by --help / --version: stop parsing and answer this.
     stop: Option<Command>,
+    /// `release`'s own flags: the Deployment, and `--force`.
+    name: String,
+    force: bool,
 }
+
+/// The flags `release` takes: a run's endpoint flags and `--namespace` (the
+/// Deployment's), and its own `--name` and `--force`.
+const RELEASE_FLAGS: [&str; 7] = [
+    "--namespace",
+    "--name",
+    "--force",
+    "--server",
+    "--token-file",
+    "--ca-file",
+    "--no-proxy",
+];
+/// Flags only `release` takes.
+const RELEASE_ONLY: [&str; 2] = ["--name", "--force"];
 
 /// One flag: its names, whether it takes a value (inline `--flag=v` or the
 /// next argument), and what it does with the value ("" for a switch).
@@ -153,7 +129,31 @@ struct Flag {
     apply: fn(&mut Settings, String) -> Result<(), String>,
 }
 
-const FLAGS: [Flag; 18] = [
+/// `release`'s arguments, checked.
+fn release_args(s: Settings) -> Result<ReleaseArgs, String> {
+    let namespace = match s.config.namespaces.as_slice() {
+        [ns] if is_dns_label(ns) => ns.clone(),
+        other => {
+            return Err(format!(
+                "release: --namespace {other:?} is not one namespace name"
+            ))
+        }
+    };
+    if !crate::kube::names::is_dns_subdomain(&s.name) {
+        return Err(format!(
+            "release: --name {:?} is not a Deployment name",
+            s.name
+        ));
+    }
+    Ok(ReleaseArgs {
+        endpoint: s.config.endpoint,
+        namespace,
+        name: s.name,
+        force: s.force,
+    })
+}
+
+const FLAGS: [Flag; 20] = [
     Flag {
         names: &["--help", "-h"],
         takes_value: false,
@@ -232,10 +232,7 @@ const FLAGS: [Flag; 18] = [
         names: &["--resync-seconds"],
         takes_value: true,
         apply: |s, v| {
-            let n: u64 = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
-                format!("--resync-seconds: {v:?} is not a whole number of seconds >= 1")
-            })?;
-            s.config.resync = Duration::from_secs(n);
+            s.config.resync = Duration::from_secs(whole(&v, "--resync-seconds", MAX_WHOLE)?);
             Ok(())
         },
     },
@@ -243,9 +240,7 @@ const FLAGS: [Flag; 18] = [
         names: &["--liveness-window-seconds"],
         takes_value: true,
         apply: |s, v| {
-            let n: u64 = v.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
-                format!("--liveness-window-seconds: {v:?} is not a whole number of seconds >= 1")
-            })?;
+            let n = whole(&v, "--liveness-window-seconds", MAX_WHOLE)?;
             s.config.liveness_window = Duration::from_secs(n);
             Ok(())
         },
@@ -254,7 +249,7 @@ const FLAGS: [Flag; 18] = [
         names: &["--list-max-pages"],
         takes_value: true,
         apply: |s, v| {
-            s.config.list_max_pages = whole(&v, "--list-max-pages")? as u32;
+            s.config.list_max_pages = whole(&v, "--list-max-pages", MAX_WHOLE)? as u32;
             Ok(())
         },
     },
@@ -262,7 +257,7 @@ const FLAGS: [Flag; 18] = [
         names: &["--list-max-items"],
         takes_value: true,
         apply: |s, v| {
-            s.config.list_max_items = whole(&v, "--list-max-items")? as usize;
+            s.config.list_max_items = whole(&v, "--list-max-items", MAX_WHOLE)? as usize;
             Ok(())
         },
     },
@@ -270,7 +265,7 @@ const FLAGS: [Flag; 18] = [
         names: &["--workers"],
         takes_value: true,
         apply: |s, v| {
-            s.config.workers = whole(&v, "--workers")?.min(64) as usize;
+            s.config.workers = whole(&v, "--workers", 64)? as usize;
             Ok(())
         },
     },
@@ -291,7 +286,23 @@ const FLAGS: [Flag; 18] = [
         names: &["--burst"],
         takes_value: true,
         apply: |s, v| {
-            s.config.limits.burst = whole(&v, "--burst")?.min(u64::from(u32::MAX)) as u32;
+            s.config.limits.burst = whole(&v, "--burst", MAX_WHOLE)? as u32;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--name"],
+        takes_value: true,
+        apply: |s, v| {
+            s.name = v;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--force"],
+        takes_value: false,
+        apply: |s, _| {
+            s.force = true;
             Ok(())
         },
     },
@@ -317,12 +328,15 @@ const FLAGS: [Flag; 18] = [
     },
 ];
 
-/// A whole number from 1 to 10,000,000, for the list bounds.
-fn whole(v: &str, flag: &str) -> Result<u64, String> {
+/// The largest count or number of seconds a flag takes.
+const MAX_WHOLE: u64 = 10_000_000;
+
+/// A whole number from 1 to `max`.
+fn whole(v: &str, flag: &str, max: u64) -> Result<u64, String> {
     v.parse()
         .ok()
-        .filter(|n| (1..=10_000_000).contains(n))
-        .ok_or_else(|| format!("{flag}: {v:?} is not a whole number from 1 to 10000000"))
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("{flag}: {v:?} is not a whole number from 1 to {max}"))
 }
 
 /// Parse arguments (without the program name). `env` looks up environment
@@ -331,7 +345,23 @@ pub fn parse(
     args: impl IntoIterator<Item = String>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Command, String> {
-    let mut s = Settings {
+    let mut s = defaults();
+    let mut it = args.into_iter().peekable();
+    if it.peek().map(String::as_str) == Some("release") {
+        it.next();
+        let allowed = |name: &str| RELEASE_FLAGS.contains(&name);
+        read_flags(it, &mut s, &allowed).map_err(|e| format!("release: {e}"))?;
+        return release_args(s).map(Command::Release);
+    }
+    let allowed = |name: &str| !RELEASE_ONLY.contains(&name);
+    if let Some(stop) = read_flags(it, &mut s, &allowed)? {
+        return Ok(stop);
+    }
+    finish(s, env).map(|c| Command::Run(Box::new(c)))
+}
+
+fn defaults() -> Settings {
+    Settings {
         config: Config {
             namespaces: Vec::new(),
             endpoint: EndpointOptions::default(),
@@ -348,18 +378,27 @@ pub fn parse(
         },
         all: false,
         stop: None,
-    };
-    let mut it = args.into_iter().peekable();
-    if it.peek().map(String::as_str) == Some("release") {
-        it.next();
-        return parse_release(it).map(Command::Release);
+        name: String::new(),
+        force: false,
     }
+}
+
+/// Apply each flag `allowed` accepts to `s`; `--help`/`--version` stop at
+/// once with their answer.
+fn read_flags(
+    args: impl Iterator<Item = String>,
+    s: &mut Settings,
+    allowed: &dyn Fn(&str) -> bool,
+) -> Result<Option<Command>, String> {
+    let mut it = args;
     while let Some(arg) = it.next() {
         let (name, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v)),
             _ => (arg.as_str(), None),
         };
-        let flag = FLAGS.iter().find(|f| f.names.contains(&name));
+        let flag = FLAGS
+            .iter()
+            .find(|f| f.names.contains(&name) && allowed(name));
         let value = match (flag.is_some_and(|f| f.takes_value), inline) {
             (true, Some(v)) => v.to_string(),
             (true, None) => it.next().ok_or_else(|| format!("{name} needs a value"))?,
@@ -367,12 +406,12 @@ pub fn parse(
             (false, None) => String::new(),
         };
         let flag = flag.ok_or_else(|| format!("unknown flag {name:?} (see --help)"))?;
-        (flag.apply)(&mut s, value)?;
-        if let Some(stop) = s.stop {
-            return Ok(stop);
+        (flag.apply)(s, value)?;
+        if let Some(stop) = s.stop.take() {
+            return Ok(Some(stop));
         }
     }
-    finish(s, env).map(|c| Command::Run(Box::new(c)))
+    Ok(None)
 }
 
 /// WATCH_NAMESPACE when no flag chose namespaces, then the namespace checks.
@@ -465,6 +504,8 @@ mod tests {
             let e = parse(bad.iter().map(|s| s.to_string()), &|_| None).unwrap_err();
             assert!(e.starts_with("release:"), "{e}");
         }
+        // `release`'s own flags are not a run's.
+        assert!(parse(["--force".to_string()], &|_| None).is_err());
     }
 
     fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, String> {

@@ -167,3 +167,81 @@ fn write(
         )
         .is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(replicas: i64) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "d"}},
+                     "template": {"metadata": {"labels": {"app": "d"}},
+                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    }
+
+    /// Ticks until one writes nothing; the status then.
+    fn settle(
+        ctl: &mut Controller,
+        store: &mut Store,
+        def: &crate::resources::ResourceDef,
+    ) -> Value {
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(2));
+            if !ctl.tick(store, Instant::now(), SystemTime::now()) {
+                break;
+            }
+        }
+        store.get(def, "default", "d").unwrap()["status"].clone()
+    }
+
+    /// Upstream's `DeploymentController.syncDeployment` runs on an event
+    /// (the Deployment, its ReplicaSets or pods changed) or a requeue, never
+    /// on a timer: a complete Deployment nobody touches is not synced. Here
+    /// it is skipped until its resourceVersion changes, and a change is
+    /// still acted on at the next tick.
+    #[test]
+    fn a_complete_untouched_deployment_is_skipped_until_it_changes() {
+        let mut store = Store::new(1000);
+        let def = store
+            .registry
+            .find("apps", "v1", "deployments")
+            .cloned()
+            .unwrap();
+        let now = SystemTime::now();
+        store
+            .create(&def, "default", deployment(2), FieldValidation::Ignore, now)
+            .unwrap();
+        let mut ctl = Controller::new(Duration::ZERO, None);
+        let status = settle(&mut ctl, &mut store, &def);
+        assert_eq!(status["availableReplicas"], 2, "{status:#}");
+        let uid = store.get(&def, "default", "d").unwrap()["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            ctl.quiet.contains_key(&uid),
+            "a complete Deployment is quiet"
+        );
+
+        let mut scaled = (*store.get(&def, "default", "d").unwrap()).clone();
+        scaled["spec"]["replicas"] = json!(3);
+        store
+            .update(
+                &def,
+                "default",
+                "d",
+                scaled,
+                false,
+                FieldValidation::Ignore,
+                false,
+                now,
+            )
+            .unwrap();
+        let status = settle(&mut ctl, &mut store, &def);
+        assert_eq!(
+            status["availableReplicas"], 3,
+            "a change is seen: {status:#}"
+        );
+    }
+}
