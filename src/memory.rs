@@ -16,3 +16,5 @@ pub fn limit_arenas() {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
+
+pub mod pack;

@@ -456,9 +456,10 @@ fn eight_seconds_of(how: Misbehaviour, dir: &std::path::Path) {
     let rss_mib = op.peak_rss_kib().unwrap_or(0) / 1024;
     eprintln!("{how:?}: {lists} list pages, {watches} watches, {cpu} ms CPU, {rss_mib} MiB peak RSS in 8 s");
     if matches!(how, Misbehaviour::EndlessPages) {
-        // Each kind given up at 1,000 pages, one list at a time, then not
-        // tried again for seconds.
-        assert!(lists < 5_000, "{lists} pages");
+        // Each of the five kinds given up at 1,000 pages, one list at a
+        // time, then not tried again for 5 s or more: at most two lists of
+        // each in 8 s, however fast the pages are read.
+        assert!(lists <= 2 * 5 * 1_000, "{lists} pages");
     } else {
         assert!(lists + watches < 200, "{lists} lists, {watches} watches");
         assert!(cpu < 4_000, "{cpu} ms of CPU in 8 s ({how:?})");
@@ -678,6 +679,20 @@ fn a_silent_watch_connection_is_given_up_within_about_a_minute() {
     wait_until("a first watch", || first(&seen).is_some());
     let (t0, target) = first(&seen).unwrap();
     let path = target.split('?').next().unwrap_or("").to_string();
+    // The same watch again: two watches share the Deployments path (claimed
+    // ones by label, all of them metadata only); the resourceVersion moves
+    // and the timeout is jittered.
+    let same_watch = |t: &str| {
+        let query = |t: &str| -> Vec<String> {
+            t.split(['?', '&'])
+                .filter(|kv| {
+                    !kv.starts_with("resourceVersion=") && !kv.starts_with("timeoutSeconds=")
+                })
+                .map(str::to_string)
+                .collect()
+        };
+        query(t) == query(&target)
+    };
     let timeout: u64 = target
         .split(['?', '&'])
         .find_map(|kv| kv.strip_prefix("timeoutSeconds="))
@@ -686,13 +701,13 @@ fn a_silent_watch_connection_is_given_up_within_about_a_minute() {
     assert!((1..=60).contains(&timeout), "{target}");
     let again = loop {
         let opened = seen.opened.lock().unwrap().clone();
-        let reopened = opened.iter().skip(1).find(|(_, t)| t.starts_with(&path));
+        let reopened = opened.iter().skip(1).find(|(_, t)| same_watch(t));
         if let Some((t, _)) = reopened {
             break t.duration_since(t0);
         }
         assert!(
             t0.elapsed() < Duration::from_secs(90),
-            "{path} never watched again"
+            "{target} never watched again: {opened:?}"
         );
         std::thread::sleep(Duration::from_millis(200));
     };

@@ -43,7 +43,7 @@ fn mv() -> ModelView {
 #[test]
 fn deployment_apply_points_the_container_at_the_configmap_and_leaves_the_rest() {
     let m = mv();
-    let s = validate(NAME, m.spec().as_ref()).unwrap();
+    let s = validate(NAME, m.spec()).unwrap();
     let before = deployment();
     let after = strategic_merge(&before, &patches::deployment_apply(&m, &s, false)).unwrap();
     accepted_by_api_server("apps", "deployments", &after, &before);
@@ -103,7 +103,7 @@ fn recreate_clears_rolling_update() {
     let mut sp = spec(V1);
     sp["rolloutStrategy"] = json!({"type": "Recreate", "progressDeadlineSeconds": 30});
     let m = ModelView::from_json(&model(sp)).unwrap();
-    let s = validate(NAME, m.spec().as_ref()).unwrap();
+    let s = validate(NAME, m.spec()).unwrap();
     let before = deployment();
     let after = strategic_merge(&before, &patches::deployment_apply(&m, &s, false)).unwrap();
     assert_eq!(after["spec"]["strategy"], json!({"type": "Recreate"}));
@@ -117,7 +117,7 @@ fn percentages_stay_strings_on_the_deployment() {
     sp["rolloutStrategy"] =
         json!({"type": "RollingUpdate", "maxUnavailable": "25%", "maxSurge": "0%"});
     let m = ModelView::from_json(&model(sp)).unwrap();
-    let s = validate(NAME, m.spec().as_ref()).unwrap();
+    let s = validate(NAME, m.spec()).unwrap();
     let after = strategic_merge(&deployment(), &patches::deployment_apply(&m, &s, false)).unwrap();
     assert_eq!(
         after["spec"]["strategy"]["rollingUpdate"],
@@ -128,7 +128,7 @@ fn percentages_stay_strings_on_the_deployment() {
 #[test]
 fn an_env_var_sourced_from_a_secret_is_replaced_not_merged() {
     let m = mv();
-    let s = validate(NAME, m.spec().as_ref()).unwrap();
+    let s = validate(NAME, m.spec()).unwrap();
     let mut before = deployment();
     before["spec"]["template"]["spec"]["containers"][0]["env"][1] = json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}});
     let after = strategic_merge(&before, &patches::deployment_apply(&m, &s, false)).unwrap();
@@ -141,7 +141,7 @@ fn an_env_var_sourced_from_a_secret_is_replaced_not_merged() {
 #[test]
 fn decommission_hands_the_deployment_back() {
     let m = mv();
-    let s = validate(NAME, m.spec().as_ref()).unwrap();
+    let s = validate(NAME, m.spec()).unwrap();
     let before = deployment();
     let managed = strategic_merge(&before, &patches::deployment_apply(&m, &s, false)).unwrap();
     let after = strategic_merge(
@@ -203,7 +203,7 @@ fn claim_label_only_adds_the_label() {
 #[test]
 fn config_map_create_and_patch() {
     let m = mv();
-    let s = validate(NAME, m.spec().as_ref()).unwrap();
+    let s = validate(NAME, m.spec()).unwrap();
     let created = patches::config_map_create(&m, &s);
     let empty = json!({});
     accepted_by_api_server("", "configmaps", &created, &empty);

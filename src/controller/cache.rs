@@ -6,18 +6,32 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, RwLock};
 
 /// Where an object lives: namespace (empty for cluster-scoped) and name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// One shared allocation, `namespace/name`: a resource's key sits in a
+/// dozen maps (caches, indexes, the queue, the settled set), and clones
+/// share it instead of copying two strings each.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
-    pub namespace: String,
-    pub name: String,
+    text: std::sync::Arc<str>,
+    /// Where the namespace ends in `text`.
+    split: usize,
 }
 
 impl ObjectKey {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> ObjectKey {
+    pub fn new(namespace: impl AsRef<str>, name: impl AsRef<str>) -> ObjectKey {
+        let (namespace, name) = (namespace.as_ref(), name.as_ref());
         ObjectKey {
-            namespace: namespace.into(),
-            name: name.into(),
+            text: format!("{namespace}/{name}").into(),
+            split: namespace.len(),
         }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.text[..self.split]
+    }
+
+    pub fn name(&self) -> &str {
+        &self.text[self.split + 1..]
     }
 
     /// The key of a JSON object, from its metadata.
@@ -30,9 +44,32 @@ impl ObjectKey {
     }
 }
 
+/// By namespace, then name (not by the joined text: `a-b/x` sorts after
+/// `a/x`).
+impl Ord for ObjectKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.namespace(), self.name()).cmp(&(other.namespace(), other.name()))
+    }
+}
+
+impl PartialOrd for ObjectKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Debug for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectKey")
+            .field("namespace", &self.namespace())
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
 impl std::fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
+        f.write_str(&self.text)
     }
 }
 
@@ -140,6 +177,35 @@ impl Versioned for MetaView {
     }
 }
 
+/// Unclaimed Deployments read on demand (not watched in full), each reused
+/// while the metadata watch shows the same resourceVersion. Most are
+/// claimed soon after and dropped; the table shrinks with them, so the
+/// burst of a cold start does not stay resident (1,000 empty slots of
+/// views held 1 MB).
+#[derive(Default)]
+pub struct Fetched(Mutex<HashMap<Key, Box<DeploymentView>>>);
+
+impl Fetched {
+    /// The copy read at `resource_version`, if that is the one held.
+    pub fn get(&self, k: &Key, resource_version: &str) -> Option<DeploymentView> {
+        lock(&self.0)
+            .get(k)
+            .filter(|d| d.resource_version == resource_version)
+            .map(|d| DeploymentView::clone(d))
+    }
+
+    pub fn insert(&self, k: Key, d: DeploymentView) {
+        lock(&self.0).insert(k, Box::new(d));
+    }
+
+    pub fn remove(&self, k: &Key) {
+        let mut map = lock(&self.0);
+        if map.remove(k).is_some() && map.capacity() > 4 * map.len().max(8) {
+            map.shrink_to_fit();
+        }
+    }
+}
+
 /// Whether resourceVersion `a` is newer than `b`. Kubernetes calls them
 /// opaque; in practice they are etcd revisions, and this is only used to
 /// avoid putting an older copy from our own write over a newer watch event.
@@ -211,37 +277,47 @@ pub struct Stale;
 pub type IndexFn<V> = fn(&V) -> Vec<String>;
 
 /// The map of a [`Store`] and its index, changed only together.
+///
+/// Values are boxed: a hash table keeps up to twice as many slots as
+/// entries, and an empty slot of a boxed map costs a pointer, not a view
+/// (at 1,000 Deployments, 1.3 MB of slots became 0.1 MB).
 struct Items<V> {
-    map: HashMap<Key, V>,
+    map: HashMap<Key, Box<V>>,
     /// Bumped by every change: equal counts mean nothing changed between.
     changes: u64,
-    index: HashMap<String, HashSet<Key>>,
+    /// Name -> the keys indexed under it: a few per name, so a short list
+    /// (a set per name cost 200 bytes of table for its one key).
+    index: HashMap<String, Vec<Key>>,
     index_fn: Option<IndexFn<V>>,
 }
 
-impl<V> std::ops::Deref for Items<V> {
-    type Target = HashMap<Key, V>;
-    fn deref(&self) -> &HashMap<Key, V> {
-        &self.map
-    }
-}
-
 impl<V> Items<V> {
+    fn get(&self, k: &Key) -> Option<&V> {
+        self.map.get(k).map(|b| &**b)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &V> {
+        self.map.values().map(|b| &**b)
+    }
+
     fn insert(&mut self, k: Key, v: V) -> Option<V> {
         self.changes += 1;
         if let Some(f) = self.index_fn {
             for name in f(&v) {
-                self.index.entry(name).or_default().insert(k.clone());
+                let keys = self.index.entry(name).or_default();
+                if !keys.contains(&k) {
+                    keys.push(k.clone());
+                }
             }
         }
-        let old = self.map.insert(k.clone(), v);
+        let old = self.map.insert(k.clone(), Box::new(v)).map(|b| *b);
         self.unindex(&k, old.as_ref());
         old
     }
 
     fn remove(&mut self, k: &Key) -> Option<V> {
         self.changes += 1;
-        let old = self.map.remove(k);
+        let old = self.map.remove(k).map(|b| *b);
         self.unindex(k, old.as_ref());
         old
     }
@@ -252,10 +328,10 @@ impl<V> Items<V> {
         let (Some(f), Some(old)) = (self.index_fn, old) else {
             return;
         };
-        let now = self.map.get(k).map(f).unwrap_or_default();
+        let now = self.get(k).map(f).unwrap_or_default();
         for name in f(old).into_iter().filter(|n| !now.contains(n)) {
             if let Some(keys) = self.index.get_mut(&name) {
-                keys.remove(k);
+                keys.retain(|x| x != k);
                 if keys.is_empty() {
                     self.index.remove(&name);
                 }
@@ -346,9 +422,7 @@ impl<V: Clone + Versioned> Store<V> {
         let Some(keys) = items.index.get(name) else {
             return Vec::new();
         };
-        keys.iter()
-            .filter_map(|k| items.map.get(k).cloned())
-            .collect()
+        keys.iter().filter_map(|k| items.get(k).cloned()).collect()
     }
 
     pub fn get(&self, k: &Key) -> Option<V> {
@@ -356,11 +430,11 @@ impl<V: Clone + Versioned> Store<V> {
     }
 
     pub fn contains(&self, k: &Key) -> bool {
-        self.read().contains_key(k)
+        self.read().map.contains_key(k)
     }
 
     pub fn keys(&self) -> Vec<Key> {
-        self.read().keys().cloned().collect()
+        self.read().map.keys().cloned().collect()
     }
 
     pub fn values(&self) -> Vec<V> {
@@ -377,14 +451,15 @@ impl<V: Clone + Versioned> Store<V> {
     /// of CPU; an index, [`Store::by_index`], avoids even the scan).
     pub fn select(&self, keep: impl Fn(&Key, &V) -> bool) -> Vec<V> {
         self.read()
+            .map
             .iter()
             .filter(|(k, v)| keep(k, v))
-            .map(|(_, v)| v.clone())
+            .map(|(_, v)| V::clone(v))
             .collect()
     }
 
     pub fn len(&self) -> usize {
-        self.read().len()
+        self.read().map.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -457,8 +532,9 @@ impl<V: Clone + Versioned> Store<V> {
         let mut changes = Vec::new();
         let fresh: HashMap<Key, V> = items.into_iter().collect();
         let gone: Vec<Key> = map
+            .map
             .keys()
-            .filter(|k| namespace.is_none_or(|ns| k.namespace == ns) && !fresh.contains_key(*k))
+            .filter(|k| namespace.is_none_or(|ns| k.namespace() == ns) && !fresh.contains_key(*k))
             .cloned()
             .collect();
         for k in gone {
@@ -550,8 +626,8 @@ mod tests {
     #[test]
     fn the_index_follows_puts_removes_and_lists() {
         fn owner(m: &ModelView) -> Vec<String> {
-            m.status()
-                .and_then(|s| s["phase"].as_str().map(str::to_string))
+            m.phase
+                .map(|p| p.as_str().to_string())
                 .into_iter()
                 .collect()
         }

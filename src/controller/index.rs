@@ -4,7 +4,7 @@
 use super::cache::Key;
 use crate::lock::lock;
 use crate::reconcile::Lookups;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -13,11 +13,13 @@ pub enum Kind {
     ConfigMap,
 }
 
-type Target = (String, Kind, String);
+type Target = (Kind, Key);
 
+/// A target is looked up by one model or a few, so its models are a short
+/// list (a set per target cost 200 bytes of table for its one key).
 #[derive(Default)]
 struct Maps {
-    by_target: HashMap<Target, HashSet<Key>>,
+    by_target: HashMap<Target, Vec<Key>>,
     by_model: HashMap<Key, Vec<Target>>,
 }
 
@@ -33,7 +35,7 @@ impl TargetIndex {
         if let Some(old) = maps.by_model.remove(model) {
             for t in old {
                 if let Some(set) = maps.by_target.get_mut(&t) {
-                    set.remove(model);
+                    set.retain(|k| k != model);
                     if set.is_empty() {
                         maps.by_target.remove(&t);
                     }
@@ -41,22 +43,22 @@ impl TargetIndex {
             }
         }
         let Some(l) = lookups else { return };
-        let ns = &model.namespace;
+        let ns = model.namespace();
         let targets: Vec<Target> = l
             .deployments
             .iter()
-            .map(|d| (ns.clone(), Kind::Deployment, d.clone()))
+            .map(|d| (Kind::Deployment, Key::new(ns, d)))
             .chain(
                 l.config_maps
                     .iter()
-                    .map(|c| (ns.clone(), Kind::ConfigMap, c.clone())),
+                    .map(|c| (Kind::ConfigMap, Key::new(ns, c))),
             )
             .collect();
         for t in &targets {
-            maps.by_target
-                .entry(t.clone())
-                .or_default()
-                .insert(model.clone());
+            let models = maps.by_target.entry(t.clone()).or_default();
+            if !models.contains(model) {
+                models.push(model.clone());
+            }
         }
         maps.by_model.insert(model.clone(), targets);
     }
@@ -65,8 +67,8 @@ impl TargetIndex {
         let maps = lock(&self.maps);
         let mut out: Vec<Key> = maps
             .by_target
-            .get(&(namespace.to_string(), kind, name.to_string()))
-            .map(|s| s.iter().cloned().collect())
+            .get(&(kind, Key::new(namespace, name)))
+            .cloned()
             .unwrap_or_default();
         out.sort();
         out

@@ -301,7 +301,7 @@ impl Controller {
         Arc::new(move |c: cache::Change<AutoscalerView>| {
             let targets = [&c.old, &c.new].into_iter().flatten();
             for d in targets.filter_map(|a| a.deployment.clone()) {
-                w(&Key::new(c.key.namespace.clone(), d));
+                w(&Key::new(c.key.namespace(), d));
             }
         })
     }
@@ -310,7 +310,7 @@ impl Controller {
     fn waker(&self, kind: Kind) -> impl Fn(&Key) + Send + Sync + 'static {
         let (index, queue) = (self.index.clone(), self.queue.clone());
         move |key: &Key| {
-            for m in index.models_for(&key.namespace, kind, &key.name) {
+            for m in index.models_for(key.namespace(), kind, key.name()) {
                 queue.add(m);
             }
         }
@@ -323,7 +323,7 @@ impl Controller {
         let rc = self.reconciler.clone();
         Arc::new(move |c: cache::Change<MetaView>| {
             if c.new.is_none() {
-                crate::lock::lock(&rc.fetched).remove(&c.key);
+                rc.fetched.remove(&c.key);
             }
             let unclaimed = c.new.as_ref().map(|n| !n.claimed).unwrap_or(true);
             if c.old.is_none() || unclaimed {
@@ -475,7 +475,7 @@ fn process_next(
         return !crate::signals::stop_requested();
     };
     let started = Instant::now();
-    crate::logging::for_resource(&key.namespace, &key.name, || match rc.sync(&key) {
+    crate::logging::for_resource(key.namespace(), key.name(), || match rc.sync(&key) {
         Ok(outcome) => {
             queue.forget(&key);
             metrics.reconciled(outcome, started.elapsed());

@@ -1,7 +1,7 @@
 //! The sync handler: read the caches, ask the core for a plan, carry its
 //! writes out in order, then the status, then the Events.
 
-use super::cache::{AutoscalerView, Key, MetaView, ObjectKey, Store};
+use super::cache::{AutoscalerView, Fetched, Key, MetaView, ObjectKey, Store};
 use super::error::SyncError;
 use super::events::{Posted, Poster};
 use crate::controller::outcome::Outcome;
@@ -28,7 +28,7 @@ pub struct Reconciler {
     pub deployment_meta: Arc<Store<MetaView>>,
     /// Unclaimed Deployments read on demand, reused while their
     /// resourceVersion in `deployment_meta` is unchanged.
-    pub fetched: Mutex<HashMap<Key, DeploymentView>>,
+    pub fetched: Fetched,
     pub config_maps: Arc<Store<ConfigMapView>>,
     /// HorizontalPodAutoscalers in scope: a Deployment one scales keeps its
     /// replicas (the autoscaler's, not the spec's).
@@ -53,7 +53,7 @@ fn newly_blocked(model: &ModelView, p: &Plan) -> bool {
     use crate::model::status::Reason::{
         ContainerNotFound, TargetConflict, TargetNotFound, TargetNotOptedIn,
     };
-    let was = crate::model::status::StatusDoc::from_value(model.status().as_ref()).ready_reason();
+    let was = model.status().ready_reason();
     let now = p.status(None).ready_reason();
     matches!(
         now,
@@ -66,7 +66,7 @@ fn newly_blocked(model: &ModelView, p: &Plan) -> bool {
 /// create bound to meet AlreadyExists on every resync: a read, not a write.
 fn reports_config_map_conflict(model: &ModelView) -> bool {
     use crate::model::status::Reason::ConfigMapConflict;
-    let was = crate::model::status::StatusDoc::from_value(model.status().as_ref()).ready_reason();
+    let was = model.status().ready_reason();
     was == Some(ConfigMapConflict)
 }
 
@@ -156,7 +156,7 @@ impl Reconciler {
             models: Arc::new(Store::default()),
             deployments: Arc::new(Store::indexed(deployment_owners)),
             deployment_meta: Arc::new(Store::default()),
-            fetched: Mutex::new(Default::default()),
+            fetched: Fetched::default(),
             config_maps: Arc::new(Store::indexed(config_map_owner)),
             autoscalers: Arc::new(Store::default()),
             posted: Mutex::new(Default::default()),
@@ -268,16 +268,14 @@ impl Reconciler {
         let k = ObjectKey::new(ns, name);
         if let Some(d) = self.deployments.get(&k) {
             // Claimed now: its read-on-demand copy is not needed again.
-            lock(&self.fetched).remove(&k);
+            self.fetched.remove(&k);
             return Ok(Some(d));
         }
         let Some(meta) = self.deployment_meta.get(&k) else {
             return Ok(None);
         };
-        if let Some(d) = lock(&self.fetched).get(&k) {
-            if d.resource_version == meta.resource_version {
-                return Ok(Some(d.clone()));
-            }
+        if let Some(d) = self.fetched.get(&k, &meta.resource_version) {
+            return Ok(Some(d));
         }
         match self
             .client
@@ -286,7 +284,7 @@ impl Reconciler {
             Ok(v) => {
                 let d = DeploymentView::from_json(&v);
                 if let Some(d) = &d {
-                    lock(&self.fetched).insert(k, d.clone());
+                    self.fetched.insert(k, d.clone());
                 }
                 Ok(d)
             }
@@ -353,7 +351,7 @@ impl Reconciler {
     fn autoscaler_of(&self, ns: &str, name: &str) -> Option<String> {
         let mut by: Vec<String> = self
             .autoscalers
-            .select(|k, a| k.namespace == ns && a.deployment.as_deref() == Some(name))
+            .select(|k, a| k.namespace() == ns && a.deployment.as_deref() == Some(name))
             .into_iter()
             .map(|a| a.name)
             .collect();
@@ -451,7 +449,7 @@ impl Reconciler {
                     if let Some(w) = was {
                         self.deployment_meta.remove_object(&key, &w.uid);
                         self.deployments.remove_object(&key, &w.uid);
-                        lock(&self.fetched).remove(&key);
+                        self.fetched.remove(&key);
                         changed = true;
                     }
                 }
@@ -604,7 +602,7 @@ impl Reconciler {
         let Some(model) = self.models.get(key) else {
             return Ok(());
         };
-        let st = crate::model::status::StatusDoc::from_value(model.status().as_ref());
+        let st = model.status();
         let poster = Poster {
             client: &self.client,
             posted: &self.posted,
@@ -653,7 +651,7 @@ impl Reconciler {
             self.deployments.put_if_newer(k, d);
         } else {
             self.deployments.remove(&k);
-            lock(&self.fetched).insert(k, d);
+            self.fetched.insert(k, d);
         }
     }
 }

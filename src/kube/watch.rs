@@ -19,17 +19,29 @@ pub enum WatchEvent {
 /// Decode one watch line. An `ERROR` event becomes an `Err` carrying the
 /// server's Status (410 Expired/Gone means: relist).
 pub fn decode_event(line: &[u8]) -> Result<WatchEvent> {
-    let v: Value = serde_json::from_slice(line)
-        .map_err(|e| Error::Decode(format!("watch line is not JSON ({e}): {}", preview(line))))?;
-    let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
-    let object = v.get("object").filter(|o| o.is_object());
+    /// A watch line, read straight into its two fields (the object is
+    /// taken, not copied out of a parsed line).
+    #[derive(serde::Deserialize)]
+    struct Line {
+        #[serde(rename = "type", default)]
+        ty: String,
+        #[serde(default)]
+        object: Value,
+    }
+    let Line { ty, object } = serde_json::from_slice(line).map_err(|e| {
+        Error::Decode(format!(
+            "watch line is not a watch event ({e}): {}",
+            preview(line)
+        ))
+    })?;
+    let ty = ty.as_str();
     let object = match (ty, object) {
-        ("ERROR", Some(o)) => {
+        ("ERROR", o @ Value::Object(_)) => {
             let code = o.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
-            let bytes = serde_json::to_vec(o).unwrap_or_default();
+            let bytes = serde_json::to_vec(&o).unwrap_or_default();
             return Err(Error::Api(api_error_from_body(code, &bytes, None)));
         }
-        (_, Some(o)) => o.clone(),
+        (_, o @ Value::Object(_)) => o,
         _ => {
             return Err(Error::Decode(format!(
                 "watch event without an object: {}",

@@ -354,6 +354,14 @@ impl StatusDoc {
         StatusDoc(v.and_then(Value::as_object).cloned().unwrap_or_default())
     }
 
+    /// As [`StatusDoc::from_value`], taking the value (no copy).
+    pub fn from_owned(v: Option<Value>) -> StatusDoc {
+        match v {
+            Some(Value::Object(map)) => StatusDoc(map),
+            _ => StatusDoc::default(),
+        }
+    }
+
     pub fn get(&self, f: Field) -> Option<&Value> {
         self.0.get(f.key()).filter(|v| !v.is_null())
     }

@@ -7,7 +7,7 @@ use super::observed::ModelView;
 use super::patches;
 use super::plan::{Observed, Plan, Write};
 use crate::model::spec::DesiredSpec;
-use crate::model::status::{EventReason, Field, StatusDoc};
+use crate::model::status::{EventReason, Field};
 use crate::model::{validate, FINALIZER, KOPF_FINALIZER};
 
 fn is_ours(f: &str) -> bool {
@@ -17,10 +17,10 @@ fn is_ours(f: &str) -> bool {
 /// The spec to clean up after: the desired one, or if it is invalid, the
 /// one status records as applied (9.4).
 fn cleanup_spec(m: &ModelView) -> Option<DesiredSpec> {
-    if let Ok(s) = validate(&m.name, m.spec().as_ref()) {
+    if let Ok(s) = validate(&m.name, m.spec()) {
         return Some(s);
     }
-    let st = StatusDoc::from_value(m.status().as_ref());
+    let st = m.status();
     let stored = st.retained_specs(&m.name);
     let applied = st.str(Field::AppliedSpecHash);
     stored
@@ -32,7 +32,7 @@ fn cleanup_spec(m: &ModelView) -> Option<DesiredSpec> {
 
 pub fn plan_delete(obs: Observed<'_>) -> Plan {
     let m = obs.model;
-    let mut plan = Plan::bare(StatusDoc::from_value(m.status().as_ref()));
+    let mut plan = Plan::bare(m.shared_status().clone());
     if !m.finalizers.iter().any(|f| is_ours(f)) {
         return plan;
     }

@@ -52,7 +52,7 @@ impl Pass<'_> {
             self.plan.new.set(Field::RollbackCount, json!(0));
         }
         // 1. Invalid spec.
-        let s = match validate(&m.name, m.spec().as_ref()) {
+        let s = match validate(&m.name, m.spec()) {
             Ok(s) => s,
             Err(e) => {
                 let msg = e.to_string();
@@ -446,11 +446,10 @@ fn plan_with(obs: Observed<'_>, refusal: Option<Block>) -> Plan {
     if obs.model.deleting {
         return super::delete::plan_delete(obs);
     }
-    let old = StatusDoc::from_value(obs.model.status().as_ref());
-    let mut plan = Plan::bare(old);
+    let mut plan = Plan::bare(obs.model.shared_status().clone());
     if let Some(restored) = before_rejection(&plan.base, obs.model) {
-        plan.base = restored.clone();
-        plan.new = restored;
+        plan.new = restored.clone();
+        plan.base = restored.into();
     }
     let mut pass = Pass {
         obs,

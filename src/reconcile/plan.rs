@@ -9,6 +9,8 @@ use crate::model::spec::DesiredSpec;
 use crate::model::status::{EventReason, Field, StatusDoc};
 use crate::model::{validate, AUTOSCALED_ANNOTATION};
 use serde_json::{json, Value};
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// Everything one pass looks at. `deployments` and `config_maps` hold
 /// whichever of the names from [`lookups`] exist.
@@ -62,7 +64,7 @@ pub fn note_autoscaled(m: &ModelView, ds: &mut [DeploymentView]) {
     if !m.autoscaled {
         return;
     }
-    let Ok(s) = validate(&m.name, m.spec().as_ref()) else {
+    let Ok(s) = validate(&m.name, m.spec()) else {
         return;
     };
     for d in ds.iter_mut().filter(|d| d.name == s.target.name) {
@@ -81,10 +83,10 @@ pub fn lookups(m: &ModelView) -> Lookups {
             out.config_maps.push(s.manifest_config_map_name.clone());
         }
     };
-    if let Ok(s) = validate(&m.name, m.spec().as_ref()) {
+    if let Ok(s) = validate(&m.name, m.spec()) {
         add(&s);
     }
-    for s in StatusDoc::from_value(m.status().as_ref()).retained_specs(&m.name) {
+    for s in m.status().retained_specs(&m.name) {
         add(&s);
     }
     out
@@ -142,10 +144,12 @@ pub struct Plan {
     pub writes: Vec<Write>,
     pub events: Vec<EventSpec>,
     /// The status as stored: what the status patch is computed against.
-    pub(super) old: StatusDoc,
+    /// (`old` and `base` are never edited; shared, a pass that looks at
+    /// them from several steps does not copy them.)
+    pub(super) old: Arc<StatusDoc>,
     /// The status the pass reasons from: as stored, or as it was before a
     /// rejected `rollback-to` annotation that has since gone (9.3, 9.24).
-    pub(super) base: StatusDoc,
+    pub(super) base: Arc<StatusDoc>,
     pub(super) new: StatusDoc,
     pub(super) target: TargetGen,
     /// Deletion posts its Event whatever happens to status.
@@ -155,15 +159,15 @@ pub struct Plan {
 impl Plan {
     /// The status after this pass, given the generation the Deployment
     /// patch returned (if one was sent).
-    pub fn status(&self, patched_generation: Option<i64>) -> StatusDoc {
-        let mut st = self.new.clone();
+    pub fn status(&self, patched_generation: Option<i64>) -> Cow<'_, StatusDoc> {
         match (self.target, patched_generation) {
             (TargetGen::Known(g), _) | (TargetGen::FromPatch, Some(g)) => {
-                st.set(Field::TargetDeploymentGeneration, json!(g))
+                let mut st = self.new.clone();
+                st.set(Field::TargetDeploymentGeneration, json!(g));
+                Cow::Owned(st)
             }
-            _ => {}
+            _ => Cow::Borrowed(&self.new),
         }
-        st
     }
 
     /// The `/status` merge patch, or None when the status would not change.
@@ -193,11 +197,11 @@ impl Plan {
         self.writes.is_empty() && self.status(None).diff(&self.old).is_none()
     }
 
-    pub(crate) fn bare(old: StatusDoc) -> Plan {
+    pub(crate) fn bare(old: Arc<StatusDoc>) -> Plan {
         Plan {
             writes: Vec::new(),
             events: Vec::new(),
-            new: old.clone(),
+            new: StatusDoc::clone(&old),
             base: old.clone(),
             old,
             target: TargetGen::Unchanged,

@@ -1,0 +1,204 @@
+//! A small LZ77 packer for the JSON text the model cache holds (issue 17).
+//!
+//! Every OpenMedModel stays in the cache for the operator's lifetime, and
+//! its status text (about 1.8 KB) repeats itself: the version appears six
+//! times, a spec hash twice, the condition keys four times. Packed against
+//! a preset dictionary of the keys and phrases the operator itself writes,
+//! the text of a converged model shrinks to about a fifth, and a pass
+//! unpacks it in microseconds. No crate: the format is ours, private to the
+//! process, never written anywhere.
+//!
+//! Tokens: a byte `0lllllll` is a run of `l + 1` literal bytes that follow;
+//! `1lllllll` copies `l + MIN_MATCH` bytes from a distance given by the
+//! next two bytes (little-endian), counted back from the end of
+//! dictionary + output so far.
+
+const MIN_MATCH: usize = 4;
+const MAX_MATCH: usize = 127 + MIN_MATCH;
+const MAX_LITERALS: usize = 128;
+const MAX_DISTANCE: usize = u16::MAX as usize;
+const HASH_BITS: u32 = 12;
+
+/// Where the last 4-byte sequence with each hash started (`u32::MAX`:
+/// none yet).
+#[derive(Clone)]
+struct Recent(Vec<u32>);
+
+impl Recent {
+    fn hash(b: &[u8]) -> usize {
+        let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        (v.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
+    }
+
+    /// The earlier start of the sequence at `at`, recording `at` instead.
+    fn swap(&mut self, buf: &[u8], at: usize) -> Option<usize> {
+        if at + MIN_MATCH > buf.len() {
+            return None;
+        }
+        let slot = &mut self.0[Self::hash(&buf[at..])];
+        let before = std::mem::replace(slot, at as u32);
+        (before != u32::MAX).then_some(before as usize)
+    }
+}
+
+/// A preset dictionary, hashed once: packing a text then starts from a
+/// copy of the table instead of hashing the dictionary again.
+pub struct Dictionary {
+    bytes: &'static [u8],
+    recent: Recent,
+}
+
+impl Dictionary {
+    pub fn new(text: &'static str) -> Dictionary {
+        let bytes = text.as_bytes();
+        let mut recent = Recent(vec![u32::MAX; 1 << HASH_BITS]);
+        for at in 0..bytes.len() {
+            recent.swap(bytes, at);
+        }
+        Dictionary { bytes, recent }
+    }
+}
+
+/// `text`, packed against `dict`. Texts past 4 GiB are not packed well
+/// (positions are 32-bit); nothing the API server sends comes near.
+pub fn pack(text: &str, dict: &Dictionary) -> Box<[u8]> {
+    let mut recent = dict.recent.clone();
+    let dict = dict.bytes;
+    let buf = [dict, text.as_bytes()].concat();
+    let mut out = Vec::with_capacity(text.len() / 3);
+    let mut literals = dict.len();
+    let mut at = dict.len();
+    while at < buf.len() {
+        let len = recent
+            .swap(&buf, at)
+            .filter(|from| at - from <= MAX_DISTANCE)
+            .map(|from| (from, common_prefix(&buf[from..], &buf[at..])))
+            .filter(|(_, len)| *len >= MIN_MATCH);
+        let Some((from, len)) = len else {
+            at += 1;
+            continue;
+        };
+        put_literals(&mut out, &buf[literals..at]);
+        let distance = (at - from) as u16;
+        out.push(0x80 | (len - MIN_MATCH) as u8);
+        out.extend_from_slice(&distance.to_le_bytes());
+        for skipped in at + 1..at + len {
+            recent.swap(&buf, skipped);
+        }
+        at += len;
+        literals = at;
+    }
+    put_literals(&mut out, &buf[literals..]);
+    out.into_boxed_slice()
+}
+
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter()
+        .zip(b)
+        .take(MAX_MATCH)
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+fn put_literals(out: &mut Vec<u8>, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        let n = bytes.len().min(MAX_LITERALS);
+        out.push((n - 1) as u8);
+        out.extend_from_slice(&bytes[..n]);
+        bytes = &bytes[n..];
+    }
+}
+
+/// The text `pack` was given, or None if `packed` is not its output for
+/// this `dict`.
+pub fn unpack(packed: &[u8], dict: &Dictionary) -> Option<String> {
+    let dict = dict.bytes;
+    let mut out = Vec::with_capacity(dict.len() + packed.len() * 4);
+    out.extend_from_slice(dict);
+    let mut at = 0;
+    while at < packed.len() {
+        let token = packed[at] as usize;
+        if token & 0x80 == 0 {
+            let bytes = packed.get(at + 1..at + 2 + token)?;
+            out.extend_from_slice(bytes);
+            at += 2 + token;
+        } else {
+            let d = packed.get(at + 1..at + 3)?;
+            let distance = u16::from_le_bytes([d[0], d[1]]) as usize;
+            let from = out.len().checked_sub(distance).filter(|_| distance > 0)?;
+            for i in 0..(token & 0x7f) + MIN_MATCH {
+                out.push(out[from + i]);
+            }
+            at += 3;
+        }
+    }
+    String::from_utf8(out.split_off(dict.len())).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Text of every kind: empty, short, repetitive, long runs, long
+    /// distances, multi-byte characters, and pseudo-random noise.
+    fn samples() -> Vec<String> {
+        let mut seed = 0x2545_f491_u64;
+        let mut noise = String::new();
+        for _ in 0..5000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            noise.push(char::from(b' ' + (seed % 90) as u8));
+        }
+        vec![
+            String::new(),
+            "a".into(),
+            "abcabcabcabcabcabc".into(),
+            "x".repeat(1000),
+            format!("{}{}{}", "head", "y".repeat(70_000), "head"),
+            "é😀ü".repeat(50),
+            noise.clone(),
+            format!("{noise}{noise}"),
+        ]
+    }
+
+    #[test]
+    fn every_text_comes_back_as_it_was() {
+        for dict in ["", "abc", DICT_FOR_TESTS].map(Dictionary::new) {
+            for text in samples() {
+                let packed = pack(&text, &dict);
+                assert_eq!(unpack(&packed, &dict).as_deref(), Some(text.as_str()));
+            }
+        }
+    }
+
+    const DICT_FOR_TESTS: &str = r#"{"conditions":[{"lastTransitionTime":""#;
+
+    #[test]
+    fn repeated_text_packs_small() {
+        let text = r#"{"conditions":[{"lastTransitionTime":"2026-01-01T00:00:00Z","message":"OpenMed/OpenMed-PII-Small-v1 is serving"},{"lastTransitionTime":"2026-01-01T00:00:00Z","message":"rollout of OpenMed/OpenMed-PII-Small-v1 complete"}]}"#;
+        let packed = pack(text, &Dictionary::new(DICT_FOR_TESTS));
+        assert!(
+            packed.len() * 10 < text.len() * 6,
+            "{} -> {}",
+            text.len(),
+            packed.len()
+        );
+    }
+
+    #[test]
+    fn damaged_input_is_refused_not_a_panic() {
+        let (none, abcd) = (Dictionary::new(""), Dictionary::new("abcd"));
+        let packed = pack("abcdabcdabcdabcd", &none);
+        for cut in 0..packed.len() {
+            let _ = unpack(&packed[..cut], &none);
+        }
+        assert_eq!(
+            unpack(&[0x80, 5, 0], &none),
+            None,
+            "a copy before the start"
+        );
+        assert_eq!(unpack(&[0x80, 0, 0], &abcd), None, "distance 0");
+        assert_eq!(unpack(&[3, b'a'], &none), None, "a literal run cut short");
+    }
+}
