@@ -74,8 +74,10 @@ def scope_problems(docs, ns):
     if names != {ns, "openmed-system"}:
         out.append(f"namespaces {names}, not {ns} and openmed-system")
     for d in docs:
-        if d["kind"] in ("Role", "RoleBinding") and d["metadata"].get("namespace") != ns:
-            out.append(f"{d['kind']} in {d['metadata'].get('namespace')}, not {ns}")
+        # The leader-election Role lives with the operator and its Lease.
+        home = "openmed-system" if d["metadata"]["name"].endswith("-leader-election") else ns
+        if d["kind"] in ("Role", "RoleBinding") and d["metadata"].get("namespace") != home:
+            out.append(f"{d['kind']} {d['metadata']['name']} in {d['metadata'].get('namespace')}, not {home}")
     (dep,) = [d for d in docs if d["kind"] == "Deployment"]
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     if f"--namespace={ns}" not in args:

@@ -50,6 +50,19 @@ FLAGS:
                             label openmed.ai/managed-target=true or already name the
                             OpenMedModel as its owner; the operator's own Deployment
                             (POD_NAMESPACE / OPENMED_OPERATOR_DEPLOYMENT) never may
+    --leader-elect          Run as one of several replicas: only the holder of a Lease
+                            writes; the others keep their caches warm and take over
+                            when it goes (the shipped manifests run two)
+    --lease-name NAME       The Lease (default openmed-operator; with --selector,
+                            openmed-operator-<digest of the selector>)
+    --lease-namespace NS    Where the Lease is (default: POD_NAMESPACE, else the
+                            service account's namespace)
+    --lease-duration-seconds N   How long a leader's lease lasts unrenewed (default 15)
+    --renew-deadline-seconds N   A leader that has not renewed within N seconds stops
+                            writing and exits (default 10; less than the duration)
+    --retry-period-seconds N     How often to renew or try to acquire (default 2)
+    --selector SELECTOR     Manage only the OpenMedModels this label selector matches
+                            (sharding: one operator Deployment per shard)
     --log-format text|json  Log lines as text (default) or one JSON object per line.
                             RUST_LOG sets the level (default info)
     --help                  Print this help
@@ -85,6 +98,10 @@ pub struct Config {
     pub workers: usize,
     /// `--qps`, `--burst`: the client-side rate limit.
     pub limits: crate::kube::ratelimit::Limits,
+    /// `--leader-elect` and its Lease (None: this replica always writes).
+    pub election: Option<crate::controller::leader::ElectionConfig>,
+    /// `--selector`: the OpenMedModels this instance manages.
+    pub selector: Option<String>,
 }
 
 #[derive(Debug)]
@@ -105,6 +122,10 @@ struct Settings {
     /// `release`'s own flags: the Deployment, and `--force`.
     name: String,
     force: bool,
+    /// The election flags, used only with `--leader-elect`.
+    elect: bool,
+    election: crate::controller::leader::ElectionConfig,
+    lease_name_set: bool,
 }
 
 /// The flags `release` takes: a run's endpoint flags and `--namespace` (the
@@ -153,7 +174,7 @@ fn release_args(s: Settings) -> Result<ReleaseArgs, String> {
     })
 }
 
-const FLAGS: [Flag; 20] = [
+const FLAGS: [Flag; 27] = [
     Flag {
         names: &["--help", "-h"],
         takes_value: false,
@@ -315,6 +336,79 @@ const FLAGS: [Flag; 20] = [
         },
     },
     Flag {
+        names: &["--leader-elect"],
+        takes_value: false,
+        apply: |s, _| {
+            s.elect = true;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--lease-name"],
+        takes_value: true,
+        apply: |s, v| {
+            if !crate::kube::names::is_dns_subdomain(&v) {
+                return Err(format!("--lease-name: {v:?} is not a valid object name"));
+            }
+            s.election.lease_name = v;
+            s.lease_name_set = true;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--lease-namespace"],
+        takes_value: true,
+        apply: |s, v| {
+            if !is_dns_label(&v) {
+                return Err(format!("--lease-namespace: {v:?} is not a namespace name"));
+            }
+            s.election.lease_namespace = Some(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--lease-duration-seconds"],
+        takes_value: true,
+        apply: |s, v| {
+            let n = whole(&v, "--lease-duration-seconds", 3600)?;
+            s.election.lease_duration = Duration::from_secs(n);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--renew-deadline-seconds"],
+        takes_value: true,
+        apply: |s, v| {
+            let n = whole(&v, "--renew-deadline-seconds", 3600)?;
+            s.election.renew_deadline = Duration::from_secs(n);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--retry-period-seconds"],
+        takes_value: true,
+        apply: |s, v| {
+            let n = whole(&v, "--retry-period-seconds", 3600)?;
+            s.election.retry_period = Duration::from_secs(n);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--selector"],
+        takes_value: true,
+        apply: |s, v| {
+            let v = v.trim().to_string();
+            let ok = !v.is_empty() && v.len() <= 1024 && v.chars().all(|c| !c.is_control());
+            if !ok {
+                return Err(
+                    "--selector: not a label selector (non-empty, at most 1024 characters)".into(),
+                );
+            }
+            s.config.selector = Some(v);
+            Ok(())
+        },
+    },
+    Flag {
         names: &["--log-format"],
         takes_value: true,
         apply: |s, v| {
@@ -375,11 +469,16 @@ fn defaults() -> Settings {
             list_max_items: 200_000,
             workers: 4,
             limits: crate::kube::ratelimit::Limits::default(),
+            election: None,
+            selector: None,
         },
         all: false,
         stop: None,
         name: String::new(),
         force: false,
+        elect: false,
+        election: Default::default(),
+        lease_name_set: false,
     }
 }
 
@@ -440,6 +539,19 @@ fn finish(s: Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, S
     }
     config.namespaces.sort();
     config.namespaces.dedup();
+    if s.elect {
+        let mut e = s.election;
+        e.check()?;
+        if e.lease_namespace.is_none() {
+            e.lease_namespace = set("POD_NAMESPACE");
+        }
+        if let (Some(sel), false) = (&config.selector, s.lease_name_set) {
+            // Each shard its own Lease, without a flag to forget.
+            let digest = crate::model::canonical::sha256_hex(sel.as_bytes());
+            e.lease_name = format!("openmed-operator-{}", &digest[..10]);
+        }
+        config.election = Some(e);
+    }
     Ok(config)
 }
 

@@ -29,7 +29,13 @@ pub struct Health {
     ready: AtomicBool,
     /// List/watch loops whose last list failed: not ready while any is.
     failing_lists: Mutex<std::collections::BTreeSet<String>>,
+    /// Leader election's word on liveness: Err for a leader that lost its
+    /// lease and has not stopped.
+    lease: Mutex<Option<LeaseCheck>>,
 }
+
+/// See [`Health::watch_lease`].
+pub type LeaseCheck = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 impl Health {
     pub fn register(&self, name: &str, max_silence: Duration) {
@@ -54,6 +60,11 @@ impl Health {
             b.last = Instant::now();
             b.open = open;
         }
+    }
+
+    /// Make `check` part of liveness.
+    pub fn watch_lease(&self, check: LeaseCheck) {
+        *lock(&self.lease) = Some(check);
     }
 
     pub fn died(&self, name: &str) {
@@ -92,6 +103,10 @@ impl Health {
             .iter()
             .map(|n| format!("{n} stopped"))
             .collect();
+        let lease = lock(&self.lease).clone();
+        if let Some(Err(e)) = lease.map(|check| check()) {
+            bad.push(e);
+        }
         for (name, b) in lock(&self.beats).iter() {
             if !b.open && b.last.elapsed() > b.max {
                 let what = if name.starts_with("watch/") {

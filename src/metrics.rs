@@ -37,6 +37,10 @@ pub struct Metrics {
     events_posted: Mutex<u64>,
     events_failed: Mutex<u64>,
     api_warnings: Mutex<u64>,
+    /// 1 while this process holds the leader lease (always 1 without
+    /// leader election, as controller-runtime reports it).
+    leader: AtomicI64,
+    leader_transitions: Mutex<u64>,
 }
 
 impl Metrics {
@@ -98,6 +102,22 @@ impl Metrics {
     /// (so the gauge is never behind the cache).
     pub fn set_phase_source(&self, source: PhaseSource) {
         *lock(&self.phases) = Some(source);
+    }
+
+    /// Without leader election this process always writes: the gauge is 1
+    /// and no transition is counted.
+    pub fn set_sole_writer(&self) {
+        self.leader.store(1, Ordering::SeqCst);
+    }
+
+    /// This process took the lease (`true`) or gave it up.
+    pub fn set_leader(&self, leading: bool) {
+        if leading && self.leader.swap(1, Ordering::SeqCst) == 0 {
+            *lock(&self.leader_transitions) += 1;
+        }
+        if !leading {
+            self.leader.store(0, Ordering::SeqCst);
+        }
     }
 
     pub fn api_requests_total(&self) -> u64 {
@@ -172,7 +192,7 @@ type Family = (
     fn(&Metrics) -> Vec<Row>,
 );
 
-const FAMILIES: [Family; 12] = [
+const FAMILIES: [Family; 14] = [
     (
         "openmed_operator_reconciles_total",
         "counter",
@@ -244,6 +264,18 @@ const FAMILIES: [Family; 12] = [
         "counter",
         "Warning headers in API responses (each distinct one is also logged once).",
         |m| single(*lock(&m.api_warnings)),
+    ),
+    (
+        "openmed_operator_leader",
+        "gauge",
+        "1 while this replica holds the leader lease and may write; 0 on a standby.",
+        |m| single(m.leader.load(Ordering::SeqCst)),
+    ),
+    (
+        "openmed_operator_leader_transitions_total",
+        "counter",
+        "Times this replica took the leader lease.",
+        |m| single(*lock(&m.leader_transitions)),
     ),
 ];
 

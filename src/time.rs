@@ -27,6 +27,18 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
+/// `2026-11-30T02:37:22.123456Z`: a `MicroTime`, as Leases carry (exactly
+/// six fractional digits, which the API server requires).
+pub fn micro_now() -> String {
+    let t = SystemTime::now();
+    let micros = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_micros())
+        .unwrap_or(0);
+    let secs = rfc3339(t);
+    format!("{}.{micros:06}Z", secs.trim_end_matches('Z'))
+}
+
 pub fn now() -> String {
     rfc3339(SystemTime::now())
 }

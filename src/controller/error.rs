@@ -77,6 +77,8 @@ pub enum StartError {
     Listen(String),
     /// A watch or worker thread could not be started.
     Thread(std::io::Error),
+    /// `--leader-elect` without a namespace for the Lease.
+    NoLeaseNamespace,
 }
 
 impl fmt::Display for StartError {
@@ -85,6 +87,10 @@ impl fmt::Display for StartError {
             StartError::Endpoint(e) => write!(f, "{e}"),
             StartError::Listen(why) => write!(f, "{why}"),
             StartError::Thread(e) => write!(f, "cannot start a thread: {e}"),
+            StartError::NoLeaseNamespace => write!(
+                f,
+                "--leader-elect: no namespace for the Lease (--lease-namespace, POD_NAMESPACE or a service account)"
+            ),
         }
     }
 }
@@ -94,7 +100,7 @@ impl std::error::Error for StartError {
         match self {
             StartError::Endpoint(e) => Some(e),
             StartError::Thread(e) => Some(e),
-            StartError::Listen(_) => None,
+            StartError::Listen(_) | StartError::NoLeaseNamespace => None,
         }
     }
 }

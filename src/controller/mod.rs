@@ -17,6 +17,7 @@ pub mod cache;
 pub mod error;
 pub mod events;
 pub mod index;
+pub mod leader;
 pub mod outcome;
 pub mod queue;
 pub mod reconnect;
@@ -60,6 +61,50 @@ fn meta_view(v: &Value) -> Option<MetaView> {
     })
 }
 
+/// The lease loop and the write gate it drives, for `--leader-elect`. The
+/// loop has its own client: no gate, each request as short as the retry
+/// period and tried once (the loop is the retry).
+fn elect(
+    cfg: &Config,
+    e: &leader::ElectionConfig,
+    identity: String,
+    metrics: &Arc<Metrics>,
+    health: &Arc<Health>,
+) -> Result<(leader::Elector, Arc<leader::Leadership>), StartError> {
+    let namespace = e
+        .lease_namespace
+        .clone()
+        .or_else(|| {
+            let f = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+            std::fs::read_to_string(f)
+                .ok()
+                .map(|n| n.trim().to_string())
+        })
+        .filter(|n| crate::kube::names::is_dns_label(n))
+        .ok_or(StartError::NoLeaseNamespace)?;
+    let endpoint = Endpoint::resolve(&cfg.endpoint, &|k| std::env::var(k).ok())?;
+    let lease_client = Client::new(
+        endpoint,
+        ClientConfig {
+            request_timeout: e.retry_period.max(Duration::from_secs(1)),
+            max_attempts: 1,
+            identity: Some(identity.clone()),
+            ..ClientConfig::default()
+        },
+    )?;
+    let leadership = Arc::new(leader::Leadership::new(e.renew_deadline, metrics.clone()));
+    let check = leadership.clone();
+    health.watch_lease(Arc::new(move || check.check()));
+    let elector = leader::Elector::new(
+        lease_client,
+        e.clone(),
+        namespace,
+        identity,
+        leadership.clone(),
+    );
+    Ok((elector, leadership))
+}
+
 /// Run until SIGTERM/SIGINT. Returns an error only for what makes the
 /// operator unable to start (bad endpoint, health port taken).
 pub fn run(cfg: Config) -> Result<(), StartError> {
@@ -78,6 +123,9 @@ pub struct Controller {
     index: Arc<TargetIndex>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
+    /// With `--leader-elect`: the lease loop, until it runs.
+    elector: Option<leader::Elector>,
+    leadership: Option<Arc<leader::Leadership>>,
 }
 
 /// One list+watch per watched namespace, declared once.
@@ -87,6 +135,8 @@ struct Watch {
     kind: crate::kube::ResourceType,
     selector: Option<(&'static str, &'static str)>,
     metadata_only: bool,
+    /// Narrowed further by `--selector` (the OpenMedModels of this shard).
+    sharded: bool,
 }
 
 const MODELS: Watch = Watch {
@@ -94,6 +144,7 @@ const MODELS: Watch = Watch {
     kind: crate::model::RESOURCE,
     selector: None,
     metadata_only: false,
+    sharded: true,
 };
 /// Only ConfigMaps with our managed-by label.
 const OUR_CONFIG_MAPS: Watch = Watch {
@@ -101,6 +152,7 @@ const OUR_CONFIG_MAPS: Watch = Watch {
     kind: CONFIG_MAPS,
     selector: Some(MANAGED_BY_LABEL),
     metadata_only: false,
+    sharded: false,
 };
 /// Deployments the operator has claimed, as compact full views.
 const CLAIMED_DEPLOYMENTS: Watch = Watch {
@@ -108,6 +160,7 @@ const CLAIMED_DEPLOYMENTS: Watch = Watch {
     kind: DEPLOYMENTS,
     selector: Some(CLAIM_LABEL),
     metadata_only: false,
+    sharded: false,
 };
 /// Every Deployment in scope, metadata only: a target appearing,
 /// disappearing or changing before it is claimed.
@@ -116,6 +169,7 @@ const ALL_DEPLOYMENTS: Watch = Watch {
     kind: DEPLOYMENTS,
     selector: None,
     metadata_only: true,
+    sharded: false,
 };
 
 /// HorizontalPodAutoscalers: a Deployment one scales keeps its replicas.
@@ -124,20 +178,24 @@ const AUTOSCALERS: Watch = Watch {
     kind: HORIZONTAL_POD_AUTOSCALERS,
     selector: None,
     metadata_only: false,
+    sharded: false,
 };
 
 impl Controller {
     /// Stage 1: the client, the health server, the stores, the index and
     /// the queue. Nothing is watched yet.
     pub fn build(cfg: Config) -> Result<Controller, StartError> {
-        let endpoint = Endpoint::resolve(&cfg.endpoint, &|k| std::env::var(k).ok())?;
+        let env = |k: &str| std::env::var(k).ok();
+        let endpoint = Endpoint::resolve(&cfg.endpoint, &env)?;
         let metrics = Arc::new(Metrics::default());
         let observer = metrics.clone();
         let warned = metrics.clone();
+        let identity = cfg.election.as_ref().map(|_| leader::identity(&env));
         let client_cfg = ClientConfig {
             limits: cfg.limits,
             max_list_pages: cfg.list_max_pages,
             max_list_items: cfg.list_max_items,
+            identity: identity.clone(),
             ..ClientConfig::default()
         };
         let client = Client::new(endpoint, client_cfg)?
@@ -145,8 +203,21 @@ impl Controller {
                 observer.api_request(verb.as_str(), code)
             }))
             .with_warning_observer(Arc::new(move || warned.api_warning()));
-        let client = Arc::new(client);
         let health = Arc::new(Health::default());
+        let (client, elector, leadership) = match (&cfg.election, identity) {
+            (Some(e), Some(id)) => {
+                let (elector, leadership) = elect(&cfg, e, id, &metrics, &health)?;
+                let gate = leadership.clone();
+                let client = client.with_write_gate(Arc::new(move || gate.may_write()));
+                (client, Some(elector), Some(leadership))
+            }
+            _ => {
+                metrics.set_sole_writer();
+                (client, None, None)
+            }
+        };
+        let client = Arc::new(client);
+
         let bound = server::start(cfg.health_addr, health.clone(), metrics.clone())
             .map_err(StartError::Listen)?;
         log::info!(
@@ -175,22 +246,61 @@ impl Controller {
             index: Arc::new(TargetIndex::default()),
             metrics,
             health,
+            elector,
+            leadership,
         })
     }
 
     /// Stage 2: watch, wait until every cache has listed, start the
     /// workers, resync until told to stop, then shut down.
-    pub fn run(self) -> Result<(), StartError> {
+    pub fn run(mut self) -> Result<(), StartError> {
+        let elector = match self.elector.take() {
+            Some(e) => Some(
+                std::thread::Builder::new()
+                    .name("leader-election".into())
+                    .spawn(move || e.run(crate::signals::stop_requested))
+                    .map_err(StartError::Thread)?,
+            ),
+            None => None,
+        };
         self.start_watches()?;
-        if !self.wait_for_sync() {
-            log::info!("stopped before the caches synced");
-            return Ok(());
+        if self.wait_for_sync() && self.wait_for_leadership() {
+            self.seed_posted_events();
+            let workers = self.start_workers()?;
+            self.resync_until_stopped();
+            self.shut_down(workers);
+        } else {
+            log::info!("stopped before the caches synced or before leading");
         }
-        self.seed_posted_events();
-        let workers = self.start_workers()?;
-        self.resync_until_stopped();
-        self.shut_down(workers);
+        // The workers are done: hand the lease over now, not a lease
+        // duration from now.
+        if let Some(mut e) = elector.and_then(|t| t.join().ok()) {
+            e.release();
+        }
         Ok(())
+    }
+
+    /// A standby waits here, its caches filled and kept current by the
+    /// watches, until it holds the lease; then every resource is planned
+    /// once, from the caches (no cold list). False if told to stop first.
+    fn wait_for_leadership(&self) -> bool {
+        let Some(l) = &self.leadership else {
+            return true;
+        };
+        if !l.may_write() {
+            log::info!("standby: caches synced, waiting for the leader lease");
+        }
+        while !l.may_write() {
+            if crate::signals::stop_requested() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.reconciler.unsettle_all();
+        for k in self.reconciler.models.keys() {
+            self.queue.add(k);
+        }
+        true
     }
 
     fn scopes(&self) -> Vec<Option<String>> {
@@ -233,6 +343,9 @@ impl Controller {
         );
         if let Some(sel) = w.selector {
             r = r.selecting(sel);
+        }
+        if let (true, Some(sel)) = (w.sharded, &self.cfg.selector) {
+            r.label_selector = Some(sel.clone());
         }
         if w.metadata_only {
             r = r.metadata_only();

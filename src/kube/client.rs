@@ -42,6 +42,9 @@ pub struct ClientConfig {
     pub max_list_items: usize,
     /// Client-side rate limit (`--qps`, `--burst`).
     pub limits: super::ratelimit::Limits,
+    /// Who this process is (its leader-election identity), added to the
+    /// User-Agent so the API server's audit log tells replicas apart.
+    pub identity: Option<String>,
 }
 
 impl Default for ClientConfig {
@@ -59,9 +62,14 @@ impl Default for ClientConfig {
             max_list_pages: 1_000,
             max_list_items: 200_000,
             limits: super::ratelimit::Limits::default(),
+            identity: None,
         }
     }
 }
+
+/// Whether this process may write now (leader election's fencing, checked
+/// before every attempt of every request that is not a read).
+pub type WriteGate = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The API verb of a request, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -70,6 +78,7 @@ pub enum Verb {
     List,
     Watch,
     Create,
+    Update,
     Patch,
     Delete,
 }
@@ -81,6 +90,7 @@ impl Verb {
             Verb::List => "list",
             Verb::Watch => "watch",
             Verb::Create => "create",
+            Verb::Update => "update",
             Verb::Patch => "patch",
             Verb::Delete => "delete",
         }
@@ -162,6 +172,7 @@ pub struct Preconditions {
 enum Method {
     Get,
     Post,
+    Put,
     Patch,
     Delete,
 }
@@ -204,6 +215,9 @@ pub struct Client {
     proxy: Option<ureq::Proxy>,
     /// The client-side token bucket, if `--qps` sets one.
     bucket: Option<Mutex<super::ratelimit::Bucket>>,
+    /// Checked before each attempt of a write; a closed gate fails the
+    /// write with [`Error::NotLeader`] before anything is sent.
+    write_gate: Option<WriteGate>,
 }
 
 impl std::fmt::Debug for Client {
@@ -257,7 +271,21 @@ impl Client {
             warnings: Mutex::new(Warnings::default()),
             on_warning: None,
             list_gate: Mutex::new(()),
+            write_gate: None,
         })
+    }
+
+    /// Writes only while `gate` says so (see [`WriteGate`]).
+    pub fn with_write_gate(mut self, gate: WriteGate) -> Client {
+        self.write_gate = Some(gate);
+        self
+    }
+
+    /// Replace an object (PUT), bound to the resourceVersion in `body`.
+    pub fn update(&self, path: &ResourcePath, body: &Value) -> Result<Value> {
+        let mut req = self.req(Verb::Update, Method::Put, path.render(), Retry::Write);
+        req.body = Some((JSON, body.to_string().into_bytes()));
+        self.json(req)
     }
 
     /// Called for every `Warning` header in a response (a metric).
@@ -471,6 +499,10 @@ impl Client {
         loop {
             self.check_pace()?;
             self.take_token();
+            let writes = !matches!(req.method, Method::Get);
+            if writes && self.write_gate.as_ref().is_some_and(|open| !open()) {
+                return Err(Error::NotLeader);
+            }
             let err = match self.attempt(req) {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
@@ -699,7 +731,10 @@ fn build_agent(
         .max_redirects(0)
         .proxy(proxy.cloned())
         .https_only(https)
-        .user_agent(USER_AGENT)
+        .user_agent(match &cfg.identity {
+            Some(id) => format!("{USER_AGENT} ({id})"),
+            None => USER_AGENT.to_string(),
+        })
         .accept_encoding("identity")
         .timeout_connect(Some(cfg.connect_timeout))
         .timeout_global(Some(cfg.request_timeout))
@@ -752,6 +787,7 @@ fn dispatch(
     match method {
         Method::Get => finish!(agent.get(url)).call(),
         Method::Post => finish!(agent.post(url)).send(body),
+        Method::Put => finish!(agent.put(url)).send(body),
         Method::Patch => finish!(agent.patch(url)).send(body),
         Method::Delete => finish!(agent.delete(url).force_send_body()).send(body),
     }

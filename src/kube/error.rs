@@ -122,6 +122,9 @@ pub enum Error {
     /// A paged list broke a bound: too many pages or items, or a
     /// `continue` token handed back twice (a server that pages forever).
     ListBound(String),
+    /// A write not sent: this process does not hold the leader lease (or
+    /// has not renewed it within the renew deadline).
+    NotLeader,
     /// The endpoint, a guard or a credential file is unusable.
     Config(String),
 }
@@ -215,6 +218,7 @@ impl fmt::Display for Error {
             ),
             Error::Config(m) => write!(f, "{m}"),
             Error::ListBound(m) => write!(f, "list refused: {m}"),
+            Error::NotLeader => write!(f, "write not sent: not the leader"),
             Error::Throttled { retry_after } => write!(
                 f,
                 "not sent: the API server asked for a pause of {} ms more (Retry-After)",

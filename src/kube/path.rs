@@ -52,6 +52,13 @@ pub const HORIZONTAL_POD_AUTOSCALERS: ResourceType = ResourceType {
     kind: "HorizontalPodAutoscaler",
     namespaced: true,
 };
+pub const LEASES: ResourceType = ResourceType {
+    group: "coordination.k8s.io",
+    version: "v1",
+    plural: "leases",
+    kind: "Lease",
+    namespaced: true,
+};
 pub const NAMESPACES: ResourceType = ResourceType {
     group: "",
     version: "v1",

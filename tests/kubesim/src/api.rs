@@ -232,7 +232,9 @@ pub fn handle(shared: &Arc<Shared>, req: Request) -> Response {
     if !latency.is_zero() {
         std::thread::sleep(latency);
     }
-    let (verb, resource, resp) = {
+    let (verb, resource, resp) = if let Some(resp) = cut_off(shared, &req) {
+        ("cut off", String::new(), resp)
+    } else {
         let st = lock(&shared.store);
         let r = route(&st.registry, &req.path);
         drop(st);
@@ -260,6 +262,32 @@ pub fn handle(shared: &Arc<Shared>, req: Request) -> Response {
         at_ms,
     });
     resp
+}
+
+/// The answer to a client cut off by User-Agent ([`crate::Sim::cut_off`]):
+/// refused at once, or held unanswered while the cut lasts (at most two
+/// minutes).
+fn cut_off(shared: &Arc<Shared>, req: &Request) -> Option<Response> {
+    let ua = req.header("user-agent").unwrap_or("");
+    let how = lock(&shared.faults).cut_off_for(ua, &req.path)?;
+    if how == crate::faults::CutOff::Hang {
+        let t = std::time::Instant::now();
+        while lock(&shared.faults).cut_off_for(ua, &req.path).is_some()
+            && t.elapsed() < std::time::Duration::from_secs(120)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        return Some(err(ApiErr::new(
+            504,
+            "Timeout",
+            "cut off (simulated partition)",
+        )));
+    }
+    Some(err(ApiErr::new(
+        503,
+        "ServiceUnavailable",
+        "cut off (simulated partition)",
+    )))
 }
 
 fn authorized(shared: &Shared, req: &Request) -> bool {

@@ -34,9 +34,30 @@ pub struct Faults {
     pub expire_watches: u32,
     /// ... as an in-stream ERROR event rather than an HTTP 410.
     pub expire_in_stream: bool,
+    /// Clients cut off, by a piece of their User-Agent (and, if not empty,
+    /// a piece of the request path): a network partition of one client
+    /// while the others pass.
+    pub cut_off: Vec<(String, String, CutOff)>,
+}
+
+/// How a cut-off client's requests fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutOff {
+    /// At once, 503 (a refused connection, as near as HTTP gets).
+    Refuse,
+    /// Never answered while the cut lasts (a black hole), then 504.
+    Hang,
 }
 
 impl Faults {
+    /// How requests from `user_agent` fail, if it is cut off.
+    pub fn cut_off_for(&self, user_agent: &str, path: &str) -> Option<CutOff> {
+        self.cut_off
+            .iter()
+            .find(|(part, p, _)| user_agent.contains(part.as_str()) && path.contains(p.as_str()))
+            .map(|(_, _, how)| *how)
+    }
+
     /// Set the lag of watches matching `pattern` (replacing an earlier rule
     /// with the same pattern); a zero lag removes the rule.
     pub fn set_watch_lag(&mut self, pattern: &str, path: Regex, lag: Duration) {

@@ -209,6 +209,7 @@ pub fn prepare(
         }
         "/configmaps" => validate_configmap(obj, &mut causes),
         "/events" => validate_event(obj, &mut causes),
+        "coordination.k8s.io/leases" => validate_lease(obj, &mut causes),
         "apiextensions.k8s.io/customresourcedefinitions" => validate_crd(obj, &mut causes),
         "/namespaces" if obj["status"]["phase"].is_null() => {
             obj["status"] = json!({"phase": "Active"})
@@ -219,6 +220,115 @@ pub fn prepare(
         Ok(warnings)
     } else {
         Err(ApiErr::invalid(def, &name, causes))
+    }
+}
+
+/// `ValidateLeaseSpec` (pkg/apis/coordination/validation), and the decoding
+/// of its `MicroTime` fields, which refuses anything but RFC3339 with
+/// exactly six fractional digits (`metav1.MicroTime.UnmarshalJSON` parses
+/// with `RFC3339Micro`; a layout's `.000000` needs every digit).
+fn validate_lease(obj: &Value, causes: &mut Vec<Cause>) {
+    let spec = &obj["spec"];
+    if spec["leaseDurationSeconds"]
+        .as_i64()
+        .is_some_and(|d| d <= 0)
+    {
+        let d = &spec["leaseDurationSeconds"];
+        causes.push(Cause::invalid(
+            "spec.leaseDurationSeconds",
+            d,
+            "must be greater than 0",
+        ));
+    }
+    if spec["leaseTransitions"].as_i64().is_some_and(|t| t < 0) {
+        let t = &spec["leaseTransitions"];
+        causes.push(Cause::invalid(
+            "spec.leaseTransitions",
+            t,
+            "must be greater than or equal to 0",
+        ));
+    }
+    for field in ["acquireTime", "renewTime"] {
+        let v = &spec[field];
+        if !v.is_null() && !v.as_str().is_some_and(is_micro_time) {
+            causes.push(Cause::invalid(
+                &format!("spec.{field}"),
+                v,
+                "not a MicroTime (2006-01-02T15:04:05.000000Z07:00)",
+            ));
+        }
+    }
+}
+
+/// `2006-01-02T15:04:05.000000Z07:00`: six fractional digits, then `Z` or
+/// an offset.
+pub fn is_micro_time(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    let zone = match b.get(26..) {
+        Some(b"Z") => true,
+        Some(z) if z.len() == 6 => {
+            (z[0] == b'+' || z[0] == b'-') && z[3] == b':' && digits(27..29) && digits(30..32)
+        }
+        _ => false,
+    };
+    digits(0..4)
+        && at(4, b'-')
+        && digits(5..7)
+        && at(7, b'-')
+        && digits(8..10)
+        && at(10, b'T')
+        && digits(11..13)
+        && at(13, b':')
+        && digits(14..16)
+        && at(16, b':')
+        && digits(17..19)
+        && at(19, b'.')
+        && digits(20..26)
+        && zone
+}
+
+#[cfg(test)]
+mod lease_tests {
+    use super::*;
+
+    #[test]
+    fn micro_times_as_the_api_server_decodes_them() {
+        for ok in [
+            "2026-11-30T23:59:01.123456Z",
+            "2026-11-30T23:59:01.000000+01:00",
+        ] {
+            assert!(is_micro_time(ok), "{ok}");
+        }
+        for bad in [
+            "2026-11-30T23:59:01Z",
+            "2026-11-30T23:59:01.123Z",
+            "2026-11-30T23:59:01.1234567Z",
+            "2026-11-30 23:59:01.123456Z",
+            "2026-11-30T23:59:01.123456",
+            "",
+        ] {
+            assert!(!is_micro_time(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn lease_spec_fields_are_validated() {
+        let mut causes = Vec::new();
+        let lease = json!({"spec": {"leaseDurationSeconds": 0, "leaseTransitions": -1,
+            "renewTime": "2026-11-30T23:59:01Z", "acquireTime": "2026-11-30T23:59:01.000001Z"}});
+        validate_lease(&lease, &mut causes);
+        let fields: Vec<String> = causes.iter().map(|c| c.field.clone()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.leaseDurationSeconds",
+                "spec.leaseTransitions",
+                "spec.renewTime"
+            ]
+        );
     }
 }
 

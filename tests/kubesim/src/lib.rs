@@ -22,6 +22,7 @@ pub mod tls;
 pub mod watch;
 
 use api::{lock, Shared};
+pub use faults::CutOff;
 use faults::{FailRule, RequestRecord};
 use http::{HttpServer, Request, Response};
 use regex::Regex;
@@ -230,6 +231,28 @@ impl Sim {
 
     pub fn set_latency(&self, d: Duration) {
         lock(&self.shared.faults).latency = d;
+    }
+
+    /// Cut off every client whose User-Agent contains `part` (a network
+    /// partition of one operator process), and drop the watches open now.
+    pub fn cut_off(&self, part: &str, how: faults::CutOff) {
+        self.cut_off_path(part, "", how);
+        self.cut_watches();
+    }
+
+    /// Cut off only the requests of `part` whose path contains `path`
+    /// (its Lease renewals, say, while its other writes still land).
+    pub fn cut_off_path(&self, part: &str, path: &str, how: faults::CutOff) {
+        let mut f = lock(&self.shared.faults);
+        f.cut_off.retain(|(p, q, _)| p != part || q != path);
+        f.cut_off.push((part.to_string(), path.to_string(), how));
+    }
+
+    /// End every cut [`Sim::cut_off`] made for `part`.
+    pub fn reconnect(&self, part: &str) {
+        lock(&self.shared.faults)
+            .cut_off
+            .retain(|(p, _, _)| p != part);
     }
 
     pub fn clear_faults(&self) {

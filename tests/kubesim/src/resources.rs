@@ -122,6 +122,17 @@ impl Registry {
         deploy.scale_subresource = true;
         deploy.generation = true;
         let lease = ResourceDef::builtin("coordination.k8s.io", "v1", "leases", "Lease", true);
+        // Stored only (no eviction API): the installs carry one.
+        let mut pdb = ResourceDef::builtin(
+            "policy",
+            "v1",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            true,
+        )
+        .shorts(&["pdb"]);
+        pdb.status_subresource = true;
+        pdb.generation = true;
         let mut hpa = ResourceDef::builtin(
             "autoscaling",
             "v2",
@@ -156,7 +167,9 @@ impl Registry {
         let role = ResourceDef::builtin(rbac, "v1", "roles", "Role", true);
         let rb = ResourceDef::builtin(rbac, "v1", "rolebindings", "RoleBinding", true);
         Registry {
-            defs: vec![ns, cm, ev, sa, deploy, lease, hpa, cr, crb, role, rb, crd],
+            defs: vec![
+                ns, cm, ev, sa, deploy, lease, pdb, hpa, cr, crb, role, rb, crd,
+            ],
         }
     }
 

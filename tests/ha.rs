@@ -1,0 +1,347 @@
+//! Issue 10: two operator processes on one kubesim with `--leader-elect`.
+//! Only the lease holder writes; the standby takes over after a SIGKILL
+//! (within a lease duration and a retry period), a SIGTERM (at once: the
+//! lease is released) and a partition (once the lease expires; the
+//! partitioned leader stops writing within its renew deadline and exits).
+//! Every write in kubesim's request log is attributed to a process by its
+//! User-Agent, which carries the process's identity.
+//!
+//! Timings are short here: lease 3 s, renew deadline 2 s, retry 1 s.
+
+#[path = "common/operator.rs"]
+mod harness;
+
+use harness::*;
+use kubesim::{CutOff, Sim};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const LEASE_S: u64 = 3;
+const RENEW_S: u64 = 2;
+const RETRY_S: u64 = 1;
+
+fn start(sim: &Sim, dir: &std::path::Path, pod: &str, extra: &[&str]) -> Operator {
+    let (lease, renew, retry) = (
+        LEASE_S.to_string(),
+        RENEW_S.to_string(),
+        RETRY_S.to_string(),
+    );
+    let mut args = vec![
+        "--leader-elect",
+        "--lease-namespace",
+        NS,
+        "--lease-duration-seconds",
+        &lease,
+        "--renew-deadline-seconds",
+        &renew,
+        "--retry-period-seconds",
+        &retry,
+    ];
+    args.extend(extra);
+    Operator::start_with_env(&sim.url(), dir, &args, &[("POD_NAME", pod)])
+}
+
+/// The Lease's holder (empty when released or absent), from `lease`.
+fn holder_of(sim: &Sim, lease: &str) -> String {
+    sim.objects("coordination.k8s.io", "leases", Some(NS))
+        .into_iter()
+        .find(|l| l["metadata"]["name"] == lease)
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn holder(sim: &Sim) -> String {
+    holder_of(sim, "openmed-operator")
+}
+
+fn wait_holder(sim: &Sim, pod: &str, within: Duration) -> Duration {
+    let t = Instant::now();
+    while !holder(sim).starts_with(&format!("{pod}_")) {
+        assert!(
+            t.elapsed() < within,
+            "{pod} did not take the lease within {within:?} (holder {:?})",
+            holder(sim)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.elapsed()
+}
+
+/// Every write that landed (2xx, not a read, not the Lease), in arrival
+/// order, with the pod that sent it (from the User-Agent's identity).
+fn writes_by_pod(sim: &Sim) -> Vec<(u64, String)> {
+    sim.requests()
+        .into_iter()
+        .filter(|r| r.method != "GET" && (200..300).contains(&r.status))
+        .filter(|r| r.resource != "leases" && r.user_agent.starts_with("openmed-operator/"))
+        .map(|r| {
+            let who = r
+                .user_agent
+                .split(['(', '_'])
+                .nth(1)
+                .unwrap_or("?")
+                .to_string();
+            (r.at_ms, who)
+        })
+        .collect()
+}
+
+/// Writers took turns once each: no process wrote again after another
+/// had started writing.
+fn assert_single_writer(writes: &[(u64, String)]) -> Vec<String> {
+    let mut turns: Vec<String> = Vec::new();
+    for (_, who) in writes {
+        if turns.last() != Some(who) {
+            assert!(
+                !turns.contains(who),
+                "{who} wrote again after another writer: turns {turns:?} then {who}"
+            );
+            turns.push(who.clone());
+        }
+    }
+    turns
+}
+
+/// Our Events, each posted once (a second post of the same Event would
+/// bump its count or make a twin with the same reason and message).
+fn assert_no_event_twice(sim: &Sim) {
+    let evs: Vec<Value> = sim.objects("", "events", Some(NS));
+    let mut seen = std::collections::HashSet::new();
+    for e in &evs {
+        assert!(e["count"].as_i64().unwrap_or(1) <= 1, "posted twice: {e}");
+        let key = (
+            e["involvedObject"]["uid"].to_string(),
+            e["reason"].to_string(),
+            e["message"].to_string(),
+        );
+        assert!(seen.insert(key), "an Event twice: {e}");
+    }
+}
+
+fn cluster(n: usize) -> Sim {
+    let sim = start_sim(fast());
+    for i in 0..n {
+        sim.create(deployment(&format!("svc-{i}"), 2)).unwrap();
+        sim.create(model(&format!("m-{i}"), &format!("svc-{i}"), V1, 600))
+            .unwrap();
+    }
+    sim
+}
+
+fn serving_all(sim: &Sim, n: usize, version: &str) {
+    for i in 0..n {
+        wait_serving(sim, &format!("m-{i}"), version);
+    }
+}
+
+fn metric(op: &mut Operator, series: &str) -> f64 {
+    sample(&op.http_get("/metrics").1, series).unwrap_or(-1.0)
+}
+
+/// The standby is ready (synced) but does not write; after the leader's
+/// SIGKILL mid-rollout it takes over within a lease duration and a retry
+/// period, finishes the rollout, and neither repeats a rollout nor posts an
+/// Event twice.
+#[test]
+fn the_standby_takes_over_after_the_leader_is_killed() {
+    let n = 3;
+    let sim = cluster(n);
+    let dir = tmpdir("ha-kill");
+    let mut a = start(&sim, &dir, "op-a", &[]);
+    wait_holder(&sim, "op-a", WAIT);
+    serving_all(&sim, n, V1);
+    let mut b = start(&sim, &dir, "op-b", &[]);
+    b.wait_ready();
+    assert_eq!(metric(&mut a, "openmed_operator_leader"), 1.0);
+    assert_eq!(metric(&mut b, "openmed_operator_leader"), 0.0);
+    for i in 0..n {
+        set_version(&sim, &format!("m-{i}"), V2);
+    }
+    wait_phase(&sim, "m-0", "RollingOut", "RolloutInProgress");
+    a.kill();
+    let took = wait_holder(&sim, "op-b", WAIT);
+    eprintln!("takeover after SIGKILL: {took:?}");
+    assert!(
+        took <= Duration::from_secs(LEASE_S + RETRY_S + 2),
+        "takeover took {took:?}"
+    );
+    serving_all(&sim, n, V2);
+    assert_eq!(metric(&mut b, "openmed_operator_leader"), 1.0);
+    let turns = assert_single_writer(&writes_by_pod(&sim));
+    assert_eq!(turns.last().map(String::as_str), Some("op-b"), "{turns:?}");
+    assert_no_event_twice(&sim);
+    for i in 0..n {
+        let started = events(&sim, &format!("m-{i}"))
+            .iter()
+            .filter(|r| *r == "RolloutStarted")
+            .count();
+        assert_eq!(started, 2, "m-{i}: one RolloutStarted for v1, one for v2");
+    }
+    b.assert_clean_exit();
+}
+
+/// SIGTERM: the leader finishes, releases the lease, and the standby holds
+/// it within two seconds.
+#[test]
+fn a_terminated_leader_hands_over_at_once() {
+    let sim = cluster(1);
+    let dir = tmpdir("ha-term");
+    let mut a = start(&sim, &dir, "op-a", &[]);
+    wait_holder(&sim, "op-a", WAIT);
+    serving_all(&sim, 1, V1);
+    let mut b = start(&sim, &dir, "op-b", &[]);
+    b.wait_ready();
+    let t = Instant::now();
+    a.assert_clean_exit();
+    let took = wait_holder(&sim, "op-b", WAIT);
+    let since_term = t.elapsed();
+    eprintln!("takeover after SIGTERM: {since_term:?} from the signal, {took:?} after the exit");
+    assert!(since_term < Duration::from_secs(2), "{since_term:?}");
+    set_version(&sim, "m-0", V2);
+    serving_all(&sim, 1, V2);
+    assert_single_writer(&writes_by_pod(&sim));
+    b.assert_clean_exit();
+}
+
+/// Fencing: the leader's Lease requests black-holed while its other
+/// writes would still land. It stops writing within its renew deadline
+/// (the gate on the write path, not a check at the top of a pass), exits,
+/// and the standby takes over once the lease has expired; no write of the
+/// old leader lands after the new leader's first.
+#[test]
+fn a_partitioned_leader_stops_writing_before_its_lease_can_expire() {
+    let n = 4;
+    let sim = cluster(n);
+    let dir = tmpdir("ha-fence");
+    let mut a = start(&sim, &dir, "op-a", &[]);
+    wait_holder(&sim, "op-a", WAIT);
+    serving_all(&sim, n, V1);
+    let mut b = start(&sim, &dir, "op-b", &[]);
+    b.wait_ready();
+    let cut_at = sim.clock_ms();
+    sim.cut_off_path("op-a_", "/leases", CutOff::Hang);
+    // Keep giving the old leader work while it can no longer renew.
+    for (i, v) in [V2, V1, V2, V1].iter().enumerate() {
+        set_version(&sim, &format!("m-{i}"), v);
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    // Past its renew deadline (at most RENEW_S after the cut), before it
+    // notices and exits: its watches still tell it of this change, and
+    // only the gate on the write path keeps the write in.
+    let deadline = cut_at + RENEW_S * 1000;
+    std::thread::sleep(Duration::from_millis(
+        (deadline + 150).saturating_sub(sim.clock_ms()),
+    ));
+    set_version(&sim, "m-0", V1);
+    let exited = wait_for(
+        "the partitioned leader to exit",
+        || a.exited(),
+        Option::is_some,
+    );
+    assert!(
+        exited.is_some_and(|s| !s.success()),
+        "{exited:?}\n{}",
+        a.log()
+    );
+    let fenced = a.log().matches("not the leader").count();
+    eprintln!("writes the gate kept in after the deadline: {fenced} logged");
+    wait_holder(&sim, "op-b", WAIT);
+    sim.reconnect("op-a_");
+    for (i, v) in [V1, V1, V2, V1].iter().enumerate() {
+        wait_serving(&sim, &format!("m-{i}"), v);
+    }
+    // The new leader has work of its own.
+    set_version(&sim, "m-3", V2);
+    wait_serving(&sim, "m-3", V2);
+    let writes = writes_by_pod(&sim);
+    let last_a = writes
+        .iter()
+        .filter(|(_, w)| w == "op-a")
+        .map(|(t, _)| *t)
+        .max();
+    let first_b = writes
+        .iter()
+        .filter(|(_, w)| w == "op-b")
+        .map(|(t, _)| *t)
+        .min();
+    eprintln!(
+        "cut at {cut_at} ms; op-a's last write at {last_a:?} ms; op-b's first at {first_b:?} ms"
+    );
+    let (last_a, first_b) = (last_a.unwrap_or(0), first_b.unwrap_or(0));
+    assert!(last_a > cut_at, "op-a kept writing while it could");
+    assert!(
+        last_a < cut_at + RENEW_S * 1000,
+        "op-a wrote at {last_a} ms, past its renew deadline after the cut at {cut_at} ms"
+    );
+    assert!(
+        first_b > last_a,
+        "op-b wrote at {first_b} ms, before op-a stopped"
+    );
+    assert_single_writer(&writes);
+    assert!(a.log().contains("lost the leader lease"), "{}", a.log());
+    b.assert_clean_exit();
+}
+
+/// A leader cut off from the API server altogether (every request
+/// refused) exits within its renew deadline; the standby takes over once
+/// the lease has expired and carries on.
+#[test]
+fn a_leader_cut_off_from_the_api_server_exits_and_the_standby_carries_on() {
+    let sim = cluster(1);
+    let dir = tmpdir("ha-cut");
+    let mut a = start(&sim, &dir, "op-a", &[]);
+    wait_holder(&sim, "op-a", WAIT);
+    serving_all(&sim, 1, V1);
+    let mut b = start(&sim, &dir, "op-b", &[]);
+    b.wait_ready();
+    let t = Instant::now();
+    sim.cut_off("op-a_", CutOff::Refuse);
+    let exited = wait_for("the cut-off leader to exit", || a.exited(), Option::is_some);
+    let gone = t.elapsed();
+    assert!(exited.is_some_and(|s| !s.success()), "{exited:?}");
+    assert!(
+        gone < Duration::from_secs(RENEW_S + RETRY_S + 2),
+        "exited after {gone:?}"
+    );
+    let took = wait_holder(&sim, "op-b", WAIT) + gone;
+    eprintln!("cut off: the leader exited after {gone:?}; the standby held the lease {took:?} after the cut");
+    set_version(&sim, "m-0", V2);
+    serving_all(&sim, 1, V2);
+    assert_single_writer(&writes_by_pod(&sim));
+    b.assert_clean_exit();
+}
+
+/// Two shards with disjoint selectors (and so their own Leases) each
+/// manage their own OpenMedModels only.
+#[test]
+fn two_shards_manage_their_own_models_only() {
+    let sim = start_sim(fast());
+    for (name, shard) in [("m-0", "a"), ("m-1", "b")] {
+        let svc = format!("svc-{name}");
+        sim.create(deployment(&svc, 1)).unwrap();
+        let mut m = model(name, &svc, V1, 600);
+        m["metadata"]["labels"] = serde_json::json!({"shard": shard});
+        sim.create(m).unwrap();
+    }
+    let dir = tmpdir("ha-shards");
+    let mut a = start(&sim, &dir, "shard-a", &["--selector", "shard=a"]);
+    wait_serving(&sim, "m-0", V1);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        status(&sim, "m-1")["phase"].is_null(),
+        "shard a touched shard b's model"
+    );
+    let mut b = start(&sim, &dir, "shard-b", &["--selector", "shard=b"]);
+    wait_serving(&sim, "m-1", V1);
+    let leases: Vec<String> = sim
+        .objects("coordination.k8s.io", "leases", Some(NS))
+        .iter()
+        .map(|l| l["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(leases.len(), 2, "one Lease per shard: {leases:?}");
+    for (lease, pod) in leases.iter().map(|l| (l, holder_of(&sim, l))) {
+        assert!(pod.starts_with("shard-"), "{lease}: {pod}");
+    }
+    a.assert_clean_exit();
+    b.assert_clean_exit();
+}
