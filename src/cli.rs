@@ -539,6 +539,9 @@ fn finish(s: Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, S
     }
     config.namespaces.sort();
     config.namespaces.dedup();
+    if !s.elect && s.election != Default::default() {
+        return Err("the --lease-* and timing flags need --leader-elect".into());
+    }
     if s.elect {
         let mut e = s.election;
         e.check()?;

@@ -74,6 +74,7 @@ pub fn identity(env: &dyn Fn(&str) -> Option<String>) -> String {
 /// Whether this process leads, and when its lease was last known good.
 pub struct Leadership {
     renew_deadline: Duration,
+    lease_duration: Duration,
     state: Mutex<State>,
     metrics: Arc<Metrics>,
 }
@@ -86,10 +87,11 @@ struct State {
 }
 
 impl Leadership {
-    pub fn new(renew_deadline: Duration, metrics: Arc<Metrics>) -> Leadership {
+    pub fn new(cfg: &ElectionConfig, metrics: Arc<Metrics>) -> Leadership {
         metrics.set_leader(false);
         Leadership {
-            renew_deadline,
+            renew_deadline: cfg.renew_deadline,
+            lease_duration: cfg.lease_duration,
             state: Mutex::new(State::default()),
             metrics,
         }
@@ -97,11 +99,23 @@ impl Leadership {
 
     /// The write gate: leading, and renewed within the renew deadline.
     pub fn may_write(&self) -> bool {
+        self.write_window().is_some()
+    }
+
+    /// The gate with its window: how long a write let through now may take
+    /// to be over. Another process can hold the lease a lease duration
+    /// after our last renewal was sent, at the earliest; a second is kept
+    /// in hand. (At least lease duration - renew deadline - 1 s: 4 s with
+    /// the defaults.)
+    pub fn write_window(&self) -> Option<Duration> {
         let st = lock(&self.state);
-        st.leading
-            && st
-                .renewed
-                .is_some_and(|t| t.elapsed() < self.renew_deadline)
+        let since = st.renewed?.elapsed();
+        (st.leading && since < self.renew_deadline).then(|| {
+            self.lease_duration
+                .saturating_sub(since)
+                .saturating_sub(Duration::from_secs(1))
+                .max(Duration::from_millis(100))
+        })
     }
 
     pub fn is_leader(&self) -> bool {
@@ -224,13 +238,26 @@ impl Elector {
     /// first.
     fn try_acquire_or_renew(&mut self) -> Result<Round, Error> {
         let path = self.path()?;
-        let current = match (&self.observed, self.leadership.is_leader()) {
-            (Some(o), true) => o.lease.clone(),
-            _ => match self.client.get(&path) {
-                Ok(lease) => lease,
-                Err(e) if e.is_not_found() => return self.create(),
-                Err(e) => return Err(e),
-            },
+        if let Some(o) = self
+            .observed
+            .as_ref()
+            .filter(|_| self.leadership.is_leader())
+        {
+            let mut lease = o.lease.clone();
+            lease["spec"] = self.our_spec(&o.lease["spec"]);
+            match self.client.update(&path, &lease) {
+                Ok(written) => {
+                    self.remember(written);
+                    return Ok(Round::Held);
+                }
+                // Read it and judge again, in this same round.
+                Err(e) => log::debug!("renewing over our copy failed ({e}); reading the lease"),
+            }
+        }
+        let current = match self.client.get(&path) {
+            Ok(lease) => lease,
+            Err(e) if e.is_not_found() => return self.create(),
+            Err(e) => return Err(e),
         };
         self.remember(current.clone());
         let spec = &current["spec"];
@@ -361,10 +388,20 @@ mod tests {
 
     #[test]
     fn the_gate_closes_by_itself_past_the_renew_deadline() {
-        let l = Leadership::new(Duration::from_millis(50), Arc::new(Metrics::default()));
+        let cfg = ElectionConfig {
+            renew_deadline: Duration::from_millis(50),
+            lease_duration: Duration::from_secs(3),
+            ..ElectionConfig::default()
+        };
+        let l = Leadership::new(&cfg, Arc::new(Metrics::default()));
         assert!(!l.may_write(), "a candidate never writes");
         l.renewed(Instant::now());
         assert!(l.may_write());
+        let window = l.write_window().unwrap();
+        assert!(
+            window <= Duration::from_secs(2),
+            "a write must be over a second before the lease can go: {window:?}"
+        );
         assert!(l.check().is_ok());
         std::thread::sleep(Duration::from_millis(60));
         assert!(!l.may_write(), "no renewal within the deadline");

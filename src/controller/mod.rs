@@ -83,6 +83,7 @@ fn elect(
         .filter(|n| crate::kube::names::is_dns_label(n))
         .ok_or(StartError::NoLeaseNamespace)?;
     let endpoint = Endpoint::resolve(&cfg.endpoint, &|k| std::env::var(k).ok())?;
+    let observer = metrics.clone();
     let lease_client = Client::new(
         endpoint,
         ClientConfig {
@@ -91,8 +92,11 @@ fn elect(
             identity: Some(identity.clone()),
             ..ClientConfig::default()
         },
-    )?;
-    let leadership = Arc::new(leader::Leadership::new(e.renew_deadline, metrics.clone()));
+    )?
+    .with_observer(Arc::new(move |verb, code| {
+        observer.api_request(verb.as_str(), code)
+    }));
+    let leadership = Arc::new(leader::Leadership::new(e, metrics.clone()));
     let check = leadership.clone();
     health.watch_lease(Arc::new(move || check.check()));
     let elector = leader::Elector::new(
@@ -208,7 +212,7 @@ impl Controller {
             (Some(e), Some(id)) => {
                 let (elector, leadership) = elect(&cfg, e, id, &metrics, &health)?;
                 let gate = leadership.clone();
-                let client = client.with_write_gate(Arc::new(move || gate.may_write()));
+                let client = client.with_write_gate(Arc::new(move || gate.write_window()));
                 (client, Some(elector), Some(leadership))
             }
             _ => {
@@ -264,18 +268,24 @@ impl Controller {
             None => None,
         };
         self.start_watches()?;
+        let mut done = true;
         if self.wait_for_sync() && self.wait_for_leadership() {
             self.seed_posted_events();
             let workers = self.start_workers()?;
             self.resync_until_stopped();
-            self.shut_down(workers);
+            done = self.shut_down(workers);
         } else {
             log::info!("stopped before the caches synced or before leading");
         }
         // The workers are done: hand the lease over now, not a lease
-        // duration from now.
+        // duration from now. One still writing keeps it to the end (its
+        // writes close with the gate); the lease then expires by itself.
         if let Some(mut e) = elector.and_then(|t| t.join().ok()) {
-            e.release();
+            if done {
+                e.release();
+            } else {
+                log::warn!("a reconcile is still running: the leader lease is left to expire");
+            }
         }
         Ok(())
     }
@@ -560,17 +570,21 @@ impl Controller {
     }
 
     /// After the stop signal (which the watches obey too): stop taking work
-    /// and give reconciles in flight a few seconds to finish.
-    fn shut_down(&self, workers: Vec<JoinHandle<()>>) {
+    /// and give reconciles in flight a few seconds to finish. Whether all
+    /// did.
+    fn shut_down(&self, workers: Vec<JoinHandle<()>>) -> bool {
         log::info!("shutting down: finishing reconciles in flight");
         self.queue.shutdown();
         let deadline = Instant::now() + SHUTDOWN_GRACE;
+        let mut all = true;
         for w in workers {
             while !w.is_finished() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
+            all &= w.is_finished();
         }
         log::info!("stopped");
+        all
     }
 }
 

@@ -67,9 +67,12 @@ impl Default for ClientConfig {
     }
 }
 
-/// Whether this process may write now (leader election's fencing, checked
-/// before every attempt of every request that is not a read).
-pub type WriteGate = Arc<dyn Fn() -> bool + Send + Sync>;
+/// Whether this process may write now, and for how long (leader election's
+/// fencing, checked before every attempt of every request that is not a
+/// read): None, closed; Some(d), open, and an attempt must be over within
+/// d (its timeout is cut to that), so it cannot land after another
+/// process could hold the lease.
+pub type WriteGate = Arc<dyn Fn() -> Option<Duration> + Send + Sync>;
 
 /// The API verb of a request, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -499,11 +502,11 @@ impl Client {
         loop {
             self.check_pace()?;
             self.take_token();
-            let writes = !matches!(req.method, Method::Get);
-            if writes && self.write_gate.as_ref().is_some_and(|open| !open()) {
-                return Err(Error::NotLeader);
+            let mut timeout = req.timeout;
+            if let (Some(gate), false) = (&self.write_gate, matches!(req.method, Method::Get)) {
+                timeout = timeout.min(gate().ok_or(Error::NotLeader)?);
             }
-            let err = match self.attempt(req) {
+            let err = match self.attempt(req, timeout) {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
             };
@@ -595,7 +598,11 @@ impl Client {
         }
     }
 
-    fn attempt(&self, req: &Req<'_>) -> Result<ureq::http::Response<ureq::Body>> {
+    fn attempt(
+        &self,
+        req: &Req<'_>,
+        timeout: Duration,
+    ) -> Result<ureq::http::Response<ureq::Body>> {
         let agent = self.current_agent()?;
         let mut url = format!("{}{}", self.base, req.path);
         if !req.query.is_empty() {
@@ -614,7 +621,7 @@ impl Client {
             headers.push(("Content-Type", ct.to_string()));
         }
         let body = req.body.as_ref().map(|(_, b)| b.as_slice());
-        let result = dispatch(&agent, req.method, &url, &headers, body, req.timeout);
+        let result = dispatch(&agent, req.method, &url, &headers, body, timeout);
         drop(headers);
         let mut resp = match result {
             Ok(r) => r,

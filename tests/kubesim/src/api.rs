@@ -24,6 +24,8 @@ pub struct Shared {
     pub faults: Mutex<Faults>,
     pub stats: Mutex<Stats>,
     pub tokens: Mutex<Option<Vec<String>>>,
+    /// Tokens of users RBAC applies to (service accounts): token → user.
+    pub users: Mutex<std::collections::HashMap<String, crate::rbac::User>>,
     pub watch_epoch: AtomicU64,
     /// Bumped to end every open watch cleanly, with its final chunk.
     pub watch_end_epoch: AtomicU64,
@@ -45,6 +47,7 @@ impl Shared {
             faults: Mutex::new(Faults::default()),
             stats: Mutex::new(Stats::default()),
             tokens: Mutex::new(tokens),
+            users: Mutex::new(Default::default()),
             watch_epoch: AtomicU64::new(0),
             watch_end_epoch: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
@@ -205,19 +208,24 @@ fn not_acceptable(msg: String) -> ApiErr {
 
 fn verb_of(req: &Request, r: &Route) -> &'static str {
     match r {
-        Route::Res(res) => match (req.method.as_str(), res.name.is_some()) {
-            ("GET", false) if is_watch(req) => "watch",
-            ("GET", false) => "list",
-            ("GET", true) => "get",
-            ("POST", _) => "create",
-            ("PUT", _) => "update",
-            ("PATCH", _) => "patch",
-            ("DELETE", true) => "delete",
-            ("DELETE", false) => "deletecollection",
-            _ => "other",
-        },
+        Route::Res(res) => res_verb(req, res),
         Route::NotFound => "other",
         _ => "discovery",
+    }
+}
+
+/// The API verb of a resource request (`RequestInfoFactory`'s).
+fn res_verb(req: &Request, res: &Res) -> &'static str {
+    match (req.method.as_str(), res.name.is_some()) {
+        ("GET", false) if is_watch(req) => "watch",
+        ("GET", false) => "list",
+        ("GET", true) => "get",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "other",
     }
 }
 
@@ -290,18 +298,137 @@ fn cut_off(shared: &Arc<Shared>, req: &Request) -> Option<Response> {
     )))
 }
 
-fn authorized(shared: &Shared, req: &Request) -> bool {
-    let tokens = lock(&shared.tokens);
-    let Some(tokens) = tokens.as_ref() else {
-        return true;
-    };
+/// Who the request is (the authenticator): a user's token names the user
+/// (RBAC applies); an admin token, or no token while authentication is
+/// off, is allowed everything (None); anything else is refused.
+fn authenticate(shared: &Shared, req: &Request) -> Result<Option<crate::rbac::User>, ()> {
     let presented = req
         .header("authorization")
         .and_then(|h| h.strip_prefix("Bearer "))
         .map(str::trim);
-    presented
-        .map(|p| tokens.iter().any(|t| t == p))
-        .unwrap_or(false)
+    if let Some(user) = presented.and_then(|p| lock(&shared.users).get(p).cloned()) {
+        return Ok(Some(user));
+    }
+    match lock(&shared.tokens).as_ref() {
+        None => Ok(None),
+        Some(tokens) if presented.is_some_and(|p| tokens.iter().any(|t| t == p)) => Ok(None),
+        Some(_) => Err(()),
+    }
+}
+
+/// The authorizer's view of a resource request.
+fn attributes(req: &Request, res: &Res) -> crate::rbac::Request {
+    crate::rbac::Request {
+        verb: res_verb(req, res).to_string(),
+        api_group: res.def.group.clone(),
+        resource: res.def.plural.clone(),
+        subresource: res.sub.clone().unwrap_or_default(),
+        namespace: res.ns.clone().unwrap_or_default(),
+        name: res.name.clone().unwrap_or_default(),
+        path: None,
+    }
+}
+
+/// RBAC's verdict on `a` for `user`, from the roles and bindings stored.
+pub(crate) fn rbac_allows(
+    shared: &Shared,
+    user: &crate::rbac::User,
+    a: &crate::rbac::Request,
+) -> bool {
+    let st = lock(&shared.store);
+    rbac_allows_in(&st, user, a)
+}
+
+fn rbac_allows_in(
+    st: &crate::store::Store,
+    user: &crate::rbac::User,
+    a: &crate::rbac::Request,
+) -> bool {
+    let all = |plural: &str| -> Vec<Value> {
+        st.registry
+            .by_key(&format!("rbac.authorization.k8s.io/{plural}"))
+            .map(|def| st.list(def, None).iter().map(|o| (**o).clone()).collect())
+            .unwrap_or_default()
+    };
+    let (roles, cluster_roles) = (all("roles"), all("clusterroles"));
+    let (role_bindings, cluster_role_bindings) = (all("rolebindings"), all("clusterrolebindings"));
+    let policy = crate::rbac::Policy {
+        roles: &roles,
+        cluster_roles: &cluster_roles,
+        role_bindings: &role_bindings,
+        cluster_role_bindings: &cluster_role_bindings,
+    };
+    crate::rbac::allows(&policy, user, a)
+}
+
+/// The OwnerReferencesPermissionEnforcement admission plugin
+/// (`plugin/pkg/admission/gc`): setting `blockOwnerDeletion` on a new
+/// owner reference needs `update` on the owner's `finalizers`
+/// subresource.
+fn owner_refs_admitted(
+    shared: &Shared,
+    user: &crate::rbac::User,
+    ns: &str,
+    new: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiErr> {
+    let st = lock(&shared.store);
+    owner_refs_admitted_in(&st, user, ns, new, old)
+}
+
+fn owner_refs_admitted_in(
+    st: &crate::store::Store,
+    user: &crate::rbac::User,
+    ns: &str,
+    new: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiErr> {
+    let blocking = |o: Option<&Value>| -> Vec<Value> {
+        o.and_then(|o| o["metadata"]["ownerReferences"].as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r["blockOwnerDeletion"] == true)
+            .collect()
+    };
+    let before = blocking(old);
+    for r in blocking(Some(new))
+        .into_iter()
+        .filter(|r| !before.contains(r))
+    {
+        let api_version = r["apiVersion"].as_str().unwrap_or("");
+        let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+        let kind = r["kind"].as_str().unwrap_or("");
+        let Some(def) = st.registry.by_kind(api_version, kind) else {
+            continue;
+        };
+        let a = crate::rbac::Request {
+            verb: "update".into(),
+            api_group: group.into(),
+            resource: def.plural.clone(),
+            subresource: "finalizers".into(),
+            namespace: ns.into(),
+            name: r["name"].as_str().unwrap_or("").into(),
+            path: None,
+        };
+        if !rbac_allows_in(st, user, &a) {
+            // admission.NewForbidden: a 403 naming the check.
+            return Err(ApiErr::new(
+                403,
+                "Forbidden",
+                format!(
+                    "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: {}",
+                    crate::rbac::forbidden_message(user, &a)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn forbidden(user: &crate::rbac::User, a: &crate::rbac::Request) -> Response {
+    let mut e = ApiErr::new(403, "Forbidden", crate::rbac::forbidden_message(user, a));
+    e.details = json!({"name": a.name, "group": a.api_group, "kind": a.resource});
+    err(e)
 }
 
 fn serve(shared: &Arc<Shared>, req: &Request, r: Route) -> Response {
@@ -328,8 +455,16 @@ fn serve(shared: &Arc<Shared>, req: &Request, r: Route) -> Response {
         e.retry_after = retry_after;
         return err(e);
     }
-    if !authorized(shared, req) {
+    let Ok(user) = authenticate(shared, req) else {
         return err(ApiErr::new(401, "Unauthorized", "Unauthorized"));
+    };
+    // Discovery and OpenAPI are every authenticated user's
+    // (`system:discovery`); resources are RBAC's to grant.
+    if let (Some(user), Route::Res(res)) = (&user, &r) {
+        let a = attributes(req, res);
+        if !rbac_allows(shared, user, &a) {
+            return forbidden(user, &a);
+        }
     }
     let st = lock(&shared.store);
     let found = match &r {
@@ -346,7 +481,7 @@ fn serve(shared: &Arc<Shared>, req: &Request, r: Route) -> Response {
         return ok(200, &v);
     }
     match r {
-        Route::Res(res) => match serve_resource(shared, req, *res) {
+        Route::Res(res) => match serve_resource(shared, req, *res, user.as_ref()) {
             Ok(resp) => resp,
             Err(e) => err(e),
         },
@@ -406,7 +541,12 @@ fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
     r
 }
 
-fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Response, ApiErr> {
+fn serve_resource(
+    shared: &Arc<Shared>,
+    req: &Request,
+    res: Res,
+    user: Option<&crate::rbac::User>,
+) -> Result<Response, ApiErr> {
     let now = SystemTime::now();
     let ns = res.ns.clone().unwrap_or_default();
     let def = res.def.clone();
@@ -439,12 +579,19 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
                     )));
                 }
             }
+            if let Some(u) = user {
+                owner_refs_admitted(shared, u, &ns, &body, None)?;
+            }
             let w = shared.write(|st| st.create(&def, &ns, body, fv, now))?;
             Ok(with_warnings(ok(201, &present(&w.obj, &res)), &w.warnings))
         }
         ("PUT", Some(name)) => {
             let body = parse_body(req)?;
             let status_only = sub_is_status(&res)?;
+            if let Some(u) = user {
+                let old = lock(&shared.store).get(&def, &ns, name);
+                owner_refs_admitted(shared, u, &ns, &body, old.as_deref())?;
+            }
             let w = shared
                 .write(|st| st.update(&def, &ns, name, body, status_only, fv, def.custom, now))?;
             Ok(with_warnings(ok(200, &present(&w.obj, &res)), &w.warnings))
@@ -458,6 +605,9 @@ fn serve_resource(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Respo
                     .get(&def, &ns, name)
                     .ok_or_else(|| ApiErr::not_found(&def, name))?;
                 let patched = apply_patch(&ct, &current, &body, def.custom)?;
+                if let Some(u) = user {
+                    owner_refs_admitted_in(st, u, &ns, &patched, Some(&current))?;
+                }
                 st.update(&def, &ns, name, patched, status_only, fv, false, now)
             })?;
             Ok(with_warnings(ok(200, &present(&w.obj, &res)), &w.warnings))

@@ -10,6 +10,7 @@ pub mod faults;
 pub mod http;
 pub mod kinds;
 pub mod patch;
+pub mod rbac;
 pub mod resources;
 pub mod scale;
 pub mod schema;
@@ -302,6 +303,24 @@ impl Sim {
         self.server.pause(d);
     }
 
+    /// A token for the service account `namespace/name`: requests with it
+    /// are authorized by the Roles and bindings stored here, as RBAC does.
+    /// Accept `token` as the service account `namespace/name`.
+    pub fn accept_service_account_token(&self, namespace: &str, name: &str, token: &str) {
+        let user = rbac::User::service_account(namespace, name);
+        lock(&self.shared.users).insert(token.to_string(), user);
+    }
+
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        let token = format!(
+            "sa-{namespace}-{name}-{:x}",
+            self.shared.started.elapsed().as_nanos()
+        );
+        let user = rbac::User::service_account(namespace, name);
+        lock(&self.shared.users).insert(token.clone(), user);
+        token
+    }
+
     pub fn set_tokens(&self, tokens: Option<Vec<String>>) {
         *lock(&self.shared.tokens) = tokens;
     }
@@ -517,6 +536,16 @@ fn control(shared: &Arc<Shared>, req: Request) -> Response {
             }
             done()
         }
+        // {"namespace": "ns", "name": "sa"} → {"token": "..."}: a token
+        // RBAC applies to (see `Sim::service_account_token`).
+        ("POST", "serviceaccount-token") => {
+            let (ns, name) = (body["namespace"].as_str(), body["name"].as_str());
+            let (Some(ns), Some(name)) = (ns, name) else {
+                return Response::json(400, &json!({"error": "namespace and name are required"}));
+            };
+            let token = issue_service_account_token(shared, ns, name);
+            Response::json(200, &json!({"token": token}))
+        }
         ("POST", "tokens") => {
             let tokens = body["tokens"]
                 .is_array()
@@ -529,6 +558,16 @@ fn control(shared: &Arc<Shared>, req: Request) -> Response {
             &json!({"error": format!("unknown control operation {op:?}")}),
         ),
     }
+}
+
+fn issue_service_account_token(shared: &Shared, namespace: &str, name: &str) -> String {
+    let token = format!(
+        "sa-{namespace}-{name}-{:x}",
+        shared.started.elapsed().as_nanos()
+    );
+    let user = rbac::User::service_account(namespace, name);
+    lock(&shared.users).insert(token.clone(), user);
+    token
 }
 
 /// `POST /__sim/fail`: a [`FailRule`] from the body.

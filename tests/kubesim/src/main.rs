@@ -9,7 +9,10 @@ const HELP: &str = "kubesim: a simulated Kubernetes API server on 127.0.0.1
 usage: kubesim [flags]
   --port N            port to listen on (default: a free one)
   --tls               serve HTTPS with a fresh CA (written to DIR/ca.crt)
-  --token T           require this bearer token (repeatable)
+  --token T           require this bearer token (repeatable); an admin's
+  --sa-token NS/NAME=T  also accept T as service account NS/NAME, whose requests
+                      RBAC authorizes from the Roles and bindings stored
+                      (repeatable; or POST /__sim/serviceaccount-token)
   --dir DIR           where to write kubeconfig, ca.crt, token and url (default: .kubesim)
   --warmup-ms N       time for a pod to become ready (default 1000)
   --unloadable REGEX  preload values that never become ready (default: unloadable)
@@ -26,6 +29,7 @@ fn main() {
         ..SimConfig::default()
     };
     let mut dir = PathBuf::from(".kubesim");
+    let mut sa_tokens: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1);
     let fail = |m: String| -> ! {
         eprintln!("kubesim: {m}");
@@ -44,6 +48,7 @@ fn main() {
             "--port" => cfg.port = num("--port", val("--port")) as u16,
             "--tls" => cfg.tls = true,
             "--token" => cfg.tokens.get_or_insert_with(Vec::new).push(val("--token")),
+            "--sa-token" => sa_tokens.push(val("--sa-token")),
             "--dir" => dir = PathBuf::from(val("--dir")),
             "--warmup-ms" => {
                 cfg.warmup = Duration::from_millis(num("--warmup-ms", val("--warmup-ms")))
@@ -63,6 +68,15 @@ fn main() {
         }
     }
     let sim = Sim::start(cfg.clone()).unwrap_or_else(|e| fail(format!("cannot start: {e}")));
+    for spec in &sa_tokens {
+        let parsed = spec
+            .split_once('=')
+            .and_then(|(who, token)| Some((who.split_once('/')?, token)));
+        let Some(((ns, name), token)) = parsed else {
+            fail(format!("--sa-token: {spec:?} is not NS/NAME=TOKEN"))
+        };
+        sim.accept_service_account_token(ns, name, token);
+    }
     if let Err(e) = std::fs::create_dir_all(&dir) {
         fail(format!("cannot create {}: {e}", dir.display()));
     }

@@ -1,0 +1,296 @@
+//! Who a request is, and whether RBAC lets it through, as kube-apiserver
+//! decides: bearer tokens name a user and groups; the RBAC authorizer
+//! (`plugin/pkg/auth/authorizer/rbac`: `VisitRulesFor`, `appliesTo`,
+//! `RuleAllows`) looks at the ClusterRoleBindings, then the RoleBindings of
+//! the request's namespace, and allows what one of their rules allows.
+//! Aggregated ClusterRoles are not expanded. The denial's text is
+//! `forbiddenMessage` (apiserver `endpoints/handlers/responsewriters`).
+
+use serde_json::Value;
+
+/// An authenticated user that RBAC applies to (an admin token skips it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    pub groups: Vec<String>,
+}
+
+impl User {
+    /// `system:serviceaccount:<ns>:<name>`, with the groups a service
+    /// account's token carries.
+    pub fn service_account(namespace: &str, name: &str) -> User {
+        User {
+            name: format!("system:serviceaccount:{namespace}:{name}"),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+                "system:authenticated".into(),
+            ],
+        }
+    }
+}
+
+/// What is asked (the authorizer's `Attributes`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    pub verb: String,
+    pub api_group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    /// For a non-resource request (`/version`, `/metrics`): its path.
+    pub path: Option<String>,
+}
+
+/// The RBAC objects to judge by.
+pub struct Policy<'a> {
+    pub roles: &'a [Value],
+    pub cluster_roles: &'a [Value],
+    pub role_bindings: &'a [Value],
+    pub cluster_role_bindings: &'a [Value],
+}
+
+fn strs(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn applies_to(subject: &Value, user: &User, binding_ns: &str) -> bool {
+    let name = subject["name"].as_str().unwrap_or("");
+    match subject["kind"].as_str().unwrap_or("") {
+        "User" => name == user.name,
+        "Group" => user.groups.iter().any(|g| g == name),
+        "ServiceAccount" => {
+            let ns = subject["namespace"].as_str().unwrap_or(binding_ns);
+            user.name == format!("system:serviceaccount:{ns}:{name}")
+        }
+        _ => false,
+    }
+}
+
+fn rule_allows(rule: &Value, r: &Request) -> bool {
+    let has = |field: &str, want: &str| strs(&rule[field]).iter().any(|v| *v == "*" || *v == want);
+    if !has("verbs", &r.verb) {
+        return false;
+    }
+    if let Some(path) = &r.path {
+        return strs(&rule["nonResourceURLs"]).iter().any(|u| {
+            *u == "*" || *u == path || u.strip_suffix('*').is_some_and(|p| path.starts_with(p))
+        });
+    }
+    let combined = if r.subresource.is_empty() {
+        r.resource.clone()
+    } else {
+        format!("{}/{}", r.resource, r.subresource)
+    };
+    let resources = strs(&rule["resources"]);
+    let resource_ok = resources.iter().any(|res| {
+        *res == "*"
+            || *res == combined
+            || (!r.subresource.is_empty() && *res == format!("*/{}", r.subresource))
+            || (r.subresource.is_empty() && *res == format!("{}/*", r.resource))
+    });
+    let names = strs(&rule["resourceNames"]);
+    has("apiGroups", &r.api_group)
+        && resource_ok
+        && (names.is_empty() || (!r.name.is_empty() && names.contains(&r.name.as_str())))
+}
+
+fn role_rules<'a>(policy: &'a Policy, role_ref: &Value, ns: &str) -> Vec<&'a Value> {
+    let name = role_ref["name"].as_str().unwrap_or("");
+    let (pool, in_ns) = match role_ref["kind"].as_str() {
+        Some("ClusterRole") => (policy.cluster_roles, None),
+        _ => (policy.roles, Some(ns)),
+    };
+    pool.iter()
+        .filter(|r| r["metadata"]["name"] == name)
+        .filter(|r| in_ns.is_none_or(|ns| r["metadata"]["namespace"] == ns))
+        .flat_map(|r| r["rules"].as_array().into_iter().flatten())
+        .collect()
+}
+
+/// Whether some binding of `user` grants `r`.
+pub fn allows(policy: &Policy, user: &User, r: &Request) -> bool {
+    let bound = |b: &&Value, ns: &str| {
+        b["subjects"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| applies_to(s, user, ns)))
+    };
+    let cluster = policy
+        .cluster_role_bindings
+        .iter()
+        .filter(|b| bound(b, ""))
+        .flat_map(|b| role_rules(policy, &b["roleRef"], ""));
+    let local = policy
+        .role_bindings
+        .iter()
+        .filter(|b| !r.namespace.is_empty() && b["metadata"]["namespace"] == r.namespace.as_str())
+        .filter(|b| bound(b, &r.namespace))
+        .flat_map(|b| role_rules(policy, &b["roleRef"], &r.namespace));
+    cluster.chain(local).any(|rule| rule_allows(rule, r))
+}
+
+/// The denial's message, as the API server words it.
+pub fn forbidden_message(user: &User, r: &Request) -> String {
+    let who = &user.name;
+    if let Some(path) = &r.path {
+        return format!("User {who:?} cannot {} path {path:?}", r.verb);
+    }
+    let resource = if r.subresource.is_empty() {
+        r.resource.clone()
+    } else {
+        format!("{}/{}", r.resource, r.subresource)
+    };
+    let qualified = if r.api_group.is_empty() {
+        r.resource.clone()
+    } else {
+        format!("{}.{}", r.resource, r.api_group)
+    };
+    let object = if r.name.is_empty() {
+        qualified
+    } else {
+        format!("{qualified} {:?}", r.name)
+    };
+    let scope = if r.namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace {:?}", r.namespace)
+    };
+    format!(
+        "{object} is forbidden: User {who:?} cannot {} resource {resource:?} in API group {:?} {scope}",
+        r.verb, r.api_group
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn req(verb: &str, group: &str, resource: &str, sub: &str, ns: &str, name: &str) -> Request {
+        Request {
+            verb: verb.into(),
+            api_group: group.into(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            namespace: ns.into(),
+            name: name.into(),
+            path: None,
+        }
+    }
+
+    /// Cases in the spirit of upstream's `TestRuleMatches` and
+    /// `TestAppliesTo` (rbac_test.go, subject_locator tests): verbs,
+    /// groups, subresources, resource names, wildcards, binding scope.
+    #[test]
+    fn rbac_allows_what_a_binding_grants_and_nothing_else() {
+        let cluster_roles = vec![json!({"metadata": {"name": "reader"}, "rules": [
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["openmed.ai"], "resources": ["openmedmodels/status"], "verbs": ["patch"]},
+            {"nonResourceURLs": ["/metrics", "/debug/*"], "verbs": ["get"]}]})];
+        let roles = vec![
+            json!({"metadata": {"name": "lease", "namespace": "ops"}, "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["op"], "verbs": ["get", "update"]}]}),
+        ];
+        let crbs = vec![
+            json!({"metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "ops"}]}),
+        ];
+        let rbs = vec![
+            json!({"metadata": {"name": "b", "namespace": "ops"}, "roleRef": {"kind": "Role", "name": "lease"},
+            "subjects": [{"kind": "ServiceAccount", "name": "op"}]}),
+        ];
+        let policy = Policy {
+            roles: &roles,
+            cluster_roles: &cluster_roles,
+            role_bindings: &rbs,
+            cluster_role_bindings: &crbs,
+        };
+        let op = User::service_account("ops", "op");
+        let other = User::service_account("ops", "other");
+        let cases = [
+            (req("get", "apps", "deployments", "", "a", "x"), true),
+            (req("watch", "apps", "deployments", "", "", ""), true),
+            (req("patch", "apps", "deployments", "", "a", "x"), false),
+            (req("get", "", "deployments", "", "a", "x"), false),
+            (
+                req("patch", "openmed.ai", "openmedmodels", "status", "a", "m"),
+                true,
+            ),
+            (
+                req("patch", "openmed.ai", "openmedmodels", "", "a", "m"),
+                false,
+            ),
+            (
+                req("create", "coordination.k8s.io", "leases", "", "ops", ""),
+                true,
+            ),
+            (
+                req("update", "coordination.k8s.io", "leases", "", "ops", "op"),
+                true,
+            ),
+            (
+                req(
+                    "update",
+                    "coordination.k8s.io",
+                    "leases",
+                    "",
+                    "ops",
+                    "another",
+                ),
+                false,
+            ),
+            (
+                req(
+                    "update",
+                    "coordination.k8s.io",
+                    "leases",
+                    "",
+                    "elsewhere",
+                    "op",
+                ),
+                false,
+            ),
+            (
+                req("list", "coordination.k8s.io", "leases", "", "ops", ""),
+                false,
+            ),
+        ];
+        for (r, want) in cases {
+            assert_eq!(allows(&policy, &op, &r), want, "{r:?}");
+            assert!(!allows(&policy, &other, &r), "another account: {r:?}");
+        }
+        let metrics = Request {
+            verb: "get".into(),
+            path: Some("/metrics".into()),
+            ..Default::default()
+        };
+        assert!(allows(&policy, &op, &metrics));
+        let debug = Request {
+            path: Some("/debug/pprof".into()),
+            ..metrics.clone()
+        };
+        assert!(allows(&policy, &op, &debug));
+        let other_path = Request {
+            path: Some("/logs".into()),
+            ..metrics
+        };
+        assert!(!allows(&policy, &op, &other_path));
+    }
+
+    #[test]
+    fn denials_read_as_the_api_servers() {
+        let u = User::service_account("ops", "op");
+        assert_eq!(
+            forbidden_message(&u, &req("get", "apps", "deployments", "", "a", "x")),
+            "deployments.apps \"x\" is forbidden: User \"system:serviceaccount:ops:op\" cannot get resource \"deployments\" in API group \"apps\" in the namespace \"a\""
+        );
+        assert_eq!(
+            forbidden_message(&u, &req("list", "", "configmaps", "", "", "")),
+            "configmaps is forbidden: User \"system:serviceaccount:ops:op\" cannot list resource \"configmaps\" in API group \"\" at the cluster scope"
+        );
+    }
+}

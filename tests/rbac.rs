@@ -1,0 +1,224 @@
+//! Issue 11: the shipped RBAC is what the operator runs with. kubesim
+//! authorizes a service account's requests from the Roles and bindings it
+//! stores, as the RBAC authorizer does (and enforces the owner-reference
+//! admission check); the manifests are installed with `kubectl apply -k`
+//! and the operator runs with its ServiceAccount's token.
+
+#[path = "common/operator.rs"]
+mod harness;
+
+use harness::*;
+use kubesim::Sim;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const OPERATOR_NS: &str = "openmed-system";
+
+/// `kubectl apply -k manifests/` (as an admin), then a token file for
+/// the operator's ServiceAccount.
+fn install(sim: &Sim, dir: &Path) -> PathBuf {
+    install_from(sim, dir, "manifests")
+}
+
+fn install_from(sim: &Sim, dir: &Path, kustomization: &str) -> PathBuf {
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new("kubectl")
+        .args(["--server", &sim.url(), "--cache-dir"])
+        .arg(dir.join("kube-cache"))
+        .args(["apply", "-k"])
+        .arg(format!("{repo}/{kustomization}"))
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl apply -k manifests: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = dir.join("token");
+    std::fs::write(
+        &token,
+        sim.service_account_token(OPERATOR_NS, "openmed-operator"),
+    )
+    .unwrap();
+    token
+}
+
+fn start(sim: &Sim, dir: &Path, token: &Path) -> Operator {
+    start_with(sim, dir, token, &[])
+}
+
+fn start_with(sim: &Sim, dir: &Path, token: &Path, extra: &[&str]) -> Operator {
+    let token = token.to_str().unwrap();
+    let mut args = vec![
+        "--token-file",
+        token,
+        "--leader-elect",
+        "--lease-namespace",
+        OPERATOR_NS,
+    ];
+    args.extend(extra);
+    Operator::start_with_env(&sim.url(), dir, &args, &[("POD_NAME", "rbac-test")])
+}
+
+/// A GET with a bearer token, over plain HTTP: (status, body).
+fn get_as(sim: &Sim, token: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(sim.addr()).unwrap();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, out)
+}
+
+/// The operator's requests the server refused with 403.
+fn forbidden(sim: &Sim) -> Vec<String> {
+    sim.requests()
+        .into_iter()
+        .filter(|r| r.status == 403 && r.user_agent.starts_with("openmed-operator/"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+/// Everything the operator does for a user: adopt a target, write the
+/// ConfigMap (owned, blockOwnerDeletion), patch the Deployment, status and
+/// Events, roll out a new version, then release everything on delete.
+fn scenario(sim: &Sim) {
+    sim.create(deployment("svc", 2)).unwrap();
+    sim.create(model("m", "svc", V1, 600)).unwrap();
+    wait_serving(sim, "m", V1);
+    set_version(sim, "m", V2);
+    wait_serving(sim, "m", V2);
+    wait_event(sim, "m", "RolloutSucceeded");
+    sim.delete("openmed.ai/v1alpha1", "OpenMedModel", NS, "m")
+        .unwrap();
+    wait_until("the model gone", || {
+        sim.object("openmed.ai", "openmedmodels", NS, "m").is_none()
+    });
+}
+
+#[test]
+fn the_operator_needs_nothing_beyond_the_shipped_rbac() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("rbac-all");
+    let token = install(&sim, &dir);
+    let mut op = start(&sim, &dir, &token);
+    op.wait_ready();
+    scenario(&sim);
+    assert_eq!(forbidden(&sim), Vec::<String>::new());
+    let sa = "system:serviceaccount:openmed-system:openmed-operator";
+    assert!(op.log().contains("became the leader"), "{}", op.log());
+    op.assert_clean_exit();
+    // The token really was a restricted one: the same user is refused
+    // what the roles do not grant.
+    let token = std::fs::read_to_string(&token).unwrap();
+    let (code, body) = get_as(&sim, &token, "/apis/coordination.k8s.io/v1/leases");
+    let err = format!("{code} {body}");
+    assert!(err.starts_with("403") && err.contains(sa), "{err}");
+}
+
+/// Each rule of the shipped ClusterRole and leader-election Role, taken
+/// out in turn: the operator is refused something it must do, and says so
+/// (a 403 in its request metrics and a log line).
+#[test]
+fn every_rule_of_the_shipped_roles_is_needed() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("rbac-each");
+    let token = install(&sim, &dir);
+    let roles: Vec<(&str, &str, &str)> = vec![
+        ("ClusterRole", "", "openmed-operator"),
+        ("Role", OPERATOR_NS, "openmed-operator-leader-election"),
+    ];
+    let mut n = 0;
+    for (kind, ns, name) in roles {
+        let plural = if kind == "Role" {
+            "roles"
+        } else {
+            "clusterroles"
+        };
+        let role = sim
+            .object("rbac.authorization.k8s.io", plural, ns, name)
+            .unwrap();
+        let rules = role["rules"].as_array().unwrap().clone();
+        for (i, rule) in rules.iter().enumerate() {
+            let mut fewer = rules.clone();
+            fewer.remove(i);
+            let patch = |rules: &[Value]| {
+                sim.merge_patch(
+                    "rbac.authorization.k8s.io/v1",
+                    kind,
+                    ns,
+                    name,
+                    &json!({"rules": rules}),
+                )
+                .unwrap();
+            };
+            patch(&fewer);
+            // A fresh start each time: a fresh Lease, a model to serve.
+            for l in sim.objects("coordination.k8s.io", "leases", Some(OPERATOR_NS)) {
+                let n = l["metadata"]["name"].as_str().unwrap_or("").to_string();
+                let _ = sim.delete("coordination.k8s.io/v1", "Lease", OPERATOR_NS, &n);
+            }
+            // A new model each time: everything is created afresh.
+            n += 1;
+            sim.create(deployment(&format!("svc-{n}"), 2)).unwrap();
+            sim.create(model(&format!("m-{n}"), &format!("svc-{n}"), V1, 600))
+                .unwrap();
+            sim.reset_stats();
+            let mut op = start(&sim, &dir, &token);
+            let t = Instant::now();
+            let refused = loop {
+                let refused = forbidden(&sim);
+                if !refused.is_empty() || t.elapsed() > Duration::from_secs(20) {
+                    break refused;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            };
+            assert!(
+                !refused.is_empty(),
+                "{kind} {name} without rule {rule}: nothing refused"
+            );
+            let (_, metrics) = op.http_get("/metrics");
+            assert!(
+                metrics.lines().any(|l| l.contains("code=\"403\"")),
+                "{kind} {name} without rule {rule}: no 403 in the metrics"
+            );
+            eprintln!("{kind} {name} without {rule}: refused {}", refused[0]);
+            op.kill();
+            patch(&rules);
+        }
+    }
+}
+
+/// The namespaced overlay: a Role in the watched namespace only. The
+/// operator, run as that overlay runs it, is refused nothing and never
+/// makes a cluster-scoped request.
+#[test]
+fn the_namespaced_install_stays_in_its_namespaces() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("rbac-namespaced");
+    let token = install_from(&sim, &dir, "manifests/overlays/namespaced");
+    let mut op = start_with(&sim, &dir, &token, &["--namespace", NS]);
+    op.wait_ready();
+    scenario(&sim);
+    assert_eq!(forbidden(&sim), Vec::<String>::new());
+    let cluster_wide: Vec<String> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.user_agent.starts_with("openmed-operator/") && !r.resource.is_empty())
+        .filter(|r| !r.path.contains("/namespaces/"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(cluster_wide, Vec::<String>::new());
+    op.assert_clean_exit();
+}
