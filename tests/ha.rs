@@ -13,7 +13,7 @@ mod harness;
 
 use harness::*;
 use kubesim::{CutOff, Sim};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 /// The tests take turns: each runs two operators against a simulator,
@@ -37,7 +37,7 @@ fn start(sim: &Sim, dir: &std::path::Path, pod: &str, extra: &[&str]) -> Operato
     let mut args = vec![
         "--leader-elect",
         "--lease-namespace",
-        NS,
+        OPERATOR_NS,
         "--lease-duration-seconds",
         &lease,
         "--renew-deadline-seconds",
@@ -51,7 +51,7 @@ fn start(sim: &Sim, dir: &std::path::Path, pod: &str, extra: &[&str]) -> Operato
 
 /// The Lease's holder (empty when released or absent), from `lease`.
 fn holder_of(sim: &Sim, lease: &str) -> String {
-    sim.objects("coordination.k8s.io", "leases", Some(NS))
+    sim.objects("coordination.k8s.io", "leases", Some(OPERATOR_NS))
         .into_iter()
         .find(|l| l["metadata"]["name"] == lease)
         .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
@@ -212,7 +212,7 @@ fn a_terminated_leader_hands_over_at_once() {
             && r.resource == "leases"
             && r.method == "PUT"
             && r.status == 200
-    }) && sim.objects("coordination.k8s.io", "leases", Some(NS))[0]["spec"]
+    }) && sim.objects("coordination.k8s.io", "leases", Some(OPERATOR_NS))[0]["spec"]
         ["leaseTransitions"]
         == 1;
     assert!(released, "op-a did not release the lease");
@@ -360,17 +360,43 @@ fn two_shards_manage_their_own_models_only() {
         sim.create(m).unwrap();
     }
     let dir = tmpdir("ha-shards");
-    let mut a = start(&sim, &dir, "shard-a", &["--selector", "shard=a"]);
+    // As the README says: each shard's Lease name added to the Role.
+    let role = "openmed-operator-leader-election";
+    let rules = json!({"rules": [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"],
+         "resourceNames": ["openmed-operator-a", "openmed-operator-b"]}]});
+    sim.merge_patch(
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+        OPERATOR_NS,
+        role,
+        &rules,
+    )
+    .unwrap();
+    let shard = |s: &str| {
+        [
+            "--selector".to_string(),
+            format!("shard={s}"),
+            "--lease-name".into(),
+            format!("openmed-operator-{s}"),
+        ]
+    };
+    let args_a = shard("a");
+    let args_a: Vec<&str> = args_a.iter().map(String::as_str).collect();
+    let mut a = start(&sim, &dir, "shard-a", &args_a);
     wait_serving(&sim, "m-0", V1);
     std::thread::sleep(Duration::from_secs(2));
     assert!(
         status(&sim, "m-1")["phase"].is_null(),
         "shard a touched shard b's model"
     );
-    let mut b = start(&sim, &dir, "shard-b", &["--selector", "shard=b"]);
+    let args_b = shard("b");
+    let args_b: Vec<&str> = args_b.iter().map(String::as_str).collect();
+    let mut b = start(&sim, &dir, "shard-b", &args_b);
     wait_serving(&sim, "m-1", V1);
     let leases: Vec<String> = sim
-        .objects("coordination.k8s.io", "leases", Some(NS))
+        .objects("coordination.k8s.io", "leases", Some(OPERATOR_NS))
         .iter()
         .map(|l| l["metadata"]["name"].as_str().unwrap_or("").to_string())
         .collect();

@@ -62,13 +62,21 @@ fn start_with(sim: &Sim, dir: &Path, token: &Path, extra: &[&str]) -> Operator {
     Operator::start_with_env(&sim.url(), dir, &args, &[("POD_NAME", "rbac-test")])
 }
 
-/// A GET with a bearer token, over plain HTTP: (status, body).
+/// A GET with a bearer token, over plain HTTP: (status, whole response).
 fn get_as(sim: &Sim, token: &str, path: &str) -> (u16, String) {
+    request(sim, "GET", Some(token), path, "")
+}
+
+fn request(sim: &Sim, method: &str, token: Option<&str>, path: &str, body: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut c = std::net::TcpStream::connect(sim.addr()).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     write!(
         c,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     )
     .unwrap();
     let mut out = String::new();
@@ -79,6 +87,14 @@ fn get_as(sim: &Sim, token: &str, path: &str) -> (u16, String) {
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     (code, out)
+}
+
+/// The JSON body of a response from [`request`].
+fn body_of(response: &str) -> Value {
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
+    // Chunked or not: the JSON object is between the outer braces.
+    let (start, end) = (body.find('{').unwrap_or(0), body.rfind('}').unwrap_or(0));
+    serde_json::from_str(&body[start..=end]).unwrap_or(Value::Null)
 }
 
 /// The operator's requests the server refused with 403.
@@ -221,4 +237,55 @@ fn the_namespaced_install_stays_in_its_namespaces() {
         .collect();
     assert_eq!(cluster_wide, Vec::<String>::new());
     op.assert_clean_exit();
+}
+
+/// TokenReview and SubjectAccessReview answer from the same tokens, roles
+/// and bindings that authorize every request; a review is itself a request
+/// RBAC must allow.
+#[test]
+fn reviews_answer_from_the_same_tokens_and_roles() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("rbac-reviews");
+    let token = std::fs::read_to_string(install(&sim, &dir)).unwrap();
+    let review = |path: &str, spec: Value| {
+        let body = json!({"spec": spec}).to_string();
+        let (code, out) = request(&sim, "POST", None, path, &body);
+        assert_eq!(code, 201, "{out}");
+        body_of(&out)["status"].clone()
+    };
+    let tokens = "/apis/authentication.k8s.io/v1/tokenreviews";
+    let who = review(tokens, json!({"token": token}));
+    assert_eq!(who["authenticated"], true);
+    let sa = "system:serviceaccount:openmed-system:openmed-operator";
+    assert_eq!(who["user"]["username"], sa);
+    assert_eq!(
+        review(tokens, json!({"token": "forged"}))["authenticated"],
+        false
+    );
+    let access = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+    let groups = who["user"]["groups"].clone();
+    let may = |attrs: Value| {
+        let mut spec = json!({"user": sa, "groups": groups});
+        for (k, v) in attrs.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        review(access, spec)["allowed"] == true
+    };
+    let res = |verb: &str, group: &str, resource: &str| json!({"resourceAttributes": {"namespace": NS, "verb": verb, "group": group, "resource": resource}});
+    assert!(may(res("create", "", "configmaps")));
+    assert!(may(res("patch", "apps", "deployments")));
+    assert!(!may(res("create", "apps", "deployments")));
+    assert!(!may(res("get", "", "secrets")));
+    assert!(!may(
+        json!({"nonResourceAttributes": {"path": "/metrics", "verb": "get"}})
+    ));
+    // The operator's token may not ask (no rule grants reviews).
+    let (code, out) = request(
+        &sim,
+        "POST",
+        Some(&token),
+        tokens,
+        &json!({"spec": {"token": "x"}}).to_string(),
+    );
+    assert_eq!(code, 403, "{out}");
 }

@@ -37,14 +37,97 @@ pub fn fast() -> SimConfig {
     }
 }
 
-/// A simulator holding the OpenMedModel CRD and the namespace `NS`.
+/// A simulator holding the OpenMedModel CRD, the namespace `NS`, and the
+/// shipped RBAC: the operator started by [`Operator::start`] runs as its
+/// ServiceAccount, so every end-to-end test exercises the shipped roles.
 pub fn start_sim(cfg: SimConfig) -> Sim {
     let sim = Sim::start(cfg).unwrap();
     let crd: Value = serde_json::from_str(include_str!("../../manifests/base/crd.json")).unwrap();
     sim.create(crd).unwrap();
     sim.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
         .unwrap();
+    for obj in shipped_rbac(&sim) {
+        sim.create(obj.clone()).unwrap();
+    }
+    sim.accept_service_account_token(OPERATOR_NS, "openmed-operator", OPERATOR_TOKEN);
     sim
+}
+
+/// The operator's namespace in the manifests, and the token its
+/// ServiceAccount has in every simulator [`start_sim`] makes.
+pub const OPERATOR_NS: &str = "openmed-system";
+pub const OPERATOR_TOKEN: &str = "openmed-operator-service-account-token";
+
+/// The operator's namespace, ServiceAccount, roles and bindings, rendered
+/// once from `manifests/` by kubectl (`kustomize`, then a client-side dry
+/// run for JSON, against `sim` for discovery).
+fn shipped_rbac(sim: &Sim) -> &'static [Value] {
+    static RBAC: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+    RBAC.get_or_init(|| {
+        let repo = env!("CARGO_MANIFEST_DIR");
+        let yaml = Command::new("kubectl")
+            .args(["kustomize", &format!("{repo}/manifests")])
+            .output()
+            .expect("kubectl");
+        assert!(
+            yaml.status.success(),
+            "kubectl kustomize: {}",
+            String::from_utf8_lossy(&yaml.stderr)
+        );
+        let rendered = std::env::temp_dir().join(format!("omo-rbac-{}.yaml", std::process::id()));
+        std::fs::write(&rendered, &yaml.stdout).unwrap();
+        let cache = std::env::temp_dir().join(format!("omo-kube-cache-{}", std::process::id()));
+        let json = Command::new("kubectl")
+            .args(["--server", &sim.url(), "--cache-dir"])
+            .arg(&cache)
+            .args([
+                "create",
+                "--dry-run=client",
+                "--validate=false",
+                "-o",
+                "json",
+                "-f",
+            ])
+            .arg(&rendered)
+            .output()
+            .expect("kubectl");
+        assert!(
+            json.status.success(),
+            "kubectl create --dry-run: {}",
+            String::from_utf8_lossy(&json.stderr)
+        );
+        // One JSON document per object (or a List), one after another.
+        let docs = serde_json::Deserializer::from_slice(&json.stdout).into_iter::<Value>();
+        let items: Vec<Value> = docs
+            .map(|d| d.unwrap())
+            .flat_map(|d| match d["items"].as_array() {
+                Some(items) => items.clone(),
+                None => vec![d],
+            })
+            .collect();
+        let kinds = [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+        ];
+        let mut objs: Vec<Value> = items
+            .into_iter()
+            .filter(|o| kinds.contains(&o["kind"].as_str().unwrap_or("")))
+            .filter(|o| o["kind"] != "Namespace" || o["metadata"]["name"] == OPERATOR_NS)
+            .collect();
+        // Namespaces first.
+        objs.sort_by_key(|o| o["kind"] != "Namespace");
+        for kind in kinds {
+            assert!(
+                objs.iter().any(|o| o["kind"] == kind),
+                "no {kind} in the manifests"
+            );
+        }
+        objs
+    })
 }
 
 /// A simulated cluster holding Deployment `deploy` (2 replicas), and the
@@ -224,6 +307,13 @@ impl Operator {
         let mut cmd = Command::new(bin);
         let log = dir.join(format!("operator-{:x}.log", rand_tag()));
         let f = std::fs::File::create(&log).unwrap();
+        // The ServiceAccount's token, unless the test brings its own.
+        if !extra.contains(&"--token-file") {
+            // One file per process: tests start several at once in a dir.
+            let token = dir.join(format!("service-account-token-{:x}", rand_tag()));
+            std::fs::write(&token, OPERATOR_TOKEN).unwrap();
+            cmd.arg("--token-file").arg(token);
+        }
         let child = cmd
             .args([
                 "--server",

@@ -425,6 +425,57 @@ fn owner_refs_admitted_in(
     Ok(())
 }
 
+/// A TokenReview (who a token is, from the tokens this simulator knows) or
+/// a SubjectAccessReview (what RBAC says, from the same roles and
+/// bindings as every request), answered in the object's `status`.
+fn review(shared: &Shared, def: &ResourceDef, mut body: Value) -> Value {
+    let spec = body["spec"].clone();
+    body["status"] = if def.plural == "tokenreviews" {
+        let token = spec["token"].as_str().unwrap_or("");
+        let user = lock(&shared.users).get(token).cloned();
+        let admin = lock(&shared.tokens)
+            .as_ref()
+            .is_some_and(|t| t.iter().any(|t| t == token));
+        match (user, admin) {
+            (Some(u), _) => {
+                json!({"authenticated": true, "user": {"username": u.name, "groups": u.groups}})
+            }
+            (None, true) => json!({"authenticated": true, "user": {"username": "kubesim-admin",
+                "groups": ["system:masters", "system:authenticated"]}}),
+            (None, false) => json!({"authenticated": false, "error": "invalid bearer token"}),
+        }
+    } else {
+        let user = crate::rbac::User {
+            name: spec["user"].as_str().unwrap_or("").to_string(),
+            groups: crate::resources::str_list(spec.get("groups")),
+        };
+        let a = if spec["nonResourceAttributes"].is_object() {
+            let n = &spec["nonResourceAttributes"];
+            crate::rbac::Request {
+                verb: n["verb"].as_str().unwrap_or("").into(),
+                path: Some(n["path"].as_str().unwrap_or("").into()),
+                ..Default::default()
+            }
+        } else {
+            let r = &spec["resourceAttributes"];
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            crate::rbac::Request {
+                verb: s("verb"),
+                api_group: s("group"),
+                resource: s("resource"),
+                subresource: s("subresource"),
+                namespace: s("namespace"),
+                name: s("name"),
+                path: None,
+            }
+        };
+        let masters = user.groups.iter().any(|g| g == "system:masters");
+        let allowed = masters || rbac_allows(shared, &user, &a);
+        json!({"allowed": allowed})
+    };
+    body
+}
+
 fn forbidden(user: &crate::rbac::User, a: &crate::rbac::Request) -> Response {
     let mut e = ApiErr::new(403, "Forbidden", crate::rbac::forbidden_message(user, a));
     e.details = json!({"name": a.name, "group": a.api_group, "kind": a.resource});
@@ -569,6 +620,18 @@ fn serve_resource(
             drop(st);
             Ok(ok(200, &render_one(req, &res, &obj, &rv, now)?))
         }
+        ("POST", None) if def.is_review() => {
+            let body = parse_body(req)?;
+            Ok(ok(201, &review(shared, &def, body)))
+        }
+        (_, _) if def.is_review() => Err(ApiErr::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "the server does not allow this method on the requested resource ({})",
+                def.plural
+            ),
+        )),
         ("POST", None) => {
             let body = parse_body(req)?;
             if let Some(k) = body["kind"].as_str() {

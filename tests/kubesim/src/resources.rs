@@ -86,6 +86,14 @@ impl ResourceDef {
         }
     }
 
+    /// TokenReview and SubjectAccessReview: answered, not stored.
+    pub fn is_review(&self) -> bool {
+        matches!(
+            self.plural.as_str(),
+            "tokenreviews" | "subjectaccessreviews"
+        )
+    }
+
     fn shorts(mut self, s: &[&str]) -> Self {
         self.short_names = s.iter().map(|x| x.to_string()).collect();
         self
@@ -122,6 +130,21 @@ impl Registry {
         deploy.scale_subresource = true;
         deploy.generation = true;
         let lease = ResourceDef::builtin("coordination.k8s.io", "v1", "leases", "Lease", true);
+        // Reviews: created and answered, never stored (crate::api::review).
+        let token_review = ResourceDef::builtin(
+            "authentication.k8s.io",
+            "v1",
+            "tokenreviews",
+            "TokenReview",
+            false,
+        );
+        let access_review = ResourceDef::builtin(
+            "authorization.k8s.io",
+            "v1",
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+            false,
+        );
         // Stored only (no eviction API): the installs carry one.
         let mut pdb = ResourceDef::builtin(
             "policy",
@@ -168,7 +191,21 @@ impl Registry {
         let rb = ResourceDef::builtin(rbac, "v1", "rolebindings", "RoleBinding", true);
         Registry {
             defs: vec![
-                ns, cm, ev, sa, deploy, lease, pdb, hpa, cr, crb, role, rb, crd,
+                ns,
+                cm,
+                ev,
+                sa,
+                deploy,
+                lease,
+                pdb,
+                hpa,
+                cr,
+                crb,
+                role,
+                rb,
+                crd,
+                token_review,
+                access_review,
             ],
         }
     }
@@ -261,9 +298,14 @@ impl Registry {
             .iter()
             .filter(|d| d.group == group && d.versions.iter().any(|v| v == version))
         {
+            let verbs = if d.is_review() {
+                json!(["create"])
+            } else {
+                json!(VERBS)
+            };
             let mut r = json!({
                 "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced,
-                "kind": d.kind, "verbs": VERBS,
+                "kind": d.kind, "verbs": verbs,
             });
             if !d.short_names.is_empty() {
                 r["shortNames"] = json!(d.short_names);
