@@ -126,15 +126,28 @@ kc -n openmed get role/openmed-operator rolebinding/openmed-operator >/dev/null
 args=$(kc -n openmed-system get deploy openmed-operator -o 'jsonpath={.spec.template.spec.containers[0].args}')
 [[ $args == *--namespace=openmed* ]] || die "the overlay did not set --namespace: $args"
 
-say "The operator, through the shared scenario"
-start_sim "$WORK/scenario" --warmup-ms 300
-kc apply -f "$REPO/manifests/base/crd.json"
+say "The operator, through the shared scenario, as its ServiceAccount under the shipped RBAC"
+sa_token="sa-$$-$RANDOM"
+# TLS: kubectl sends bearer tokens over https only.
+start_sim "$WORK/scenario" --warmup-ms 300 --tls --token "admin-$$" \
+  --sa-token "openmed-system/openmed-operator=$sa_token"
+kc apply -k "$REPO/manifests/"
 kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
 kc apply -f "$REPO/manifests/sample-deployment.yaml"
-start_operator "$WORK/operator.log" --server "$SIM_URL" --health-addr 127.0.0.1:0 --namespace openmed
+printf '%s' "$sa_token" >"$WORK/sa-token"
+start_operator "$WORK/operator.log" --server "$SIM_URL" --health-addr 127.0.0.1:0 --namespace openmed \
+  --ca-file "$WORK/scenario/ca.crt" --token-file "$WORK/sa-token" \
+  --leader-elect --lease-namespace openmed-system
 NS=openmed
 TIMEOUT=60
 scenario_all
 stop_operator
 grep -q "shutting down" "$WORK/operator.log" || die "no shutdown line in the operator log"
+grep -q "became the leader" "$WORK/operator.log" || die "the operator never took the lease"
+refused=$(curl -fsS --cacert "$WORK/scenario/ca.crt" -H "Authorization: Bearer admin-$$" "$SIM_URL/__sim/requests" | python3 -c '
+import json, sys
+log = json.load(sys.stdin)
+log = log.get("requests", log) if isinstance(log, dict) else log
+print(sum(1 for r in log if r.get("status") == 403 and r.get("userAgent", "").startswith("openmed-operator/")))')
+[[ $refused == 0 ]] || die "the operator was refused $refused requests under the shipped RBAC"
 say "e2e-sim: all passed"
