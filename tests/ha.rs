@@ -136,6 +136,18 @@ fn cluster(n: usize) -> Sim {
     sim
 }
 
+/// `n` models served by op-a, the leader, and op-b, a synced standby.
+fn leader_and_standby(n: usize, tag: &str) -> (Sim, std::path::PathBuf, Operator, Operator) {
+    let sim = cluster(n);
+    let dir = tmpdir(tag);
+    let a = start(&sim, &dir, "op-a", &[]);
+    wait_holder(&sim, "op-a", WAIT);
+    serving_all(&sim, n, V1);
+    let mut b = start(&sim, &dir, "op-b", &[]);
+    b.wait_ready();
+    (sim, dir, a, b)
+}
+
 fn serving_all(sim: &Sim, n: usize, version: &str) {
     for i in 0..n {
         wait_serving(sim, &format!("m-{i}"), version);
@@ -154,13 +166,7 @@ fn metric(op: &mut Operator, series: &str) -> f64 {
 fn the_standby_takes_over_after_the_leader_is_killed() {
     let _turn = turn();
     let n = 3;
-    let sim = cluster(n);
-    let dir = tmpdir("ha-kill");
-    let mut a = start(&sim, &dir, "op-a", &[]);
-    wait_holder(&sim, "op-a", WAIT);
-    serving_all(&sim, n, V1);
-    let mut b = start(&sim, &dir, "op-b", &[]);
-    b.wait_ready();
+    let (sim, _dir, mut a, mut b) = leader_and_standby(n, "ha-kill");
     assert_eq!(metric(&mut a, "openmed_operator_leader"), 1.0);
     assert_eq!(metric(&mut b, "openmed_operator_leader"), 0.0);
     for i in 0..n {
@@ -194,13 +200,7 @@ fn the_standby_takes_over_after_the_leader_is_killed() {
 #[test]
 fn a_terminated_leader_hands_over_at_once() {
     let _turn = turn();
-    let sim = cluster(1);
-    let dir = tmpdir("ha-term");
-    let mut a = start(&sim, &dir, "op-a", &[]);
-    wait_holder(&sim, "op-a", WAIT);
-    serving_all(&sim, 1, V1);
-    let mut b = start(&sim, &dir, "op-b", &[]);
-    b.wait_ready();
+    let (sim, _dir, mut a, mut b) = leader_and_standby(1, "ha-term");
     let t = Instant::now();
     a.assert_clean_exit();
     let took = wait_holder(&sim, "op-b", WAIT);
@@ -232,13 +232,7 @@ fn a_terminated_leader_hands_over_at_once() {
 fn a_partitioned_leader_stops_writing_before_its_lease_can_expire() {
     let _turn = turn();
     let n = 4;
-    let sim = cluster(n);
-    let dir = tmpdir("ha-fence");
-    let mut a = start(&sim, &dir, "op-a", &[]);
-    wait_holder(&sim, "op-a", WAIT);
-    serving_all(&sim, n, V1);
-    let mut b = start(&sim, &dir, "op-b", &[]);
-    b.wait_ready();
+    let (sim, _dir, mut a, mut b) = leader_and_standby(n, "ha-fence");
     let cut_at = sim.clock_ms();
     sim.cut_off_path("op-a_", "/leases", CutOff::Hang);
     // Keep giving the old leader work while it can no longer renew.
@@ -322,13 +316,7 @@ fn a_partitioned_leader_stops_writing_before_its_lease_can_expire() {
 #[test]
 fn a_leader_cut_off_from_the_api_server_exits_and_the_standby_carries_on() {
     let _turn = turn();
-    let sim = cluster(1);
-    let dir = tmpdir("ha-cut");
-    let mut a = start(&sim, &dir, "op-a", &[]);
-    wait_holder(&sim, "op-a", WAIT);
-    serving_all(&sim, 1, V1);
-    let mut b = start(&sim, &dir, "op-b", &[]);
-    b.wait_ready();
+    let (sim, _dir, mut a, mut b) = leader_and_standby(1, "ha-cut");
     let t = Instant::now();
     sim.cut_off("op-a_", CutOff::Refuse);
     let exited = wait_for("the cut-off leader to exit", || a.exited(), Option::is_some);

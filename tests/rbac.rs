@@ -11,10 +11,7 @@ use harness::*;
 use kubesim::Sim;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-const OPERATOR_NS: &str = "openmed-system";
 
 /// `kubectl apply -k manifests/` (as an admin), then a token file for
 /// the operator's ServiceAccount.
@@ -24,17 +21,11 @@ fn install(sim: &Sim, dir: &Path) -> PathBuf {
 
 fn install_from(sim: &Sim, dir: &Path, kustomization: &str) -> PathBuf {
     let repo = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new("kubectl")
-        .args(["--server", &sim.url(), "--cache-dir"])
-        .arg(dir.join("kube-cache"))
-        .args(["apply", "-k"])
-        .arg(format!("{repo}/{kustomization}"))
-        .output()
-        .expect("kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl apply -k manifests: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let kustomization = format!("{repo}/{kustomization}");
+    kubectl(
+        sim,
+        &dir.join("kube-cache"),
+        &["apply", "-k", &kustomization],
     );
     let token = dir.join("token");
     std::fs::write(

@@ -53,51 +53,53 @@ pub fn start_sim(cfg: SimConfig) -> Sim {
     sim
 }
 
+/// `kubectl --server <sim> ARGS` (as an admin: no token), its output;
+/// a failure fails the test with kubectl's words.
+pub fn kubectl(sim: &Sim, cache: &Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("kubectl")
+        .args(["--server", &sim.url(), "--cache-dir"])
+        .arg(cache)
+        .args(args)
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// The operator's namespace in the manifests, and the token its
 /// ServiceAccount has in every simulator [`start_sim`] makes.
 pub const OPERATOR_NS: &str = "openmed-system";
 pub const OPERATOR_TOKEN: &str = "openmed-operator-service-account-token";
 
 /// The operator's namespace, ServiceAccount, roles and bindings, rendered
-/// once from `manifests/` by kubectl (`kustomize`, then a client-side dry
-/// run for JSON, against `sim` for discovery).
+/// once from `manifests/` by kubectl (a client-side dry run of `create -k`,
+/// against `sim` for discovery).
 fn shipped_rbac(sim: &Sim) -> &'static [Value] {
     static RBAC: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
     RBAC.get_or_init(|| {
         let repo = env!("CARGO_MANIFEST_DIR");
-        let yaml = Command::new("kubectl")
-            .args(["kustomize", &format!("{repo}/manifests")])
-            .output()
-            .expect("kubectl");
-        assert!(
-            yaml.status.success(),
-            "kubectl kustomize: {}",
-            String::from_utf8_lossy(&yaml.stderr)
-        );
-        let rendered = std::env::temp_dir().join(format!("omo-rbac-{}.yaml", std::process::id()));
-        std::fs::write(&rendered, &yaml.stdout).unwrap();
         let cache = std::env::temp_dir().join(format!("omo-kube-cache-{}", std::process::id()));
-        let json = Command::new("kubectl")
-            .args(["--server", &sim.url(), "--cache-dir"])
-            .arg(&cache)
-            .args([
+        let manifests = format!("{repo}/manifests");
+        let out = kubectl(
+            sim,
+            &cache,
+            &[
                 "create",
                 "--dry-run=client",
                 "--validate=false",
                 "-o",
                 "json",
-                "-f",
-            ])
-            .arg(&rendered)
-            .output()
-            .expect("kubectl");
-        assert!(
-            json.status.success(),
-            "kubectl create --dry-run: {}",
-            String::from_utf8_lossy(&json.stderr)
+                "-k",
+                &manifests,
+            ],
         );
         // One JSON document per object (or a List), one after another.
-        let docs = serde_json::Deserializer::from_slice(&json.stdout).into_iter::<Value>();
+        let docs = serde_json::Deserializer::from_slice(&out).into_iter::<Value>();
         let items: Vec<Value> = docs
             .map(|d| d.unwrap())
             .flat_map(|d| match d["items"].as_array() {

@@ -294,6 +294,8 @@ pub fn is_micro_time(s: &str) -> bool {
 mod lease_tests {
     use super::*;
 
+    /// `metav1.MicroTime.UnmarshalJSON` (`time.Parse(RFC3339Micro, ...)`):
+    /// exactly six fractional digits, then `Z` or an offset.
     #[test]
     fn micro_times_as_the_api_server_decodes_them() {
         for ok in [
@@ -314,6 +316,8 @@ mod lease_tests {
         }
     }
 
+    /// `ValidateLeaseSpec` (pkg/apis/coordination/validation): duration > 0,
+    /// transitions >= 0; and the MicroTime fields.
     #[test]
     fn lease_spec_fields_are_validated() {
         let mut causes = Vec::new();
