@@ -32,7 +32,7 @@ kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
 kc apply -f "$REPO/manifests/sample-deployment.yaml"
 
 say "Starting the operator"
-start_operator "$WORK/operator.log" --server "$SIM_URL" --health-addr 127.0.0.1:0
+start_operator "$WORK/operator.log" --server "$SIM_URL" --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0
 wait_for 30 "the operator to sync" grep -q "caches synced" "$WORK/operator.log"
 grep "starting" "$WORK/operator.log" | sed 's/^/    /'
 

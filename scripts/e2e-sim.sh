@@ -129,18 +129,45 @@ args=$(kc -n openmed-system get deploy openmed-operator -o 'jsonpath={.spec.temp
 say "The operator, through the shared scenario, as its ServiceAccount under the shipped RBAC"
 sa_token="sa-$$-$RANDOM"
 # TLS: kubectl sends bearer tokens over https only.
+prom_token="prom-$$-$RANDOM"
 start_sim "$WORK/scenario" --warmup-ms 300 --tls --token "admin-$$" \
-  --sa-token "openmed-system/openmed-operator=$sa_token"
+  --sa-token "openmed-system/openmed-operator=$sa_token" --sa-token "monitoring/prometheus=$prom_token"
 kc apply -k "$REPO/manifests/"
 kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
 kc apply -f "$REPO/manifests/sample-deployment.yaml"
 printf '%s' "$sa_token" >"$WORK/sa-token"
 start_operator "$WORK/operator.log" --server "$SIM_URL" --health-addr 127.0.0.1:0 --namespace openmed \
   --ca-file "$WORK/scenario/ca.crt" --token-file "$WORK/sa-token" \
-  --leader-elect --lease-namespace openmed-system
+  --leader-elect --lease-namespace openmed-system --metrics-addr 127.0.0.1:0
 NS=openmed
 TIMEOUT=60
 scenario_all
+
+say "Secure /metrics, scraped with curl as Prometheus would be"
+# (kubectl create clusterrolebinding in a real cluster; kubesim takes JSON
+# only, not the protobuf kubectl's generators send.)
+kc apply -f - >/dev/null <<'YAML'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: prometheus-openmed-metrics
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: openmed-operator-metrics-reader
+subjects:
+  - kind: ServiceAccount
+    name: prometheus
+    namespace: monitoring
+YAML
+metrics_url=$(grep -o 'metrics on https://[0-9.:]*' "$WORK/operator.log" | head -1 | cut -d' ' -f3)
+[[ -n $metrics_url ]] || die "no https metrics address in the operator log"
+scrape() { curl -sk -o "$WORK/scrape.out" -w '%{http_code}' "$@" "$metrics_url/metrics" || true; }
+[[ $(scrape) == 401 ]] || die "/metrics without a token should be 401"
+[[ $(scrape -H "Authorization: Bearer $sa_token") == 403 ]] ||
+  die "/metrics for a token without the metrics-reader role should be 403"
+[[ $(scrape -H "Authorization: Bearer $prom_token") == 200 ]] || die "/metrics refused Prometheus's token"
+grep -q '^openmed_operator_leader 1' "$WORK/scrape.out" || die "no leader gauge in the scrape"
 stop_operator
 grep -q "shutting down" "$WORK/operator.log" || die "no shutdown line in the operator log"
 grep -q "became the leader" "$WORK/operator.log" || die "the operator never took the lease"

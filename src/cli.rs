@@ -33,7 +33,14 @@ FLAGS:
     --no-proxy              Connect to the API server directly, whatever HTTPS_PROXY,
                             HTTP_PROXY and NO_PROXY say (by default they are honoured
                             as kubectl honours them; only http:// proxies, via CONNECT)
-    --health-addr ADDR      Serve /healthz, /readyz and /metrics here (default 0.0.0.0:8080)
+    --health-addr ADDR      Serve /healthz and /readyz here, plain and open (default 0.0.0.0:8080)
+    --metrics-addr ADDR     Serve /metrics here (default 0.0.0.0:8443; 0: not at all)
+    --metrics-secure[=false]
+                            /metrics over TLS, for callers whose bearer token a TokenReview
+                            authenticates and a SubjectAccessReview allows `get` on /metrics
+                            (the default). =false: plain and open, for development
+    --metrics-cert-dir DIR  tls.crt and tls.key for /metrics, re-read when they change
+                            (default: a self-signed certificate made at start)
     --resync-seconds N      Re-check every resource from the caches every N seconds (default 15)
     --liveness-window-seconds N
                             /healthz fails once a watch loop has neither kept a watch
@@ -83,6 +90,8 @@ pub struct Config {
     pub namespaces: Vec<String>,
     pub endpoint: EndpointOptions,
     pub health_addr: SocketAddr,
+    /// `--metrics-*`: where and how /metrics is served.
+    pub metrics: MetricsServing,
     pub resync: Duration,
     pub liveness_window: Duration,
     pub log_format: LogFormat,
@@ -102,6 +111,27 @@ pub struct Config {
     pub election: Option<crate::controller::leader::ElectionConfig>,
     /// `--selector`: the OpenMedModels this instance manages.
     pub selector: Option<String>,
+}
+
+/// How /metrics is served (issue 11).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsServing {
+    /// None: not served (`--metrics-addr 0`).
+    pub addr: Option<SocketAddr>,
+    /// TLS with token review and access review; false: plain and open.
+    pub secure: bool,
+    /// `tls.crt`/`tls.key`; None: self-signed.
+    pub cert_dir: Option<PathBuf>,
+}
+
+impl Default for MetricsServing {
+    fn default() -> Self {
+        MetricsServing {
+            addr: Some(([0, 0, 0, 0], 8443).into()),
+            secure: true,
+            cert_dir: None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -139,6 +169,8 @@ const RELEASE_FLAGS: [&str; 7] = [
     "--ca-file",
     "--no-proxy",
 ];
+/// Switches that also take `=true` / `=false`, as Go's boolean flags do.
+const BOOLEAN: [&str; 1] = ["--metrics-secure"];
 /// Flags only `release` takes.
 const RELEASE_ONLY: [&str; 2] = ["--name", "--force"];
 
@@ -174,7 +206,7 @@ fn release_args(s: Settings) -> Result<ReleaseArgs, String> {
     })
 }
 
-const FLAGS: [Flag; 27] = [
+const FLAGS: [Flag; 30] = [
     Flag {
         names: &["--help", "-h"],
         takes_value: false,
@@ -246,6 +278,39 @@ const FLAGS: [Flag; 27] = [
             s.config.health_addr = v
                 .parse()
                 .map_err(|_| format!("--health-addr: {v:?} is not an address like 0.0.0.0:8080"))?;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--metrics-addr"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.metrics.addr = match v.as_str() {
+                "0" => None,
+                _ => Some(v.parse().map_err(|_| {
+                    format!("--metrics-addr: {v:?} is not an address like 0.0.0.0:8443 (or 0)")
+                })?),
+            };
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--metrics-secure"],
+        takes_value: false,
+        apply: |s, v| {
+            s.config.metrics.secure = match v.as_str() {
+                "" | "true" => true,
+                "false" => false,
+                _ => return Err(format!("--metrics-secure: {v:?} is not true or false")),
+            };
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--metrics-cert-dir"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.metrics.cert_dir = Some(PathBuf::from(v));
             Ok(())
         },
     },
@@ -460,6 +525,7 @@ fn defaults() -> Settings {
             namespaces: Vec::new(),
             endpoint: EndpointOptions::default(),
             health_addr: ([0, 0, 0, 0], 8080).into(),
+            metrics: MetricsServing::default(),
             resync: Duration::from_secs(15),
             liveness_window: crate::controller::reflector::MAX_SILENCE,
             log_format: LogFormat::Text,
@@ -501,6 +567,7 @@ fn read_flags(
         let value = match (flag.is_some_and(|f| f.takes_value), inline) {
             (true, Some(v)) => v.to_string(),
             (true, None) => it.next().ok_or_else(|| format!("{name} needs a value"))?,
+            (false, Some(v)) if BOOLEAN.contains(&name) => v.to_string(),
             (false, Some(_)) => return Err(format!("{name} takes no value")),
             (false, None) => String::new(),
         };
@@ -554,6 +621,13 @@ fn finish(s: Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, S
             e.lease_name = format!("openmed-operator-{}", &digest[..10]);
         }
         config.election = Some(e);
+    }
+    let m = &config.metrics;
+    if m.cert_dir.is_some() && !m.secure {
+        return Err("--metrics-cert-dir needs TLS: drop --metrics-secure=false".into());
+    }
+    if m.addr == Some(config.health_addr) && config.health_addr.port() != 0 {
+        return Err("--metrics-addr and --health-addr must differ".into());
     }
     Ok(config)
 }
@@ -707,6 +781,28 @@ mod tests {
     }
 
     #[test]
+    fn metrics_are_served_over_tls_unless_told_otherwise() {
+        let c = run(&[], &[]).unwrap();
+        assert_eq!(c.metrics, MetricsServing::default());
+        assert_eq!(c.metrics.addr.unwrap().to_string(), "0.0.0.0:8443");
+        assert!(c.metrics.secure);
+        let c = run(
+            &["--metrics-secure=false", "--metrics-addr=127.0.0.1:9"],
+            &[],
+        )
+        .unwrap();
+        assert!(!c.metrics.secure);
+        assert_eq!(c.metrics.addr.unwrap().port(), 9);
+        let c = run(&["--metrics-secure", "--metrics-cert-dir", "/certs"], &[]).unwrap();
+        assert!(c.metrics.secure);
+        assert_eq!(c.metrics.cert_dir, Some(PathBuf::from("/certs")));
+        assert_eq!(
+            run(&["--metrics-addr", "0"], &[]).unwrap().metrics.addr,
+            None
+        );
+    }
+
+    #[test]
     fn errors_are_one_clear_line() {
         for (args, needle) in [
             (vec!["--bogus"], "unknown flag"),
@@ -722,6 +818,16 @@ mod tests {
             (vec!["--log-format", "xml"], "--log-format"),
             (vec!["--health-addr", "nope"], "--health-addr"),
             (vec!["--help=1"], "takes no value"),
+            (vec!["--metrics-addr", "8443"], "--metrics-addr"),
+            (vec!["--metrics-secure=no"], "--metrics-secure"),
+            (
+                vec!["--metrics-secure=false", "--metrics-cert-dir", "/c"],
+                "needs TLS",
+            ),
+            (
+                vec!["--metrics-addr", "0.0.0.0:8080"],
+                "--metrics-addr and --health-addr",
+            ),
         ] {
             let e = run(&args, &[]).unwrap_err();
             assert!(e.contains(needle) && !e.contains('\n'), "{args:?}: {e}");

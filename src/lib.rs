@@ -6,6 +6,7 @@
 //! "§9.21" a deliberate improvement, "section 3" what the operator writes.
 
 pub mod backoff;
+pub mod certificate;
 pub mod cli;
 pub mod controller;
 pub mod health;
@@ -14,6 +15,7 @@ mod lock;
 pub mod logging;
 pub mod memory;
 pub mod metrics;
+pub mod metrics_access;
 pub mod model;
 pub mod reconcile;
 pub mod redact;

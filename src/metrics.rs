@@ -41,6 +41,8 @@ pub struct Metrics {
     /// leader election, as controller-runtime reports it).
     leader: AtomicI64,
     leader_transitions: Mutex<u64>,
+    /// Requests for /metrics by verdict (allowed, unauthenticated, ...).
+    metrics_access: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Metrics {
@@ -91,6 +93,11 @@ impl Metrics {
     /// An Event post that failed (it is retried with the sync).
     pub fn event_failed(&self) {
         *lock(&self.events_failed) += 1;
+    }
+
+    /// A request for /metrics and what it was answered.
+    pub fn metrics_access(&self, verdict: &'static str) {
+        *lock(&self.metrics_access).entry(verdict).or_default() += 1;
     }
 
     /// A `Warning` header in an API response.
@@ -192,7 +199,7 @@ type Family = (
     fn(&Metrics) -> Vec<Row>,
 );
 
-const FAMILIES: [Family; 14] = [
+const FAMILIES: [Family; 15] = [
     (
         "openmed_operator_reconciles_total",
         "counter",
@@ -276,6 +283,12 @@ const FAMILIES: [Family; 14] = [
         "counter",
         "Times this replica took the leader lease.",
         |m| single(*lock(&m.leader_transitions)),
+    ),
+    (
+        "openmed_operator_metrics_requests_total",
+        "counter",
+        "Requests for /metrics by verdict: allowed, unauthenticated, forbidden, throttled, unavailable.",
+        |m| labelled("verdict", lock(&m.metrics_access).iter()),
     ),
 ];
 

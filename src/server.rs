@@ -1,14 +1,18 @@
-//! The health and metrics endpoint: /healthz, /readyz, /metrics.
+//! The HTTP servers: health (/healthz, /readyz; plain, for the kubelet)
+//! and metrics (/metrics; TLS and authenticated by default, issue 11).
 //!
 //! A small HTTP/1.1 server of our own, so that no client can hold the
 //! probes hostage (issue 9): each connection gets its own thread, at most
-//! [`MAX_CONNECTIONS`] at once (more are closed at once), and must send its
-//! request head within [`REQUEST_DEADLINE`]; a body is never read, and
-//! every answer closes the connection. A client trickling bytes costs one
-//! slot for a few seconds, and the kubelet's probes are answered meanwhile.
+//! [`MAX_CONNECTIONS`] at once per server (more are closed at once), and
+//! must finish its TLS handshake and send its request head within
+//! [`REQUEST_DEADLINE`]; a body is never read, and every answer closes the
+//! connection. A client trickling bytes costs one slot for a few seconds,
+//! and the kubelet's probes, on their own server, are answered meanwhile.
 
 use crate::health::Health;
 use crate::metrics::Metrics;
+use crate::metrics_access::{MetricsAccess, Verdict, METRICS_PATH};
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,11 +26,44 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest request head read; a longer one is answered 431.
 const MAX_HEAD: usize = 8 << 10;
 
-/// Serve until the process exits. Binding failure is returned to the caller.
+/// What a handler is told of a request (the body is never read).
+#[derive(Debug)]
+pub struct Request {
+    pub method: String,
+    /// Without the query.
+    pub path: String,
+    /// The `Authorization` header, never logged.
+    pub authorization: Option<String>,
+}
+
+/// A handler's answer.
+pub struct Answer {
+    pub code: u16,
+    pub body: String,
+    pub content_type: &'static str,
+    pub headers: Vec<(&'static str, &'static str)>,
+}
+
+impl Answer {
+    pub fn text(code: u16, body: impl Into<String>) -> Answer {
+        Answer {
+            code,
+            body: body.into(),
+            content_type: "text/plain",
+            headers: Vec::new(),
+        }
+    }
+}
+
+pub type Handler = Arc<dyn Fn(&Request) -> Answer + Send + Sync>;
+
+/// Serve `handler` on `addr` (over TLS with `tls`) until the process
+/// exits. Binding failure is returned to the caller.
 pub fn start(
+    name: &'static str,
     addr: SocketAddr,
-    health: Arc<Health>,
-    metrics: Arc<Metrics>,
+    tls: Option<Arc<ServerConfig>>,
+    handler: Handler,
 ) -> Result<SocketAddr, String> {
     let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener
@@ -34,18 +71,91 @@ pub fn start(
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let active = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new()
-        .name("health-server".into())
+        .name(format!("{name}-server"))
         .spawn(move || {
             for conn in listener.incoming() {
                 match conn {
-                    Ok(stream) => admit(stream, &active, &health, &metrics),
+                    Ok(stream) => admit(stream, &active, &tls, &handler),
                     // Out of descriptors, say: do not spin.
                     Err(_) => std::thread::sleep(Duration::from_millis(50)),
                 }
             }
         })
-        .map_err(|e| format!("cannot start the health server: {e}"))?;
+        .map_err(|e| format!("cannot start the {name} server: {e}"))?;
     Ok(bound)
+}
+
+/// /healthz and /readyz.
+pub fn health(health: Arc<Health>) -> Handler {
+    Arc::new(move |r: &Request| {
+        if r.method != "GET" {
+            return Answer::text(405, "only GET\n");
+        }
+        let verdict = match r.path.as_str() {
+            "/healthz" => health.check().map_err(|e| format!("unhealthy: {e}\n")),
+            "/readyz" => health.readiness().map_err(|e| format!("not ready: {e}\n")),
+            _ => return Answer::text(404, "not found\n"),
+        };
+        match verdict {
+            Ok(()) => Answer::text(200, "ok\n"),
+            Err(e) => Answer::text(503, e),
+        }
+    })
+}
+
+/// /metrics, for callers `access` allows (everyone without it).
+pub fn metrics(metrics: Arc<Metrics>, access: Option<Arc<MetricsAccess>>) -> Handler {
+    Arc::new(move |r: &Request| {
+        if r.method != "GET" {
+            return Answer::text(405, "only GET\n");
+        }
+        if r.path != METRICS_PATH {
+            return Answer::text(404, "not found\n");
+        }
+        let verdict = access
+            .as_ref()
+            .map_or(Verdict::Allowed, |a| a.check(r.authorization.as_deref()));
+        metrics.metrics_access(verdict.as_str());
+        match verdict {
+            Verdict::Allowed => Answer {
+                content_type: "text/plain; version=0.0.4",
+                ..Answer::text(200, metrics.render())
+            },
+            Verdict::Unauthenticated => Answer {
+                headers: vec![("WWW-Authenticate", "Bearer")],
+                ..Answer::text(401, "Unauthorized: a bearer token the API server knows\n")
+            },
+            Verdict::Forbidden => Answer::text(403, "Forbidden: needs get on /metrics\n"),
+            Verdict::Throttled => Answer {
+                headers: vec![("Retry-After", "1")],
+                ..Answer::text(429, "Too many new callers; retry in a second\n")
+            },
+            Verdict::Unavailable => Answer::text(503, "cannot review the token now\n"),
+        }
+    })
+}
+
+/// A connection, plain or TLS, and the socket under it (for deadlines).
+trait Conn: Read + Write {
+    fn socket(&self) -> &TcpStream;
+    /// Ends the connection cleanly (TLS: close_notify).
+    fn finish(&mut self) {}
+}
+
+impl Conn for TcpStream {
+    fn socket(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl Conn for StreamOwned<ServerConnection, TcpStream> {
+    fn socket(&self) -> &TcpStream {
+        &self.sock
+    }
+    fn finish(&mut self) {
+        self.conn.send_close_notify();
+        let _ = self.flush();
+    }
 }
 
 /// Serve `stream` on a thread of its own, or close it when every slot is
@@ -53,18 +163,22 @@ pub fn start(
 fn admit(
     stream: TcpStream,
     active: &Arc<AtomicUsize>,
-    health: &Arc<Health>,
-    metrics: &Arc<Metrics>,
+    tls: &Option<Arc<ServerConfig>>,
+    handler: &Handler,
 ) {
     if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
         active.fetch_sub(1, Ordering::SeqCst);
         return;
     }
-    let (slot, health, metrics) = (active.clone(), health.clone(), metrics.clone());
+    let (slot, tls, handler) = (active.clone(), tls.clone(), handler.clone());
     let spawned = std::thread::Builder::new()
-        .name("health-conn".into())
+        .name("http-conn".into())
         .spawn(move || {
-            serve(stream, &health, &metrics);
+            match tls.map(ServerConnection::new) {
+                None => serve(stream, &handler),
+                Some(Ok(conn)) => serve(StreamOwned::new(conn, stream), &handler),
+                Some(Err(e)) => log::warn!("TLS connection refused: {e}"),
+            }
             slot.fetch_sub(1, Ordering::SeqCst);
         });
     if spawned.is_err() {
@@ -72,60 +186,50 @@ fn admit(
     }
 }
 
-fn serve(mut stream: TcpStream, health: &Health, metrics: &Metrics) {
-    let (code, body, ctype) = match read_head(&mut stream) {
-        Head::Line(line) => route(&line, health, metrics),
-        Head::TooLarge => (431, "request head too large\n".into(), "text/plain"),
+fn serve(mut stream: impl Conn, handler: &Handler) {
+    let answer = match read_head(&mut stream) {
+        Head::Request(r) => handler(&r),
+        Head::TooLarge => Answer::text(431, "request head too large\n"),
         Head::Gone => return,
     };
-    let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
-    let reason = match code {
+    let _ = stream.socket().set_write_timeout(Some(REQUEST_DEADLINE));
+    let reason = match answer.code {
         200 => "OK",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         _ => "Service Unavailable",
     };
-    let head = format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+    let mut head = format!(
+        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        answer.code,
+        answer.content_type,
+        answer.body.len()
     );
+    for (k, v) in &answer.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
     let _ = stream.write_all(head.as_bytes());
-    let _ = stream.write_all(body.as_bytes());
+    let _ = stream.write_all(answer.body.as_bytes());
     let _ = stream.flush();
-}
-
-/// The answer to a request line such as `GET /healthz HTTP/1.1`.
-fn route(line: &str, health: &Health, metrics: &Metrics) -> (u16, String, &'static str) {
-    let mut parts = line.split_ascii_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    if method != "GET" {
-        return (405, "only GET\n".into(), "text/plain");
-    }
-    match target.split('?').next().unwrap_or("") {
-        "/healthz" => match health.check() {
-            Ok(()) => (200, "ok\n".into(), "text/plain"),
-            Err(e) => (503, format!("unhealthy: {e}\n"), "text/plain"),
-        },
-        "/readyz" => match health.readiness() {
-            Ok(()) => (200, "ok\n".into(), "text/plain"),
-            Err(e) => (503, format!("not ready: {e}\n"), "text/plain"),
-        },
-        "/metrics" => (200, metrics.render(), "text/plain; version=0.0.4"),
-        _ => (404, "not found\n".into(), "text/plain"),
-    }
+    stream.finish();
 }
 
 enum Head {
-    /// The request line of a complete head.
-    Line(String),
+    /// A complete head.
+    Request(Request),
     TooLarge,
     /// Closed, timed out or not HTTP: nothing to answer.
     Gone,
 }
 
-/// Read up to the blank line ending the head, within the deadline.
-fn read_head(stream: &mut TcpStream) -> Head {
+/// Read up to the blank line ending the head, within the deadline (which
+/// covers a TLS handshake: rustls does it in the first read).
+fn read_head(stream: &mut impl Conn) -> Head {
     let deadline = Instant::now() + REQUEST_DEADLINE;
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
@@ -134,7 +238,7 @@ fn read_head(stream: &mut TcpStream) -> Head {
             return Head::TooLarge;
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+        if left.is_zero() || stream.socket().set_read_timeout(Some(left)).is_err() {
             return Head::Gone;
         }
         match stream.read(&mut chunk) {
@@ -142,9 +246,43 @@ fn read_head(stream: &mut TcpStream) -> Head {
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    let end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
-    match std::str::from_utf8(&buf[..end]) {
-        Ok(line) => Head::Line(line.trim_end().to_string()),
+    match std::str::from_utf8(&buf) {
+        Ok(head) => parse_head(head).map_or(Head::Gone, Head::Request),
         Err(_) => Head::Gone,
+    }
+}
+
+/// The request line and the one header a handler needs.
+fn parse_head(head: &str) -> Option<Request> {
+    let mut lines = head.lines();
+    let mut parts = lines.next()?.split_ascii_whitespace();
+    let (method, target) = (parts.next()?, parts.next()?);
+    let authorization = lines
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
+        .map(|(_, v)| v.trim().to_string());
+    Some(Request {
+        method: method.to_string(),
+        path: target.split('?').next().unwrap_or("").to_string(),
+        authorization,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_gives_its_method_path_and_authorization_only() {
+        let r = parse_head(
+            "GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nauthorization:  Bearer t0k \r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!((r.method.as_str(), r.path.as_str()), ("GET", "/metrics"));
+        assert_eq!(r.authorization.as_deref(), Some("Bearer t0k"));
+        let r = parse_head("GET /healthz HTTP/1.0\n\n").unwrap();
+        assert_eq!(r.authorization, None);
+        assert!(parse_head("\r\n").is_none());
     }
 }

@@ -72,12 +72,7 @@ fn request(sim: &Sim, method: &str, token: Option<&str>, path: &str, body: &str)
     .unwrap();
     let mut out = String::new();
     let _ = c.read_to_string(&mut out);
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, out)
+    (status_of(&out), out)
 }
 
 /// The JSON body of a response from [`request`].
@@ -95,6 +90,30 @@ fn forbidden(sim: &Sim) -> Vec<String> {
         .filter(|r| r.status == 403 && r.user_agent.starts_with("openmed-operator/"))
         .map(|r| format!("{} {}", r.method, r.path))
         .collect()
+}
+
+/// Prometheus's ServiceAccount, bound to the shipped metrics-reader role as
+/// the README says; its token.
+fn scraper(sim: &Sim) -> String {
+    let token = sim.service_account_token("monitoring", "prometheus");
+    sim.create(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "prometheus-openmed-metrics"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "openmed-operator-metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}],
+    }))
+    .unwrap();
+    token
+}
+
+/// TokenReviews and SubjectAccessReviews the operator made.
+fn reviews(sim: &Sim) -> usize {
+    sim.requests()
+        .iter()
+        .filter(|r| r.user_agent.starts_with("openmed-operator/") && r.path.contains("reviews"))
+        .count()
 }
 
 /// Everything the operator does for a user: adopt a target, write the
@@ -142,8 +161,10 @@ fn every_rule_of_the_shipped_roles_is_needed() {
     let sim = start_sim(fast());
     let dir = tmpdir("rbac-each");
     let token = install(&sim, &dir);
+    let prometheus = scraper(&sim);
     let roles: Vec<(&str, &str, &str)> = vec![
         ("ClusterRole", "", "openmed-operator"),
+        ("ClusterRole", "", "openmed-operator-metrics-auth"),
         ("Role", OPERATOR_NS, "openmed-operator-leader-election"),
     ];
     let mut n = 0;
@@ -182,9 +203,13 @@ fn every_rule_of_the_shipped_roles_is_needed() {
             sim.create(model(&format!("m-{n}"), &format!("svc-{n}"), V1, 600))
                 .unwrap();
             sim.reset_stats();
-            let mut op = start(&sim, &dir, &token);
+            let mut op = start_with(&sim, &dir, &token, &["--metrics-addr", "127.0.0.1:0"]);
+            let metrics_at = op.metrics_addr();
+            let scrape = || tls_get(metrics_at, "/metrics", Some(&prometheus), None).unwrap();
             let t = Instant::now();
             let refused = loop {
+                // Scraped as Prometheus does, which needs the reviews.
+                let _ = scrape();
                 let refused = forbidden(&sim);
                 if !refused.is_empty() || t.elapsed() > Duration::from_secs(20) {
                     break refused;
@@ -195,10 +220,18 @@ fn every_rule_of_the_shipped_roles_is_needed() {
                 !refused.is_empty(),
                 "{kind} {name} without rule {rule}: nothing refused"
             );
-            let (_, metrics) = op.http_get("/metrics");
+            // In the request metrics, or, when it is a review that is
+            // refused, in the scrape's answer and the log.
+            let seen = scrape();
+            let visible = match seen.code {
+                200 => seen.body.lines().any(|l| l.contains("code=\"403\"")),
+                503 => op.log().contains("cannot review a metrics caller's token"),
+                _ => false,
+            };
             assert!(
-                metrics.lines().any(|l| l.contains("code=\"403\"")),
-                "{kind} {name} without rule {rule}: no 403 in the metrics"
+                visible,
+                "{kind} {name} without rule {rule}: refused {refused:?} but not visible (scrape {})",
+                seen.code
             );
             eprintln!("{kind} {name} without {rule}: refused {}", refused[0]);
             op.kill();
@@ -270,13 +303,168 @@ fn reviews_answer_from_the_same_tokens_and_roles() {
     assert!(!may(
         json!({"nonResourceAttributes": {"path": "/metrics", "verb": "get"}})
     ));
-    // The operator's token may not ask (no rule grants reviews).
-    let (code, out) = request(
-        &sim,
-        "POST",
-        Some(&token),
-        tokens,
-        &json!({"spec": {"token": "x"}}).to_string(),
-    );
+    // A review is itself a request RBAC must allow: the operator's token
+    // may ask (openmed-operator-metrics-auth), another account may not.
+    let ask = |token: &str| {
+        let body = json!({"spec": {"token": "x"}}).to_string();
+        request(&sim, "POST", Some(token), tokens, &body)
+    };
+    assert_eq!(ask(&token).0, 201);
+    let other = sim.service_account_token("monitoring", "nosy");
+    let (code, out) = ask(&other);
     assert_eq!(code, 403, "{out}");
+    assert!(out.contains("tokenreviews"), "{out}");
+}
+
+/// /metrics over TLS answers only a caller whose token the API server
+/// authenticates and whose user may `get` /metrics; a warm cache costs no
+/// API request; a flood of forged tokens is capped; a standby answers too.
+#[test]
+fn metrics_answer_only_callers_the_api_server_allows() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("rbac-metrics");
+    let token = install(&sim, &dir);
+    let prometheus = scraper(&sim);
+    let nosy = sim.service_account_token("monitoring", "nosy");
+    let secure = ["--metrics-addr", "127.0.0.1:0"];
+    let mut op = start_with(&sim, &dir, &token, &secure);
+    op.wait_ready();
+    wait_until("the lease taken", || op.log().contains("became the leader"));
+    let addr = op.metrics_addr();
+    let get = |t: Option<&str>| tls_get(addr, "/metrics", t, None).unwrap();
+    let anonymous = get(None);
+    assert_eq!(anonymous.code, 401, "{}", anonymous.head);
+    assert!(anonymous.head.contains("WWW-Authenticate: Bearer"));
+    assert_eq!(get(Some("forged-token")).code, 401);
+    assert_eq!(get(Some(&nosy)).code, 403);
+    let t = Instant::now();
+    let ok = get(Some(&prometheus));
+    eprintln!(
+        "first scrape (a TokenReview and a SubjectAccessReview): {:?}",
+        t.elapsed()
+    );
+    assert_eq!(ok.code, 200, "{}", ok.head);
+    assert_eq!(sample(&ok.body, "openmed_operator_leader"), Some(1.0));
+    // The self-signed certificate verifies for the name it was reached by.
+    let trusted = tls_get(
+        addr,
+        "/metrics",
+        Some(&prometheus),
+        Some((&ok.cert, "localhost")),
+    );
+    assert_eq!(trusted.map(|a| a.code), Ok(200));
+    // Plain HTTP on the TLS port gets no answer; the health port has no
+    // /metrics, and its probes need no token.
+    assert_eq!(http_get_at(addr, "/metrics").0, 0);
+    assert_eq!(http_get_at(op.health_addr(), "/metrics").0, 404);
+    assert_eq!(op.http_get("/healthz").0, 200);
+
+    // Warm: scrapes cost no API request.
+    sim.reset_stats();
+    let t = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(get(Some(&prometheus)).code, 200);
+    }
+    eprintln!(
+        "20 warm authenticated scrapes (TLS handshake included): {:?}",
+        t.elapsed()
+    );
+    assert_eq!(reviews(&sim), 0);
+
+    // A flood of forged tokens: refused, and the reviews it costs capped
+    // (a burst of 10, then 5 a second).
+    sim.reset_stats();
+    let t = Instant::now();
+    let codes: Vec<u16> = (0..100)
+        .map(|i| get(Some(&format!("forged-{i}"))).code)
+        .collect();
+    let secs = t.elapsed().as_secs_f64();
+    assert!(codes.iter().all(|c| *c == 401 || *c == 429), "{codes:?}");
+    assert!(codes.contains(&429), "{codes:?}");
+    let made = reviews(&sim);
+    assert!(
+        made as f64 <= 11.0 + 5.0 * secs,
+        "{made} reviews in {secs:.1} s"
+    );
+    // Prometheus, already known, still gets in.
+    let m = get(Some(&prometheus)).body;
+    assert!(
+        sample(
+            &m,
+            "openmed_operator_metrics_requests_total{verdict=\"throttled\"}"
+        )
+        .unwrap_or(0.0)
+            > 0.0
+    );
+
+    // A standby answers scrapes too (its reviews pass no write gate).
+    let mut standby = start_with(&sim, &dir, &token, &secure);
+    standby.wait_ready();
+    let addr = standby.metrics_addr();
+    let m = tls_get(addr, "/metrics", Some(&prometheus), None).unwrap();
+    assert_eq!(m.code, 200, "{}", m.head);
+    assert_eq!(sample(&m.body, "openmed_operator_leader"), Some(0.0));
+    // No caller's token is logged.
+    for log in [op.log(), standby.log()] {
+        assert!(!log.contains(&prometheus) && !log.contains(&nosy), "{log}");
+    }
+    standby.assert_clean_exit();
+    op.assert_clean_exit();
+}
+
+/// --metrics-cert-dir: the certificate and key given are served, and a
+/// rotated pair is served from the next handshake on, without a restart.
+#[test]
+fn the_metrics_certificate_comes_from_its_directory_and_is_reloaded() {
+    let sim = start_sim(fast());
+    let dir = tmpdir("rbac-metrics-certs");
+    let token = install(&sim, &dir);
+    let prometheus = scraper(&sim);
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let write_pair = || {
+        let k = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        // As a mounted Secret changes: both files replaced at once.
+        let tmp = dir.join("certs-next");
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::write(tmp.join("tls.crt"), k.cert.pem()).unwrap();
+        std::fs::write(tmp.join("tls.key"), k.key_pair.serialize_pem()).unwrap();
+        for f in ["tls.crt", "tls.key"] {
+            std::fs::rename(tmp.join(f), certs.join(f)).unwrap();
+        }
+        k.cert.der().to_vec()
+    };
+    let first = write_pair();
+    let certs_arg = certs.to_str().unwrap();
+    let args = [
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--metrics-cert-dir",
+        certs_arg,
+    ];
+    let mut op = start_with(&sim, &dir, &token, &args);
+    op.wait_ready();
+    let addr = op.metrics_addr();
+    let trusting = |cert: &[u8]| {
+        tls_get(
+            addr,
+            "/metrics",
+            Some(&prometheus),
+            Some((cert, "localhost")),
+        )
+    };
+    assert_eq!(trusting(&first).map(|a| a.code), Ok(200));
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = write_pair();
+    wait_until("the new certificate served", || trusting(&second).is_ok());
+    assert!(
+        trusting(&first).is_err(),
+        "the old certificate is still served"
+    );
+    assert!(
+        op.log().contains("metrics certificate reloaded"),
+        "{}",
+        op.log()
+    );
+    op.assert_clean_exit();
 }

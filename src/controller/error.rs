@@ -79,6 +79,8 @@ pub enum StartError {
     Thread(std::io::Error),
     /// `--leader-elect` without a namespace for the Lease.
     NoLeaseNamespace,
+    /// No usable certificate for /metrics.
+    Certificate(String),
 }
 
 impl fmt::Display for StartError {
@@ -86,6 +88,7 @@ impl fmt::Display for StartError {
         match self {
             StartError::Endpoint(e) => write!(f, "{e}"),
             StartError::Listen(why) => write!(f, "{why}"),
+            StartError::Certificate(why) => write!(f, "metrics certificate: {why}"),
             StartError::Thread(e) => write!(f, "cannot start a thread: {e}"),
             StartError::NoLeaseNamespace => write!(
                 f,
@@ -100,7 +103,9 @@ impl std::error::Error for StartError {
         match self {
             StartError::Endpoint(e) => Some(e),
             StartError::Thread(e) => Some(e),
-            StartError::Listen(_) | StartError::NoLeaseNamespace => None,
+            StartError::Listen(_) | StartError::Certificate(_) | StartError::NoLeaseNamespace => {
+                None
+            }
         }
     }
 }

@@ -109,6 +109,59 @@ fn elect(
     Ok((elector, leadership))
 }
 
+/// Start the /metrics server as `--metrics-*` say; where it listens, for
+/// the log. Secure: TLS, each caller's token reviewed by the API server
+/// through a client of its own, without the leader's write gate (the
+/// reviews are creates, and a standby answers scrapes too) and short
+/// (a scrape does not wait for retries).
+fn serve_metrics(
+    cfg: &Config,
+    metrics: &Arc<Metrics>,
+    identity: Option<String>,
+) -> Result<String, StartError> {
+    use crate::certificate::{default_names, CertDir, SelfSigned};
+    use crate::metrics_access::{ApiReviewer, MetricsAccess};
+    let Some(addr) = cfg.metrics.addr else {
+        return Ok("no address (--metrics-addr 0)".into());
+    };
+    if !cfg.metrics.secure {
+        let open = server::metrics(metrics.clone(), None);
+        let bound = server::start("metrics", addr, None, open).map_err(StartError::Listen)?;
+        return Ok(format!("http://{bound} (open: --metrics-secure=false)"));
+    }
+    let source: Arc<dyn rustls::server::ResolvesServerCert> = match &cfg.metrics.cert_dir {
+        Some(dir) => Arc::new(CertDir::open(dir).map_err(StartError::Certificate)?),
+        None => {
+            let ns = std::env::var("POD_NAMESPACE").ok();
+            Arc::new(
+                SelfSigned::new(default_names(ns.as_deref())).map_err(StartError::Certificate)?,
+            )
+        }
+    };
+    let tls = crate::certificate::server_config(source).map_err(StartError::Certificate)?;
+    let endpoint = Endpoint::resolve(&cfg.endpoint, &|k| std::env::var(k).ok())?;
+    let observer = metrics.clone();
+    let client = Client::new(
+        endpoint,
+        ClientConfig {
+            request_timeout: Duration::from_secs(5),
+            max_attempts: 1,
+            identity,
+            ..ClientConfig::default()
+        },
+    )?
+    .with_observer(Arc::new(move |verb, code| {
+        observer.api_request(verb.as_str(), code)
+    }));
+    let access = MetricsAccess::new(Box::new(ApiReviewer { client }));
+    let handler = server::metrics(metrics.clone(), Some(Arc::new(access)));
+    let bound =
+        server::start("metrics", addr, Some(Arc::new(tls)), handler).map_err(StartError::Listen)?;
+    Ok(format!(
+        "https://{bound} (callers need a token allowed get on /metrics)"
+    ))
+}
+
 /// Run until SIGTERM/SIGINT. Returns an error only for what makes the
 /// operator unable to start (bad endpoint, health port taken).
 pub fn run(cfg: Config) -> Result<(), StartError> {
@@ -208,7 +261,7 @@ impl Controller {
             }))
             .with_warning_observer(Arc::new(move || warned.api_warning()));
         let health = Arc::new(Health::default());
-        let (client, elector, leadership) = match (&cfg.election, identity) {
+        let (client, elector, leadership) = match (&cfg.election, identity.clone()) {
             (Some(e), Some(id)) => {
                 let (elector, leadership) = elect(&cfg, e, id, &metrics, &health)?;
                 let gate = leadership.clone();
@@ -222,10 +275,16 @@ impl Controller {
         };
         let client = Arc::new(client);
 
-        let bound = server::start(cfg.health_addr, health.clone(), metrics.clone())
-            .map_err(StartError::Listen)?;
+        let bound = server::start(
+            "health",
+            cfg.health_addr,
+            None,
+            server::health(health.clone()),
+        )
+        .map_err(StartError::Listen)?;
+        let metrics_at = serve_metrics(&cfg, &metrics, identity.clone())?;
         log::info!(
-            "openmed-operator {} starting: API server {}, {}, health and metrics on http://{bound}",
+            "openmed-operator {} starting: API server {}, {}, health on http://{bound}, metrics on {metrics_at}",
             env!("CARGO_PKG_VERSION"),
             client.base_url(),
             if cfg.namespaces.is_empty() {

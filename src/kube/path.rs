@@ -59,6 +59,22 @@ pub const LEASES: ResourceType = ResourceType {
     kind: "Lease",
     namespaced: true,
 };
+/// Created (never stored) to ask who a metrics caller's token names.
+pub const TOKEN_REVIEWS: ResourceType = ResourceType {
+    group: "authentication.k8s.io",
+    version: "v1",
+    plural: "tokenreviews",
+    kind: "TokenReview",
+    namespaced: false,
+};
+/// Created (never stored) to ask whether that caller may read `/metrics`.
+pub const SUBJECT_ACCESS_REVIEWS: ResourceType = ResourceType {
+    group: "authorization.k8s.io",
+    version: "v1",
+    plural: "subjectaccessreviews",
+    kind: "SubjectAccessReview",
+    namespaced: false,
+};
 pub const NAMESPACES: ResourceType = ResourceType {
     group: "",
     version: "v1",

@@ -46,11 +46,26 @@ impl Bucket {
         })
     }
 
-    /// Take a token at `now`: how long to wait before using it.
-    pub fn take(&mut self, now: Instant) -> Duration {
+    /// Take a token at `now` if one is there; never waits nor reserves.
+    pub fn try_take(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
         self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
         self.at = now.max(self.at);
+    }
+
+    /// Take a token at `now`: how long to wait before using it.
+    pub fn take(&mut self, now: Instant) -> Duration {
+        self.refill(now);
         self.tokens -= 1.0;
         if self.tokens >= 0.0 {
             Duration::ZERO
@@ -90,6 +105,23 @@ mod tests {
             assert_eq!(b.take(later), Duration::ZERO);
         }
         assert!(b.take(later) > Duration::ZERO);
+    }
+
+    #[test]
+    fn trying_takes_only_what_is_there() {
+        let t0 = Instant::now();
+        let limits = Limits {
+            qps: Some(5.0),
+            burst: 2,
+        };
+        let mut b = Bucket::new(limits, t0).unwrap();
+        assert!(b.try_take(t0) && b.try_take(t0));
+        // Empty: refused, and no debt run up by the refusals.
+        for _ in 0..100 {
+            assert!(!b.try_take(t0));
+        }
+        assert!(b.try_take(t0 + 200 * MS));
+        assert!(!b.try_take(t0 + 200 * MS));
     }
 
     #[test]

@@ -288,6 +288,7 @@ pub struct Operator {
     child: Child,
     log: PathBuf,
     health: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
 }
 
 impl Operator {
@@ -316,6 +317,11 @@ impl Operator {
             std::fs::write(&token, OPERATOR_TOKEN).unwrap();
             cmd.arg("--token-file").arg(token);
         }
+        // Plain, open metrics on a port of their own, unless the test is
+        // about how metrics are served.
+        if !extra.iter().any(|a| a.starts_with("--metrics-")) {
+            cmd.args(["--metrics-addr", "127.0.0.1:0", "--metrics-secure=false"]);
+        }
         let child = cmd
             .args([
                 "--server",
@@ -336,6 +342,7 @@ impl Operator {
             child,
             log,
             health: None,
+            metrics: None,
         }
     }
 
@@ -344,47 +351,78 @@ impl Operator {
     }
 
     pub fn health_addr(&mut self) -> SocketAddr {
-        if let Some(a) = self.health {
-            return a;
+        if self.health.is_none() {
+            self.health = Some(self.address_in_log("health on http://"));
         }
+        self.health.unwrap()
+    }
+
+    /// Where /metrics is served (plain or TLS).
+    pub fn metrics_addr(&mut self) -> SocketAddr {
+        if self.metrics.is_none() {
+            self.metrics = Some(self.address_in_log("metrics on http"));
+        }
+        self.metrics.unwrap()
+    }
+
+    /// The address the start line gives after `marker`.
+    fn address_in_log(&self, marker: &str) -> SocketAddr {
         let mut found = None;
-        wait_until("the health address in the log", || {
+        wait_until(&format!("{marker:?} in the log"), || {
             found = self
                 .log()
-                .split("health and metrics on http://")
+                .split(marker)
                 .nth(1)
                 .map(|r| {
-                    r.chars()
+                    r.trim_start_matches("s://")
+                        .trim_start_matches("://")
+                        .chars()
                         .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
                         .collect::<String>()
                 })
                 .and_then(|a| a.parse().ok());
             found.is_some()
         });
-        self.health = found;
         found.unwrap()
     }
 
+    /// A plain GET: /metrics from the metrics address, the rest from the
+    /// health address.
     pub fn http_get(&mut self, path: &str) -> (u16, String) {
-        let addr = self.health_addr();
-        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        let code = out
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-        (code, body)
+        let addr = if path.starts_with("/metrics") {
+            self.metrics_addr()
+        } else {
+            self.health_addr()
+        };
+        http_get_at(addr, path)
     }
 
     pub fn wait_ready(&mut self) {
         wait_until("/readyz", || self.http_get("/readyz").0 == 200);
     }
+}
 
+/// A plain HTTP/1.0 GET: (status, body); status 0 when nothing came back.
+pub fn http_get_at(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status_of(&out), body)
+}
+
+/// The status code of an HTTP response (0 when there is none).
+pub fn status_of(response: &str) -> u16 {
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Operator {
     /// SIGTERM, then the exit status (None if it did not exit in time).
     pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
         let _ = Command::new("kill")
@@ -454,6 +492,132 @@ pub fn rand_tag() -> u128 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u8(1);
     h.finish() as u128
+}
+
+/// What a GET over TLS saw: status, head, body and the server's
+/// certificate (DER).
+pub struct TlsAnswer {
+    pub code: u16,
+    pub head: String,
+    pub body: String,
+    pub cert: Vec<u8>,
+}
+
+/// GET `path` over TLS with an optional bearer token. With `trust` (a
+/// certificate and the name to check it for) the server must present a
+/// certificate that verifies against it; without, any certificate is
+/// taken and recorded, as a scraper with insecureSkipVerify does.
+pub fn tls_get(
+    addr: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+    trust: Option<(&[u8], &str)>,
+) -> Result<TlsAnswer, String> {
+    use rustls::pki_types::{CertificateDer, ServerName};
+    use std::sync::Arc;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let recorder = Arc::new(Recorder(std::sync::Mutex::new(Vec::new()), provider));
+    let (cfg, name) = match trust {
+        Some((cert, name)) => {
+            let mut roots = rustls::RootCertStore::empty();
+            roots
+                .add(CertificateDer::from(cert.to_vec()))
+                .map_err(|e| e.to_string())?;
+            (builder.with_root_certificates(roots), name)
+        }
+        None => (
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(recorder.clone()),
+            "localhost",
+        ),
+    };
+    let cfg = Arc::new(cfg.with_no_client_auth());
+    let name = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
+    let conn = rustls::ClientConnection::new(cfg, name).map_err(|e| e.to_string())?;
+    let sock =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match tls.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if out.is_empty() => return Err(e.to_string()),
+            Err(_) => break,
+        }
+    }
+    let cert = match tls.conn.peer_certificates() {
+        Some([first, ..]) => first.to_vec(),
+        _ => recorder.0.lock().unwrap().clone(),
+    };
+    let out = String::from_utf8_lossy(&out).to_string();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    Ok(TlsAnswer {
+        code: status_of(head),
+        head: head.to_string(),
+        body: body.to_string(),
+        cert,
+    })
+}
+
+/// Takes any server certificate, and keeps it.
+#[derive(Debug)]
+struct Recorder(
+    std::sync::Mutex<Vec<u8>>,
+    std::sync::Arc<rustls::crypto::CryptoProvider>,
+);
+
+impl rustls::client::danger::ServerCertVerifier for Recorder {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        *self.0.lock().unwrap() = end_entity.to_vec();
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        let algs = &self.1.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        let algs = &self.1.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algs)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.1.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// The write requests the simulator has counted since its last reset.

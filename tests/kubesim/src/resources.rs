@@ -178,6 +178,11 @@ impl Registry {
         crd.generation = true;
         let sa = ResourceDef::builtin("", "v1", "serviceaccounts", "ServiceAccount", true)
             .shorts(&["sa"]);
+        // Stored only (no endpoints, no proxying): the installs carry the
+        // metrics Service.
+        let mut svc = ResourceDef::builtin("", "v1", "services", "Service", true).shorts(&["svc"]);
+        svc.categories = vec!["all".into()];
+        svc.status_subresource = true;
         let rbac = "rbac.authorization.k8s.io";
         let cr = ResourceDef::builtin(rbac, "v1", "clusterroles", "ClusterRole", false);
         let crb = ResourceDef::builtin(
@@ -195,6 +200,7 @@ impl Registry {
                 cm,
                 ev,
                 sa,
+                svc,
                 deploy,
                 lease,
                 pdb,

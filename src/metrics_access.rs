@@ -1,0 +1,340 @@
+//! Who may read `/metrics` (issue 11): the caller's bearer token is
+//! authenticated with a TokenReview and the user it names authorized with a
+//! SubjectAccessReview for `get` on the non-resource URL `/metrics`, as
+//! controller-runtime's `WithAuthenticationAndAuthorization` filter does.
+//!
+//! A verdict is cached by a SHA-256 digest of the token (never the token),
+//! briefly, so a scraper costs no API request per scrape; reviews are capped
+//! per second, so a flood of new or bad tokens cannot become a flood of API
+//! requests: beyond the cap a caller is told to come back (429).
+
+use crate::kube::path::{ResourcePath, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS};
+use crate::kube::ratelimit::{Bucket, Limits};
+use crate::kube::Client;
+use crate::lock::lock;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The non-resource URL a scraper must be allowed to `get`.
+pub const METRICS_PATH: &str = "/metrics";
+/// How long a verdict is kept: an allowed caller is re-checked each minute
+/// (a revoked binding takes effect within it), a refused one sooner.
+const ALLOWED_FOR: Duration = Duration::from_secs(60);
+const REFUSED_FOR: Duration = Duration::from_secs(10);
+/// Verdicts kept at most (a few hundred bytes of memory in all).
+const MAX_CACHED: usize = 1024;
+/// Reviews (each a TokenReview and, for a real user, a SubjectAccessReview)
+/// a second, after a burst.
+const REVIEWS: Limits = Limits {
+    qps: Some(5.0),
+    burst: 10,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    /// No token, or one the API server does not know: 401.
+    Unauthenticated,
+    /// A user without `get` on `/metrics`: 403.
+    Forbidden,
+    /// Over the review cap, not yet known: 429, come back in a second.
+    Throttled,
+    /// The API server could not be asked: 503, not cached.
+    Unavailable,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allowed => "allowed",
+            Verdict::Unauthenticated => "unauthenticated",
+            Verdict::Forbidden => "forbidden",
+            Verdict::Throttled => "throttled",
+            Verdict::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// Asks the API server about one token.
+pub trait Reviewer: Send + Sync {
+    /// Allowed, Unauthenticated or Forbidden; Err when it cannot tell.
+    fn review(&self, token: &str) -> Result<Verdict, String>;
+}
+
+/// The cache and the cap in front of a [`Reviewer`].
+pub struct MetricsAccess {
+    reviewer: Box<dyn Reviewer>,
+    cache: Mutex<HashMap<[u8; 32], (Verdict, Instant)>>,
+    cap: Mutex<Option<Bucket>>,
+}
+
+impl MetricsAccess {
+    pub fn new(reviewer: Box<dyn Reviewer>) -> MetricsAccess {
+        MetricsAccess {
+            reviewer,
+            cache: Mutex::new(HashMap::new()),
+            cap: Mutex::new(Bucket::new(REVIEWS, Instant::now())),
+        }
+    }
+
+    /// The verdict on a request carrying `authorization` (the header).
+    pub fn check(&self, authorization: Option<&str>) -> Verdict {
+        let Some(token) = authorization.and_then(bearer) else {
+            return Verdict::Unauthenticated;
+        };
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let now = Instant::now();
+        if let Some((v, until)) = lock(&self.cache).get(&key) {
+            if *until > now {
+                return *v;
+            }
+        }
+        let allowed = lock(&self.cap).as_mut().is_none_or(|b| b.try_take(now));
+        if !allowed {
+            return Verdict::Throttled;
+        }
+        match self.reviewer.review(token) {
+            Ok(v) => {
+                self.remember(key, v, now);
+                v
+            }
+            Err(e) => {
+                log::warn!("cannot review a metrics caller's token: {e}");
+                Verdict::Unavailable
+            }
+        }
+    }
+
+    fn remember(&self, key: [u8; 32], v: Verdict, now: Instant) {
+        let ttl = if v == Verdict::Allowed {
+            ALLOWED_FOR
+        } else {
+            REFUSED_FOR
+        };
+        let mut cache = lock(&self.cache);
+        if cache.len() >= MAX_CACHED {
+            cache.retain(|_, (_, until)| *until > now);
+        }
+        if cache.len() >= MAX_CACHED {
+            // Still full of live verdicts: the one that ends first goes.
+            if let Some(k) = cache.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) {
+                cache.remove(&k);
+            }
+        }
+        cache.insert(key, (v, now + ttl));
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+pub fn bearer(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    let token = token.trim();
+    let plain = !token.is_empty() && !token.contains(char::is_whitespace);
+    (scheme.eq_ignore_ascii_case("bearer") && plain).then_some(token)
+}
+
+/// Reviews made with the API server (on a client without the leader's
+/// write gate: a standby answers scrapes too).
+pub struct ApiReviewer {
+    pub client: Client,
+}
+
+impl Reviewer for ApiReviewer {
+    fn review(&self, token: &str) -> Result<Verdict, String> {
+        let post = |rt, body: &Value| {
+            let path = ResourcePath::collection(rt, None).map_err(|e| e.to_string())?;
+            self.client.create(&path, body).map_err(|e| e.to_string())
+        };
+        let who = post(TOKEN_REVIEWS, &token_review(token))?;
+        let Some(user) = authenticated_user(&who) else {
+            return Ok(Verdict::Unauthenticated);
+        };
+        let may = post(SUBJECT_ACCESS_REVIEWS, &access_review(&user))?;
+        Ok(if may["status"]["allowed"] == true {
+            Verdict::Allowed
+        } else {
+            Verdict::Forbidden
+        })
+    }
+}
+
+/// The TokenReview to create for `token`.
+pub fn token_review(token: &str) -> Value {
+    json!({
+        "apiVersion": TOKEN_REVIEWS.api_version(),
+        "kind": TOKEN_REVIEWS.kind,
+        "spec": {"token": token},
+    })
+}
+
+/// The user a TokenReview's answer names, if it authenticated the token.
+pub fn authenticated_user(review: &Value) -> Option<Value> {
+    let status = &review["status"];
+    (status["authenticated"] == true && status["user"]["username"].is_string())
+        .then(|| status["user"].clone())
+}
+
+/// The SubjectAccessReview asking whether `user` may get `/metrics`.
+pub fn access_review(user: &Value) -> Value {
+    let mut spec = json!({
+        "user": user["username"],
+        "nonResourceAttributes": {"path": METRICS_PATH, "verb": "get"},
+    });
+    for field in ["uid", "groups", "extra"] {
+        if !user[field].is_null() {
+            spec[field] = user[field].clone();
+        }
+    }
+    json!({
+        "apiVersion": SUBJECT_ACCESS_REVIEWS.api_version(),
+        "kind": SUBJECT_ACCESS_REVIEWS.kind,
+        "spec": spec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Allows "good", knows "nosy" (forbidden), fails on "down".
+    struct Fake(Arc<AtomicUsize>);
+
+    impl Reviewer for Fake {
+        fn review(&self, token: &str) -> Result<Verdict, String> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            match token {
+                "good" => Ok(Verdict::Allowed),
+                "nosy" => Ok(Verdict::Forbidden),
+                "down" => Err("connection refused".into()),
+                _ => Ok(Verdict::Unauthenticated),
+            }
+        }
+    }
+
+    fn access() -> (MetricsAccess, Arc<AtomicUsize>) {
+        let n = Arc::new(AtomicUsize::new(0));
+        (MetricsAccess::new(Box::new(Fake(n.clone()))), n)
+    }
+
+    #[test]
+    fn a_verdict_is_cached_and_a_missing_token_costs_no_review() {
+        let (a, reviews) = access();
+        assert_eq!(a.check(None), Verdict::Unauthenticated);
+        assert_eq!(
+            a.check(Some("Basic Zm9vOmJhcg==")),
+            Verdict::Unauthenticated
+        );
+        assert_eq!(reviews.load(Ordering::SeqCst), 0);
+        for _ in 0..5 {
+            assert_eq!(a.check(Some("Bearer good")), Verdict::Allowed);
+            assert_eq!(a.check(Some("bearer nosy")), Verdict::Forbidden);
+            assert_eq!(a.check(Some("Bearer forged")), Verdict::Unauthenticated);
+        }
+        assert_eq!(reviews.load(Ordering::SeqCst), 3);
+        // An outage is not remembered: the next scrape asks again.
+        assert_eq!(a.check(Some("Bearer down")), Verdict::Unavailable);
+        assert_eq!(a.check(Some("Bearer down")), Verdict::Unavailable);
+        assert_eq!(reviews.load(Ordering::SeqCst), 5);
+    }
+
+    #[test]
+    fn a_flood_of_new_tokens_is_capped_and_known_callers_still_get_in() {
+        let (a, reviews) = access();
+        assert_eq!(a.check(Some("Bearer good")), Verdict::Allowed);
+        let mut throttled = 0;
+        for i in 0..1000 {
+            if a.check(Some(&format!("Bearer forged-{i}"))) == Verdict::Throttled {
+                throttled += 1;
+            }
+        }
+        // The burst, plus what the rate refills while the loop runs.
+        let made = reviews.load(Ordering::SeqCst);
+        assert!(made <= 15, "{made} reviews");
+        assert!(throttled >= 985, "{throttled}");
+        assert_eq!(a.check(Some("Bearer good")), Verdict::Allowed);
+        assert!(lock(&a.cache).len() <= MAX_CACHED);
+    }
+
+    #[test]
+    fn the_cache_never_holds_more_than_its_bound() {
+        let (a, _) = access();
+        for i in 0..(MAX_CACHED + 50) {
+            a.remember(
+                [
+                    (i % 256) as u8,
+                    (i / 256) as u8,
+                    1,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                ],
+                Verdict::Allowed,
+                Instant::now(),
+            );
+        }
+        assert_eq!(lock(&a.cache).len(), MAX_CACHED);
+    }
+
+    #[test]
+    fn only_a_bearer_token_is_taken() {
+        assert_eq!(bearer("Bearer abc.def"), Some("abc.def"));
+        assert_eq!(bearer("  bearer   abc "), Some("abc"));
+        assert_eq!(bearer("Bearer"), None);
+        assert_eq!(bearer("Bearer a b"), None);
+        assert_eq!(bearer("Token abc"), None);
+    }
+
+    #[test]
+    fn reviews_carry_the_token_and_the_users_identity_and_nothing_else() {
+        let t = token_review("tok");
+        assert_eq!(t["kind"], "TokenReview");
+        assert_eq!(t["apiVersion"], "authentication.k8s.io/v1");
+        assert_eq!(t["spec"], json!({"token": "tok"}));
+        let answer = json!({"status": {"authenticated": true, "user": {
+            "username": "system:serviceaccount:monitoring:prometheus",
+            "uid": "u-1", "groups": ["system:serviceaccounts"]}}});
+        let user = authenticated_user(&answer).unwrap();
+        let sar = access_review(&user);
+        assert_eq!(sar["kind"], "SubjectAccessReview");
+        assert_eq!(
+            sar["spec"],
+            json!({"user": "system:serviceaccount:monitoring:prometheus", "uid": "u-1",
+                   "groups": ["system:serviceaccounts"],
+                   "nonResourceAttributes": {"path": "/metrics", "verb": "get"}})
+        );
+        assert!(!sar.to_string().contains("tok\""));
+        let refused = json!({"status": {"authenticated": false, "error": "invalid bearer token"}});
+        assert_eq!(authenticated_user(&refused), None);
+    }
+}
