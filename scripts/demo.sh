@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The quickstart: run the operator against the bundled simulated cluster.
-# Starts kubesim, creates the CRD, a sample Deployment and the example
-# OpenMedModel, starts the operator, and shows the rollout reaching Ready, a
-# v2 rollout, and an automatic rollback of an unloadable version.
+# Starts kubesim, installs manifests/ (CRD, RBAC, ...) and a sample
+# Deployment, starts the operator with its ServiceAccount's token (so the
+# shipped RBAC is what it runs under), and shows the example OpenMedModel
+# reaching Ready, a v2 rollout, an automatic rollback of an unloadable
+# version, and /metrics scraped over TLS with a token, as Prometheus does.
 #
 # Usage: scripts/demo.sh [--keep]
 #   --keep  leave the simulated cluster and the operator running afterwards,
@@ -25,14 +27,19 @@ mkdir -p "$WORK"
 ((KEEP)) || trap 'stop_all' EXIT
 
 say "Starting the simulated cluster (pods warm up in 1 s; versions containing 'unloadable' never get ready)"
-start_sim "$WORK/cluster" --warmup-ms 1000
+sa_token="demo-operator-$RANDOM$RANDOM"
+prom_token="demo-prometheus-$RANDOM$RANDOM"
+start_sim "$WORK/cluster" --warmup-ms 1000 --sa-token "openmed-system/openmed-operator=$sa_token" \
+  --sa-token "monitoring/prometheus=$prom_token"
 info "API server: $SIM_URL"
-kc apply -f "$REPO/manifests/base/crd.json"
+kc apply -k "$REPO/manifests/" >/dev/null
 kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
 kc apply -f "$REPO/manifests/sample-deployment.yaml"
 
-say "Starting the operator"
-start_operator "$WORK/operator.log" --server "$SIM_URL" --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0
+say "Starting the operator as its ServiceAccount, under the shipped RBAC"
+printf '%s' "$sa_token" >"$WORK/sa-token"
+start_operator "$WORK/operator.log" --server "$SIM_URL" --token-file "$WORK/sa-token" \
+  --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0
 wait_for 30 "the operator to sync" grep -q "caches synced" "$WORK/operator.log"
 grep "starting" "$WORK/operator.log" | sed 's/^/    /'
 
@@ -47,6 +54,28 @@ say "Events on the OpenMedModel"
 kc -n "$NS" get events --field-selector involvedObject.kind=OpenMedModel
 say "What the operator logged"
 grep -E "openmed/openmed-service" "$WORK/operator.log" | sed 's/^/    /'
+
+say "/metrics over TLS: only for a token allowed get on /metrics"
+kc apply -f - >/dev/null <<'YAML'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: prometheus-openmed-metrics
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: openmed-operator-metrics-reader
+subjects:
+  - kind: ServiceAccount
+    name: prometheus
+    namespace: monitoring
+YAML
+metrics_url=$(grep -o 'metrics on https://[0-9.:]*' "$WORK/operator.log" | head -1 | cut -d' ' -f3)
+code=$(curl -sk -o /dev/null -w '%{http_code}' "$metrics_url/metrics" || true)
+info "no token: $code"
+info "Prometheus's token (bound to openmed-operator-metrics-reader):"
+curl -sk -H "Authorization: Bearer $prom_token" "$metrics_url/metrics" |
+  grep -E '^openmed_operator_(managed_resources|reconciles_total)' | sed 's/^/    /'
 
 if ((KEEP)); then
   say "Left running. Try:"
