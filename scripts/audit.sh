@@ -5,7 +5,10 @@
 #   - a licence expression that the allow-list below cannot satisfy,
 #   - a source other than the crates.io registry (no git, path or other
 #     registries; the operator itself is the only path package),
-#   - a direct dependency outside the approved set.
+#   - a direct dependency outside the approved set,
+#   - a banned crate (no Kubernetes SDK, no async runtime, no OpenSSL).
+# The allowed licences and the banned crates are read from deny.toml, the
+# same policy `cargo deny check licenses bans sources` applies.
 # Membership comes from `cargo tree` (feature-accurate); licence and source
 # from `cargo metadata`. Needs: cargo, python3. Takes seconds.
 set -euo pipefail
@@ -19,13 +22,14 @@ cargo tree --locked -p openmed-operator --target "$TARGET" -e normal,build --pre
 cargo tree --locked -p openmed-operator --target "$TARGET" -e normal --depth 1 --prefix none --format '{p}' >"$tmp/direct.txt"
 
 python3 - "$tmp" <<'PY'
-import json, re, sys
+import json, re, sys, tomllib
 
 tmp = sys.argv[1]
-# Permissive licences only. Unicode-3.0 covers the ICU4X data tables that
-# `url` (via idna) needs; Unlicense appears only as an alternative to MIT.
-ALLOWED = {"MIT", "Apache-2.0", "ISC", "BSD-2-Clause", "BSD-3-Clause", "Unicode-3.0",
-           "Unicode-DFS-2016", "Zlib", "Unlicense", "Apache-2.0 WITH LLVM-exception"}
+# Permissive licences only, and the banned crates: deny.toml's lists.
+with open("deny.toml", "rb") as f:
+    policy = tomllib.load(f)
+ALLOWED = set(policy["licenses"]["allow"])
+BANNED = {b["crate"]: b.get("reason", "") for b in policy["bans"]["deny"]}
 # The runtime dependencies the project fixed; anything else must be argued.
 # libc (for sigaction in src/signals.rs) and ring (key and signature for the
 # metrics endpoint's self-signed certificate) were already in the graph, ring
@@ -75,6 +79,7 @@ def allowed(expr):
 
 # The evaluator itself must be able to say no.
 assert allowed("MIT OR Apache-2.0") and allowed("MIT/Apache-2.0") and allowed("(MIT OR Apache-2.0) AND Unicode-3.0")
+assert {"kube", "k8s-openapi", "tokio", "openssl"} <= BANNED.keys(), "deny.toml lost a ban"
 assert not allowed("GPL-3.0-only") and not allowed("MIT AND GPL-2.0") and not allowed("(none)")
 
 normal = members(f"{tmp}/normal.txt")
@@ -93,6 +98,8 @@ for kind, group in (("normal", normal), ("build", build)):
         rows.append((kind, p["name"], p["version"], lic, "crates.io" if src == CRATES_IO else src))
         if p["name"] == "openmed-operator":
             continue
+        if p["name"] in BANNED:
+            failures.append(f"{p['name']} {p['version']}: banned ({BANNED[p['name']]})")
         if src != CRATES_IO:
             failures.append(f"{p['name']} {p['version']}: source {src} is not crates.io")
         if not allowed(lic):

@@ -1,41 +1,104 @@
 #!/usr/bin/env bash
 # Build a truly static x86_64 musl binary of the operator, the artefact the
-# Containerfile ships, on a machine without a container engine.
+# image ships, on a machine without a container engine, and its SBOM.
 #
 # Route (Debian bookworm): Debian's Rust (rustc-web, cargo-web) with its
-# standard-library source (rust-web-src) rebuilds std for the musl target
-# (-Z build-std, enabled on a stable compiler by RUSTC_BOOTSTRAP=1), linked by
-# musl-gcc (musl-tools) against LLVM's libunwind (libunwind-14-dev). The
-# release profile uses panic = "abort", so no unwinder shim is needed.
-# Needs: those five packages, crates.io. Takes about 3-4 minutes on 2 cores.
+# standard-library source (rust-web-src, which carries std's own crates in
+# library/vendor) rebuilds std for the musl target (-Z build-std, enabled on
+# a stable compiler by RUSTC_BOOTSTRAP=1), linked by musl-gcc (musl-tools)
+# against LLVM's libunwind (libunwind-14-dev). The release profile uses
+# panic = "abort", so no unwinder shim is needed. About 1-4 minutes on 2
+# cores.
 #
-# Usage: scripts/build-static.sh [--check]
-#   --check  also prove the result: `file` says statically linked, there is
-#            no ELF interpreter, and it runs from an otherwise empty root
-#            (chroot) against the simulated API server and converges the
-#            example OpenMedModel.
+# Reproducible: every path that could reach the binary (this tree, the crate
+# sources, the target directory) is remapped to a fixed one, for rustc and
+# for the C compiler ring's build runs, so the same commit built in another
+# directory, at another time, gives the same bytes (scripts/supply-chain.sh
+# checks it).
+#
+# Usage: scripts/build-static.sh [--offline] [--out DIR] [--check]
+#   --offline  build from the vendored crates (scripts/vendor.sh; VENDOR_DIR,
+#              default target/vendor-bundle/vendor) with --offline --locked,
+#              inside a network namespace of its own (unshare -n), so no
+#              network is used, provably; CARGO_HOME is a fresh directory.
+#   --out DIR  the target directory (default target/static); the binary is
+#              DIR/x86_64-unknown-linux-musl/release/openmed-operator and its
+#              SBOM DIR/openmed-operator.cdx.json.
+#   --check    also prove the result: `file` says statically linked, there is
+#              no ELF interpreter, and it runs from an otherwise empty root
+#              (chroot) against the simulated API server and converges the
+#              example OpenMedModel.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 
-for need in /usr/bin/cargo /usr/bin/rustc /usr/bin/musl-gcc /usr/lib/llvm-14/lib/libunwind.a /usr/lib/rustlib/src/rust/library; do
+OFFLINE=0 CHECK=0
+OUT="$REPO/target/static"
+while (($#)); do
+  case $1 in
+    --offline) OFFLINE=1 ;;
+    --check) CHECK=1 ;;
+    --out) OUT="$(realpath -m "$2")" && shift ;;
+    *) die "unknown argument $1 (see the header of $0)" ;;
+  esac
+  shift
+done
+
+STD_SRC=/usr/lib/rustlib/src/rust/library
+for need in /usr/bin/cargo /usr/bin/rustc /usr/bin/musl-gcc /usr/lib/llvm-14/lib/libunwind.a "$STD_SRC"; do
   [[ -e $need ]] || die "$need missing: apt-get install rustc-web cargo-web rust-web-src musl-tools libunwind-14-dev"
 done
 
 TARGET=x86_64-unknown-linux-musl
-OUT="$REPO/target/static"
 BIN="$OUT/$TARGET/release/openmed-operator"
-say "Building $TARGET with $(/usr/bin/rustc --version)"
+mkdir -p "$OUT"
+REGISTRY_SRC="${CARGO_HOME:-$HOME/.cargo}/registry/src"
+NET=()
+if ((OFFLINE)); then
+  VENDOR="$(realpath -m "${VENDOR_DIR:-$REPO/target/vendor-bundle/vendor}")"
+  [[ -d $VENDOR ]] || die "no vendored crates at $VENDOR: run scripts/vendor.sh on a connected machine"
+  # One directory source with our crates and std's (Debian's library/vendor):
+  # -Z build-std resolves std's dependencies through the same replacement.
+  SOURCES="$OUT/sources"
+  rm -rf "$SOURCES" "$OUT/cargo-home"
+  mkdir -p "$SOURCES" "$OUT/cargo-home"
+  for d in "$VENDOR"/* "$STD_SRC"/vendor/*; do
+    [[ -e $SOURCES/$(basename "$d") ]] || ln -s "$d" "$SOURCES/$(basename "$d")"
+  done
+  printf '[source.crates-io]\nreplace-with = "vendored"\n[source.vendored]\ndirectory = "%s"\n[net]\noffline = true\n' \
+    "$SOURCES" >"$OUT/cargo-home/config.toml"
+  export CARGO_HOME="$OUT/cargo-home"
+  REGISTRY_SRC="$SOURCES"
+  # Root may make the namespace; anyone else maps to root in a user namespace.
+  NET=(unshare -n)
+  ((EUID == 0)) || NET=(unshare -rn)
+  "${NET[@]}" true || die "cannot make a network namespace (unshare -n)"
+  # shellcheck disable=SC2016 # awk's own $1
+  links=$("${NET[@]}" awk 'NR > 2 { printf "%s", $1 }' /proc/net/dev)
+  [[ $links == lo: ]] || die "the build namespace has network interfaces: $links"
+fi
+
+# Remapped (without it, 178 panic locations name the crates' directory): the
+# source tree, the target directory and the crate sources (with the
+# build-std symlinks, which rustc sees by the link's path; the last match
+# wins, and the sources may lie under the target directory).
+remap="--remap-path-prefix=$REPO=/build/openmed-operator --remap-path-prefix=$OUT=/build/target"
+remap+=" --remap-path-prefix=$REGISTRY_SRC=/build/crates"
+cmap="-ffile-prefix-map=$REPO=/build/openmed-operator -ffile-prefix-map=$OUT=/build/target"
+cmap+=" -ffile-prefix-map=$REGISTRY_SRC=/build/crates"
+say "Building $TARGET with $(/usr/bin/rustc --version)$( ((OFFLINE)) && echo ", offline, in a network namespace")"
 start=$SECONDS
-RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
+"${NET[@]}" env RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
   CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER=musl-gcc \
-  RUSTFLAGS="-C link-self-contained=no -C relocation-model=static -L native=/usr/lib/llvm-14/lib" \
+  CFLAGS_x86_64_unknown_linux_musl="$cmap" \
+  RUSTFLAGS="-C link-self-contained=no -C relocation-model=static -L native=/usr/lib/llvm-14/lib $remap" \
   /usr/bin/cargo build --release --locked --bin openmed-operator \
   -Z build-std=std,panic_abort --target "$TARGET" --target-dir "$OUT"
-info "built in $((SECONDS - start)) s: $BIN, $(stat -c %s "$BIN") bytes (stripped)"
+info "built in $((SECONDS - start)) s: $BIN, $(stat -c %s "$BIN") bytes (stripped), sha256 $(sha256sum "$BIN" | cut -d' ' -f1)"
+"${NET[@]}" python3 scripts/sbom.py "$BIN" "$OUT/openmed-operator.cdx.json" | sed 's/^/    /'
 
-[[ ${1:-} == --check ]] || exit 0
+((CHECK)) || exit 0
 
 say "Checking that it is static"
 desc=$(file -b "$BIN")

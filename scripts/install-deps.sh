@@ -8,8 +8,10 @@ set -euo pipefail
 
 SUDO=()
 ((EUID == 0)) || SUDO=(sudo)
-# Static build (build-static.sh), shellcheck, `file`, `unshare`, `ip`.
-packages=(rustc-web cargo-web rust-web-src musl-tools libunwind-14-dev shellcheck file util-linux iproute2)
+# Static build (build-static.sh), shellcheck, `file`, `unshare`, `ip`; the
+# image checks (image.sh: skopeo, umoci, crun) and curl.
+packages=(rustc-web cargo-web rust-web-src musl-tools libunwind-14-dev shellcheck file util-linux iproute2
+  skopeo umoci crun curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

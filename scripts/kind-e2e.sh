@@ -1,31 +1,42 @@
 #!/usr/bin/env bash
 # The same scenario as e2e-sim.sh on a real Kubernetes cluster (kind):
-# create a cluster, build the image from the Containerfile, load it, install
+# create a cluster, load the image archive scripts/image.sh makes (no
+# container engine: IMAGE_ARCHIVE names a carried one, else it is built with
+# scripts/build-static.sh and scripts/image.sh), install
 # the cluster-wide manifests through an `images:` overlay, deploy a stand-in OpenMed service whose
 # readiness depends on the preload value, run the shared scenario
 # (scenario.sh), tear down.
-# Needs: docker, kind, kubectl, network access for images. About 5 minutes.
-# It cannot run on the CI machines (no container engine); CI shellchecks it.
+# Needs: kind and kubectl (and, without IMAGE_ARCHIVE, what the static
+# build needs); network access for the stand-in service's busybox image.
+# About 5 minutes. It cannot run on the CI machines (no kind); the suite
+# lints it.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=scripts/scenario.sh
 source "$REPO/scripts/scenario.sh"
 
-for tool in docker kind kubectl; do
+for tool in kind kubectl; do
   command -v "$tool" >/dev/null || die "$tool is required"
 done
 CLUSTER="${CLUSTER:-openmed-e2e}"
-IMAGE="openmed-operator:e2e"
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/Cargo.toml" | head -1)
+IMAGE="openmed-operator:$VERSION"
 
 say "Creating kind cluster $CLUSTER"
 kind create cluster --name "$CLUSTER" --wait 180s
 trap 'kind delete cluster --name "$CLUSTER"' EXIT
 kubectl config use-context "kind-$CLUSTER"
 
-say "Building $IMAGE from the Containerfile"
-docker build -f "$REPO/Containerfile" -t "$IMAGE" "$REPO"
-kind load docker-image "$IMAGE" --name "$CLUSTER"
+if [[ -z ${IMAGE_ARCHIVE:-} ]]; then
+  say "Building the static binary and the image archive (no container engine)"
+  "$REPO/scripts/build-static.sh"
+  # The name containerd and the kubelet resolve "openmed-operator:<version>" to.
+  IMAGE_NAME=docker.io/library/openmed-operator "$REPO/scripts/image.sh"
+  IMAGE_ARCHIVE="$REPO/target/image/openmed-operator-$VERSION.oci.tar"
+fi
+say "Loading $IMAGE_ARCHIVE into the cluster"
+kind load image-archive "$IMAGE_ARCHIVE" --name "$CLUSTER"
 
 say "Installing the cluster-wide manifests with the image set by an overlay (as the README says)"
 OVERLAY="$REPO/target/kind-overlay"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit, integration and end-to-end
 # tests, the kubectl end-to-end script, manifest validation, shellcheck, the
-# dependency audit and the static build with its checks. `.ci/run` runs
+# dependency audit and the supply chain (vendored offline static build, twice,
+# byte for byte; SBOM; the OCI image, run by crun). `.ci/run` runs
 # exactly this. It first installs what a fresh machine lacks
 # (scripts/install-deps.sh: Debian packages, rustfmt, clippy); it needs
 # cargo, kubectl and python3 to be there. About 6 minutes from a clean
@@ -28,5 +29,5 @@ step "kubectl end to end on the simulated cluster" scripts/e2e-sim.sh
 step "Manifests against the upstream Kubernetes schemas" scripts/check-manifests.sh
 step "shellcheck" shellcheck -x scripts/*.sh .ci/run
 step "Dependency audit" scripts/audit.sh
-step "Static musl binary, proven static and working" scripts/build-static.sh --check
+step "Supply chain: vendored offline reproducible static build, SBOM, OCI image run by crun" scripts/supply-chain.sh
 say "All checks passed in $((SECONDS - start)) s"
