@@ -120,7 +120,7 @@ kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
 kc apply -f "$REPO/manifests/sample-deployment.yaml"
 CHROOT=(chroot)
 ((EUID == 0)) || CHROOT=(unshare -r chroot)
-"${CHROOT[@]}" "$ROOT" /openmed-operator --server "$SIM_URL" --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 --namespace openmed \
+"${CHROOT[@]}" "$ROOT" /openmed-operator --server "$SIM_URL" --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 --ui-addr 127.0.0.1:0 --namespace openmed \
   >"$WORK/operator.log" 2>&1 &
 OP_PID=$!
 # shellcheck source=scripts/scenario.sh

@@ -39,7 +39,7 @@ kc apply -f "$REPO/manifests/sample-deployment.yaml"
 say "Starting the operator as its ServiceAccount, under the shipped RBAC"
 printf '%s' "$sa_token" >"$WORK/sa-token"
 start_operator "$WORK/operator.log" --server "$SIM_URL" --token-file "$WORK/sa-token" \
-  --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0
+  --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 --ui-addr 127.0.0.1:0
 wait_for 30 "the operator to sync" grep -q "caches synced" "$WORK/operator.log"
 grep "starting" "$WORK/operator.log" | sed 's/^/    /'
 

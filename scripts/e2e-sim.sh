@@ -22,7 +22,7 @@ kubectl_checks() {
   kc version -o json >/dev/null
   kc apply -f "$REPO/manifests/base/crd.json"
   kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
-  kc api-resources --api-group=openmed.ai | grep -q omm || die "short name omm not discovered"
+  kc api-resources --api-group=openmed.ai | grep omm >/dev/null || die "short name omm not discovered"
   kc apply -f - <<'YAML'
 apiVersion: v1
 kind: Namespace
@@ -43,18 +43,19 @@ spec:
     type: Recreate
 YAML
   local header
-  header=$(kc -n kc-check get omm | head -1)
+  # sed, not head: head exits early and kubectl can die of SIGPIPE.
+  header=$(kc -n kc-check get omm | sed -n 1p)
   for col in FAMILY TIER DESIRED ACTIVE PHASE READY AGE; do
     [[ $header == *"$col"* ]] || die "printer column $col missing from: $header"
   done
   [[ $(kc -n kc-check get omm check -o 'jsonpath={.spec.rolloutStrategy.progressDeadlineSeconds}') == 600 ]] \
     || die "CRD defaults not applied"
   kc -n kc-check patch omm check --type=merge -p '{"spec":{"replicas":3}}'
-  kc -n kc-check patch omm check --type=merge -p '{"spec":{"replicas":3}}' | grep -q "no change" \
+  kc -n kc-check patch omm check --type=merge -p '{"spec":{"replicas":3}}' | grep "no change" >/dev/null \
     || die "an unchanged patch should report (no change)"
   kc -n kc-check annotate omm check openmed.ai/rollback-to=OpenMed/x-v0
   kc -n kc-check wait --for=jsonpath='{.spec.replicas}'=3 --timeout=10s omm/check
-  kc -n kc-check describe omm check | grep -q "Replicas:  *3" || die "describe does not show the spec"
+  kc -n kc-check describe omm check | grep "Replicas:  *3" >/dev/null || die "describe does not show the spec"
   local err
   err=$(kc -n kc-check patch omm check --type=merge -p '{"spec":{"tier":"Huge"}}' 2>&1 || true)
   [[ $err == *spec.tier*Unsupported* ]] || die "bad tier not rejected with its field path: $err"
@@ -138,7 +139,7 @@ kc apply -f "$REPO/manifests/sample-deployment.yaml"
 printf '%s' "$sa_token" >"$WORK/sa-token"
 start_operator "$WORK/operator.log" --server "$SIM_URL" --health-addr 127.0.0.1:0 --namespace openmed \
   --ca-file "$WORK/scenario/ca.crt" --token-file "$WORK/sa-token" \
-  --leader-elect --lease-namespace openmed-system --metrics-addr 127.0.0.1:0
+  --leader-elect --lease-namespace openmed-system --metrics-addr 127.0.0.1:0 --ui-addr 127.0.0.1:0
 NS=openmed
 TIMEOUT=60
 scenario_all

@@ -108,7 +108,8 @@ c = json.load(open(path))
 p = c["process"]
 assert p["user"]["uid"] == 65532 and p["user"]["gid"] == 65532, p["user"]
 p["args"] += ["--server", url, "--namespace", "openmed",
-              "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"]
+              "--health-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
+              "--ui-addr", "127.0.0.1:0"]
 p["terminal"] = False
 p["noNewPrivileges"] = True
 p["capabilities"] = {k: [] for k in ("bounding", "effective", "inheritable", "permitted", "ambient")}

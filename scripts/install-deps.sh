@@ -9,9 +9,11 @@ set -euo pipefail
 SUDO=()
 ((EUID == 0)) || SUDO=(sudo)
 # Static build (build-static.sh), shellcheck, `file`, `unshare`, `ip`; the
-# image checks (image.sh: skopeo, umoci, crun) and curl.
+# image checks (image.sh: skopeo, umoci, crun) and curl; the live view's
+# browser test (ui-e2e.sh: Debian's Chromium, driven from Node.js).
 packages=(rustc-web cargo-web rust-web-src musl-tools libunwind-14-dev shellcheck file util-linux iproute2
-  skopeo umoci crun curl)
+  skopeo umoci crun curl chromium)
+command -v npm >/dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -29,5 +29,6 @@ step "kubectl end to end on the simulated cluster" scripts/e2e-sim.sh
 step "Manifests against the upstream Kubernetes schemas" scripts/check-manifests.sh
 step "shellcheck" shellcheck -x scripts/*.sh .ci/run
 step "Dependency audit" scripts/audit.sh
+step "The live view in a real browser (headless Chromium)" scripts/ui-e2e.sh
 step "Supply chain: vendored offline reproducible static build, SBOM, OCI image run by crun" scripts/supply-chain.sh
 say "All checks passed in $((SECONDS - start)) s"

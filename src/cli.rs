@@ -39,6 +39,9 @@ FLAGS:
                             /metrics over TLS, for callers whose bearer token a TokenReview
                             authenticates and a SubjectAccessReview allows `get` on /metrics
                             (the default). =false: plain and open, for development
+    --ui-addr ADDR          Serve the live status view (a page, /api/models, /events) here
+                            (default 127.0.0.1:8081; \"\" for none). Elsewhere than loopback
+                            it needs the metrics' authentication and TLS
     --metrics-cert-dir DIR  tls.crt and tls.key for /metrics, re-read when they change
                             (default: a self-signed certificate made at start)
     --resync-seconds N      Re-check every resource from the caches every N seconds (default 15)
@@ -92,6 +95,8 @@ pub struct Config {
     pub health_addr: SocketAddr,
     /// `--metrics-*`: where and how /metrics is served.
     pub metrics: MetricsServing,
+    /// `--ui-addr`: the live view (None: not served).
+    pub ui_addr: Option<SocketAddr>,
     pub resync: Duration,
     pub liveness_window: Duration,
     pub log_format: LogFormat,
@@ -206,7 +211,7 @@ fn release_args(s: Settings) -> Result<ReleaseArgs, String> {
     })
 }
 
-const FLAGS: [Flag; 30] = [
+const FLAGS: [Flag; 31] = [
     Flag {
         names: &["--help", "-h"],
         takes_value: false,
@@ -289,6 +294,19 @@ const FLAGS: [Flag; 30] = [
                 "0" => None,
                 _ => Some(v.parse().map_err(|_| {
                     format!("--metrics-addr: {v:?} is not an address like 0.0.0.0:8443 (or 0)")
+                })?),
+            };
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["--ui-addr"],
+        takes_value: true,
+        apply: |s, v| {
+            s.config.ui_addr = match v.as_str() {
+                "" => None,
+                _ => Some(v.parse().map_err(|_| {
+                    format!("--ui-addr: {v:?} is not an address like 127.0.0.1:8081 (or \"\")")
                 })?),
             };
             Ok(())
@@ -526,6 +544,7 @@ fn defaults() -> Settings {
             endpoint: EndpointOptions::default(),
             health_addr: ([0, 0, 0, 0], 8080).into(),
             metrics: MetricsServing::default(),
+            ui_addr: Some(([127, 0, 0, 1], 8081).into()),
             resync: Duration::from_secs(15),
             liveness_window: crate::controller::reflector::MAX_SILENCE,
             log_format: LogFormat::Text,
@@ -628,6 +647,9 @@ fn finish(s: Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, S
     }
     if m.addr == Some(config.health_addr) && config.health_addr.port() != 0 {
         return Err("--metrics-addr and --health-addr must differ".into());
+    }
+    if config.ui_addr.is_some_and(|a| !a.ip().is_loopback()) && !m.secure {
+        return Err("--ui-addr off loopback needs the metrics' authentication: drop --metrics-secure=false, or serve the view on 127.0.0.1 and use kubectl port-forward".into());
     }
     Ok(config)
 }
@@ -800,6 +822,9 @@ mod tests {
             run(&["--metrics-addr", "0"], &[]).unwrap().metrics.addr,
             None
         );
+        let ui = run(&[], &[]).unwrap().ui_addr;
+        assert_eq!(ui.unwrap().to_string(), "127.0.0.1:8081");
+        assert_eq!(run(&["--ui-addr="], &[]).unwrap().ui_addr, None);
     }
 
     #[test]
@@ -820,6 +845,11 @@ mod tests {
             (vec!["--help=1"], "takes no value"),
             (vec!["--metrics-addr", "8443"], "--metrics-addr"),
             (vec!["--metrics-secure=no"], "--metrics-secure"),
+            (vec!["--ui-addr", "x"], "--ui-addr"),
+            (
+                vec!["--ui-addr", "0.0.0.0:8081", "--metrics-secure=false"],
+                "port-forward",
+            ),
             (
                 vec!["--metrics-secure=false", "--metrics-cert-dir", "/c"],
                 "needs TLS",

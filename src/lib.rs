@@ -23,3 +23,4 @@ pub mod release;
 pub mod server;
 pub mod signals;
 pub mod time;
+pub mod view;

@@ -42,7 +42,13 @@ pub struct Answer {
     pub body: String,
     pub content_type: &'static str,
     pub headers: Vec<(&'static str, &'static str)>,
+    /// Instead of `body`: written to for as long as it likes (a stream of
+    /// Server-Sent Events); each write still has [`REQUEST_DEADLINE`].
+    pub stream: Option<StreamBody>,
 }
+
+/// A body written as it comes, for as long as the writer likes.
+pub type StreamBody = Box<dyn FnOnce(&mut dyn Write) + Send>;
 
 impl Answer {
     pub fn text(code: u16, body: impl Into<String>) -> Answer {
@@ -51,6 +57,7 @@ impl Answer {
             body: body.into(),
             content_type: "text/plain",
             headers: Vec::new(),
+            stream: None,
         }
     }
 }
@@ -204,11 +211,12 @@ fn serve(mut stream: impl Conn, handler: &Handler) {
         _ => "Service Unavailable",
     };
     let mut head = format!(
-        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        answer.code,
-        answer.content_type,
-        answer.body.len()
+        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nConnection: close\r\n",
+        answer.code, answer.content_type,
     );
+    if answer.stream.is_none() {
+        head.push_str(&format!("Content-Length: {}\r\n", answer.body.len()));
+    }
     for (k, v) in &answer.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -216,6 +224,9 @@ fn serve(mut stream: impl Conn, handler: &Handler) {
     let _ = stream.write_all(head.as_bytes());
     let _ = stream.write_all(answer.body.as_bytes());
     let _ = stream.flush();
+    if let Some(body) = answer.stream {
+        body(&mut stream);
+    }
     stream.finish();
 }
 

@@ -29,8 +29,15 @@ struct Row {
     cpu_per_resync_ms: f64,
     patch_p50_ms: u64,
     patch_p99_ms: u64,
+    /// The live view with [`VIEWERS`] streams: RSS (KiB) and CPU (ms per
+    /// minute) each viewer adds, while models change.
+    view_rss_kib: f64,
+    view_cpu_ms_per_min: f64,
     load: String,
 }
+
+/// Viewers of the live view connected for its cost.
+const VIEWERS: usize = 16;
 
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -123,6 +130,7 @@ fn run(n: usize) -> Row {
     let cpu_per_resync_ms = (op.cpu_ms().unwrap_or(0) - cpu0) as f64 / 2.0;
     let steady_rss_mib = rss_mib(&op, "VmRSS:");
     let (p50, p99) = change_to_patch(&sim, n);
+    let (view_rss_kib, view_cpu_ms_per_min) = view_cost(&sim, &op, n);
     let row = Row {
         n,
         rolling_out_s: rolling.as_secs_f64(),
@@ -134,6 +142,8 @@ fn run(n: usize) -> Row {
         cpu_per_resync_ms,
         patch_p50_ms: p50,
         patch_p99_ms: p99,
+        view_rss_kib,
+        view_cpu_ms_per_min,
         load: format!("{load_before} -> {}", load()),
     };
     op.assert_clean_exit();
@@ -169,6 +179,46 @@ fn change_to_patch(sim: &Sim, n: usize) -> (u64, u64) {
     (pct(50).unwrap_or(0), pct(99).unwrap_or(0))
 }
 
+/// What `viewers` live-view streams add to the operator while ten models
+/// change version (a message each to every viewer): RSS per viewer (KiB)
+/// and CPU per viewer-minute (ms), against the same changes unwatched.
+fn view_cost(sim: &Sim, op: &Operator, n: usize) -> (f64, f64) {
+    use std::io::{Read, Write};
+    let addr = op.view_addr();
+    let window = |viewers: usize, version: &str| {
+        let conns: Vec<std::net::TcpStream> = (0..viewers)
+            .map(|_| {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                write!(s, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                let mut r = s.try_clone().unwrap();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while matches!(r.read(&mut buf), Ok(k) if k > 0) {}
+                });
+                s
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let (cpu0, t) = (op.cpu_ms().unwrap_or(0), Instant::now());
+        for i in (0..n).step_by((n / 10).max(1)).take(10) {
+            set_version(sim, &format!("m-{i}"), version);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+        let cpu = (op.cpu_ms().unwrap_or(0) - cpu0) as f64 / t.elapsed().as_secs_f64() * 60.0;
+        let rss = rss_mib(op, "VmRSS:") * 1024.0;
+        drop(conns);
+        (cpu, rss)
+    };
+    let (cpu_alone, rss_alone) = window(0, V1);
+    let (cpu_watched, rss_watched) = window(VIEWERS, V2);
+    let per = VIEWERS as f64;
+    (
+        (rss_watched - rss_alone) / per,
+        (cpu_watched - cpu_alone).max(0.0) / per,
+    )
+}
+
 fn print(rows: &[Row]) {
     println!(
         "| resources | all RollingOut | all Ready | requests per resource | peak RSS | steady RSS | CPU to converge | CPU per resync | change→patch p50/p99 | load 1/5/15 |"
@@ -194,6 +244,14 @@ fn print(rows: &[Row]) {
             r.patch_p50_ms,
             r.patch_p99_ms,
             r.load
+        );
+    }
+    println!("| resources | live view: RSS per viewer | CPU per viewer-minute ({VIEWERS} viewers, 10 changes) |");
+    println!("| --- | --- | --- |");
+    for r in rows {
+        println!(
+            "| {} | {:.0} KiB | {:.1} ms |",
+            r.n, r.view_rss_kib, r.view_cpu_ms_per_min
         );
     }
 }

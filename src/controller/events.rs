@@ -102,7 +102,7 @@ impl Poster<'_> {
         generation: i64,
         message: &str,
         now: &str,
-    ) -> Result<(), Error> {
+    ) -> Result<i64, Error> {
         let ns = model.namespace.as_str();
         for name in names(model, reason, generation) {
             let key = ObjectKey::new(ns, name.clone());
@@ -117,7 +117,7 @@ impl Poster<'_> {
             };
             let uid = model.uid.clone();
             lock(self.posted).set(key, Written { uid, count });
-            return Ok(());
+            return Ok(count);
         }
         Err(Error::Config(format!(
             "both names for Event {reason} of {} are taken by other objects",

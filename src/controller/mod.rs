@@ -109,26 +109,22 @@ fn elect(
     Ok((elector, leadership))
 }
 
-/// Start the /metrics server as `--metrics-*` say; where it listens, for
-/// the log. Secure: TLS, each caller's token reviewed by the API server
-/// through a client of its own, without the leader's write gate (the
-/// reviews are creates, and a standby answers scrapes too) and short
-/// (a scrape does not wait for retries).
-fn serve_metrics(
+/// TLS and the token check that `--metrics-secure` asks of /metrics (and
+/// of the live view off loopback). The reviews go out on a client of their
+/// own, without the leader's write gate (the reviews are creates, and a
+/// standby answers scrapes too), short (a scrape does not wait for retries).
+struct Guard {
+    tls: Arc<rustls::ServerConfig>,
+    access: Arc<crate::metrics_access::MetricsAccess>,
+}
+
+fn guard(
     cfg: &Config,
     metrics: &Arc<Metrics>,
     identity: Option<String>,
-) -> Result<String, StartError> {
+) -> Result<Guard, StartError> {
     use crate::certificate::{default_names, CertDir, SelfSigned};
     use crate::metrics_access::{ApiReviewer, MetricsAccess};
-    let Some(addr) = cfg.metrics.addr else {
-        return Ok("no address (--metrics-addr 0)".into());
-    };
-    if !cfg.metrics.secure {
-        let open = server::metrics(metrics.clone(), None);
-        let bound = server::start("metrics", addr, None, open).map_err(StartError::Listen)?;
-        return Ok(format!("http://{bound} (open: --metrics-secure=false)"));
-    }
     let source: Arc<dyn rustls::server::ResolvesServerCert> = match &cfg.metrics.cert_dir {
         Some(dir) => Arc::new(CertDir::open(dir).map_err(StartError::Certificate)?),
         None => {
@@ -153,13 +149,63 @@ fn serve_metrics(
     .with_observer(Arc::new(move |verb, code| {
         observer.api_request(verb.as_str(), code)
     }));
-    let access = MetricsAccess::new(Box::new(ApiReviewer { client }));
-    let handler = server::metrics(metrics.clone(), Some(Arc::new(access)));
+    Ok(Guard {
+        tls: Arc::new(tls),
+        access: Arc::new(MetricsAccess::new(Box::new(ApiReviewer { client }))),
+    })
+}
+
+/// Start the /metrics server as `--metrics-*` say; where it listens, for
+/// the log.
+fn serve_metrics(
+    cfg: &Config,
+    metrics: &Arc<Metrics>,
+    guard: Option<&Guard>,
+) -> Result<String, StartError> {
+    let Some(addr) = cfg.metrics.addr else {
+        return Ok("no address (--metrics-addr 0)".into());
+    };
+    let Some(g) = guard else {
+        let open = server::metrics(metrics.clone(), None);
+        let bound = server::start("metrics", addr, None, open).map_err(StartError::Listen)?;
+        return Ok(format!("http://{bound} (open: --metrics-secure=false)"));
+    };
+    let handler = server::metrics(metrics.clone(), Some(g.access.clone()));
     let bound =
-        server::start("metrics", addr, Some(Arc::new(tls)), handler).map_err(StartError::Listen)?;
+        server::start("metrics", addr, Some(g.tls.clone()), handler).map_err(StartError::Listen)?;
     Ok(format!(
         "https://{bound} (callers need a token allowed get on /metrics)"
     ))
+}
+
+/// Start the live view (`--ui-addr`) over the reconciler's caches: plain on
+/// loopback, else with the metrics' TLS and token check.
+fn serve_view(
+    cfg: &Config,
+    reconciler: &sync::Reconciler,
+    guard: Option<&Guard>,
+) -> Result<String, StartError> {
+    let Some(addr) = cfg.ui_addr else {
+        return Ok("no address".into());
+    };
+    let (models, deployments, recent) = (
+        reconciler.models.clone(),
+        reconciler.deployments.clone(),
+        reconciler.recent.clone(),
+    );
+    let hub = crate::view::hub::Hub::new(Box::new(move || {
+        crate::view::snapshot(&models, &deployments, &recent)
+    }));
+    hub.start().map_err(StartError::Thread)?;
+    let (tls, access, scheme) = match guard {
+        Some(g) if !addr.ip().is_loopback() => {
+            (Some(g.tls.clone()), Some(g.access.clone()), "https")
+        }
+        _ => (None, None, "http"),
+    };
+    let handler = crate::view::page::handler(hub, access);
+    let bound = server::start("view", addr, tls, handler).map_err(StartError::Listen)?;
+    Ok(format!("{scheme}://{bound}/"))
 }
 
 /// Run until SIGTERM/SIGINT. Returns an error only for what makes the
@@ -282,9 +328,21 @@ impl Controller {
             server::health(health.clone()),
         )
         .map_err(StartError::Listen)?;
-        let metrics_at = serve_metrics(&cfg, &metrics, identity.clone())?;
+        let off_loopback = cfg.ui_addr.is_some_and(|a| !a.ip().is_loopback());
+        let guard = match cfg.metrics.secure && (cfg.metrics.addr.is_some() || off_loopback) {
+            true => Some(guard(&cfg, &metrics, identity.clone())?),
+            false => None,
+        };
+        let metrics_at = serve_metrics(&cfg, &metrics, guard.as_ref())?;
+        let targets = crate::reconcile::TargetPolicy {
+            allow_any: cfg.allow_any_target,
+            own: cfg.own_deployment.clone(),
+        };
+        let reconciler =
+            Arc::new(sync::Reconciler::new(client.clone(), metrics.clone()).with_targets(targets));
+        let view_at = serve_view(&cfg, &reconciler, guard.as_ref())?;
         log::info!(
-            "openmed-operator {} starting: API server {}, {}, health on http://{bound}, metrics on {metrics_at}",
+            "openmed-operator {} starting: API server {}, {}, health on http://{bound}, metrics on {metrics_at}, live view on {view_at}",
             env!("CARGO_PKG_VERSION"),
             client.base_url(),
             if cfg.namespaces.is_empty() {
@@ -293,12 +351,6 @@ impl Controller {
                 format!("namespaces {}", cfg.namespaces.join(","))
             },
         );
-        let targets = crate::reconcile::TargetPolicy {
-            allow_any: cfg.allow_any_target,
-            own: cfg.own_deployment.clone(),
-        };
-        let reconciler =
-            Arc::new(sync::Reconciler::new(client.clone(), metrics.clone()).with_targets(targets));
         let models = reconciler.models.clone();
         metrics.set_phase_source(Arc::new(move || phase_counts(&models)));
         Ok(Controller {
@@ -572,7 +624,12 @@ impl Controller {
             let listed = ResourcePath::collection(crate::kube::path::EVENTS, scope.as_deref())
                 .and_then(|path| self.client.list_all(&path, &params));
             match listed {
-                Ok(list) => crate::lock::lock(&self.reconciler.posted).seed(&list.items),
+                Ok(list) => {
+                    crate::lock::lock(&self.reconciler.posted).seed(&list.items);
+                    for e in &list.items {
+                        self.reconciler.recent.record_object(e);
+                    }
+                }
                 Err(e) => log::warn!("could not list earlier Events: {e}"),
             }
         }

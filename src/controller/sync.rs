@@ -35,6 +35,8 @@ pub struct Reconciler {
     pub autoscalers: Arc<Store<AutoscalerView>>,
     /// Events written, by (namespace, name), with their object's uid.
     pub posted: Mutex<Posted>,
+    /// The Events written lately, per model, for the live view.
+    pub recent: Arc<crate::view::RecentEvents>,
     pub metrics: Arc<Metrics>,
     /// The highest generation of each OpenMedModel (by uid) a pass has
     /// written for: a view older than that is never acted on (9.17).
@@ -160,6 +162,7 @@ impl Reconciler {
             config_maps: Arc::new(Store::indexed(config_map_owner)),
             autoscalers: Arc::new(Store::default()),
             posted: Mutex::new(Default::default()),
+            recent: Default::default(),
             metrics,
             acted: Mutex::new(Default::default()),
             targets: TargetPolicy::default(),
@@ -583,8 +586,21 @@ impl Reconciler {
             posted: &self.posted,
         };
         match poster.post(model, reason, generation, message, now) {
-            Ok(()) => {
+            Ok(count) => {
                 self.metrics.event_posted();
+                let event = crate::view::EventRow {
+                    reason: reason.as_str().to_string(),
+                    type_: if reason.is_warning() {
+                        "Warning"
+                    } else {
+                        "Normal"
+                    }
+                    .to_string(),
+                    count,
+                    last: now.to_string(),
+                    message: message.to_string(),
+                };
+                self.recent.record(&model.namespace, &model.name, event);
                 Ok(())
             }
             Err(e) => {

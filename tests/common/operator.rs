@@ -322,6 +322,10 @@ impl Operator {
         if !extra.iter().any(|a| a.starts_with("--metrics-")) {
             cmd.args(["--metrics-addr", "127.0.0.1:0", "--metrics-secure=false"]);
         }
+        // The live view on a port of its own (many operators run at once).
+        if !extra.iter().any(|a| a.starts_with("--ui-addr")) {
+            cmd.args(["--ui-addr", "127.0.0.1:0"]);
+        }
         let child = cmd
             .args([
                 "--server",
@@ -355,6 +359,11 @@ impl Operator {
             self.health = Some(self.address_in_log("health on http://"));
         }
         self.health.unwrap()
+    }
+
+    /// Where the live view is served.
+    pub fn view_addr(&self) -> SocketAddr {
+        self.address_in_log("live view on http")
     }
 
     /// Where /metrics is served (plain or TLS).

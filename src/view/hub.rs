@@ -1,0 +1,167 @@
+//! The change stream behind `/events`: a snapshot on connect, then one
+//! message per change, every [`TICK`], to each viewer.
+//!
+//! Bounded and never in the operator's way: at most [`MAX_VIEWERS`] at once,
+//! each with a queue of [`QUEUE`] messages; the publisher only ever
+//! `try_send`s, and a viewer whose queue is full (slow or stuck) is dropped,
+//! its connection closed. The publisher compares snapshots of the caches
+//! (no API request) and sleeps while nobody watches.
+
+use super::{diff, Row};
+use crate::lock::lock;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// How often changes are looked for while someone watches.
+pub const TICK: Duration = Duration::from_millis(250);
+pub const MAX_VIEWERS: usize = 16;
+/// Messages queued per viewer before it counts as stuck.
+pub const QUEUE: usize = 32;
+/// A comment line this often keeps proxies from closing a quiet stream
+/// and finds dead connections.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+pub type Source = Box<dyn Fn() -> BTreeMap<String, Row> + Send + Sync>;
+
+pub struct Hub {
+    source: Source,
+    /// The rows every viewer has been sent, and the viewers.
+    state: Mutex<State>,
+    watched: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    last: BTreeMap<String, Row>,
+    viewers: Vec<SyncSender<Arc<str>>>,
+}
+
+/// A connected viewer: its snapshot, then its queue.
+pub struct Viewer {
+    pub snapshot: Arc<str>,
+    pub queue: Receiver<Arc<str>>,
+}
+
+impl Hub {
+    pub fn new(source: Source) -> Arc<Hub> {
+        Arc::new(Hub {
+            source,
+            state: Mutex::new(State::default()),
+            watched: Condvar::new(),
+        })
+    }
+
+    /// Publish changes until the process ends (on a thread of its own).
+    pub fn start(self: &Arc<Self>) -> std::io::Result<()> {
+        let hub = self.clone();
+        std::thread::Builder::new()
+            .name("view-publisher".into())
+            .spawn(move || loop {
+                hub.wait_for_viewers();
+                std::thread::sleep(TICK);
+                hub.publish();
+            })
+            .map(|_| ())
+    }
+
+    fn wait_for_viewers(&self) {
+        let mut s = lock(&self.state);
+        while s.viewers.is_empty() {
+            s = self.watched.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Send what changed since the last look to every viewer; drop the
+    /// ones that cannot keep up.
+    pub fn publish(&self) {
+        let now = (self.source)();
+        let mut s = lock(&self.state);
+        let (changed, gone) = diff(&s.last, &now);
+        s.last = now;
+        if changed.is_empty() && gone.is_empty() {
+            return;
+        }
+        let body = serde_json::json!({"upsert": changed, "remove": gone});
+        let msg: Arc<str> = format!("event: changes\ndata: {body}\n\n").into();
+        s.viewers.retain(|v| match v.try_send(msg.clone()) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                log::info!("live view: a viewer fell {QUEUE} messages behind and was dropped");
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        });
+    }
+
+    /// A new viewer, or None when [`MAX_VIEWERS`] are connected.
+    pub fn join(&self) -> Option<Viewer> {
+        let mut s = lock(&self.state);
+        s.viewers.retain(|v| {
+            // A viewer whose connection ended drops its receiver.
+            !matches!(
+                v.try_send(Arc::from("")),
+                Err(TrySendError::Disconnected(_))
+            )
+        });
+        if s.viewers.len() >= MAX_VIEWERS {
+            return None;
+        }
+        if s.viewers.is_empty() {
+            // Nobody watched: what was last sent is stale.
+            s.last = (self.source)();
+        }
+        let rows: Vec<&Row> = s.last.values().collect();
+        let snapshot = format!(
+            "retry: 1000\nevent: snapshot\ndata: {}\n\n",
+            serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into())
+        );
+        let (tx, rx) = sync_channel(QUEUE);
+        s.viewers.push(tx);
+        self.watched.notify_all();
+        Some(Viewer {
+            snapshot: snapshot.into(),
+            queue: rx,
+        })
+    }
+
+    /// Every row now, from the caches.
+    pub fn rows(&self) -> BTreeMap<String, Row> {
+        (self.source)()
+    }
+
+    /// Viewers connected now.
+    pub fn viewers(&self) -> usize {
+        lock(&self.state).viewers.len()
+    }
+}
+
+impl Viewer {
+    /// Write the stream to `out` until the viewer goes or is dropped.
+    pub fn serve(self, out: &mut dyn Write) {
+        if out
+            .write_all(self.snapshot.as_bytes())
+            .and_then(|_| out.flush())
+            .is_err()
+        {
+            return;
+        }
+        loop {
+            let msg = match self.queue.recv_timeout(KEEPALIVE) {
+                Ok(m) if m.is_empty() => continue,
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => Arc::from(": keepalive\n\n"),
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            if out
+                .write_all(msg.as_bytes())
+                .and_then(|_| out.flush())
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! The live status view (issue 13): one row per OpenMedModel in scope, built
+//! from the operator's own caches (no API request per viewer or per update),
+//! served as a page, as JSON (`/api/models`) and as a stream of changes
+//! (Server-Sent Events, `/events`).
+//!
+//! Only what status already shows goes out: versions, phase, conditions and
+//! their reasons, the target's replica counts, rollback count and request,
+//! and the Events the operator itself wrote (reason, type, count, time,
+//! message). No env values, no ConfigMap data, no spec beyond the model
+//! coordinates; user strings are cut to [`MAX_TEXT`].
+
+pub mod hub;
+pub mod page;
+
+use crate::controller::cache::{ObjectKey, Store};
+use crate::lock::lock;
+use crate::model::status::Field;
+use crate::reconcile::{DeploymentView, ModelView};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+
+/// Longest string copied from a resource into the view.
+pub const MAX_TEXT: usize = 256;
+/// Events kept per model, newest first.
+const EVENTS_PER_MODEL: usize = 5;
+/// Models whose Events are kept (the oldest entry goes beyond it).
+const EVENT_MODELS: usize = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Badge {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
+    pub desired: i64,
+    pub updated: i64,
+    pub ready: i64,
+    pub available: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventRow {
+    pub reason: String,
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub count: i64,
+    /// RFC 3339; the page shows the age.
+    pub last: String,
+    pub message: String,
+}
+
+/// One OpenMedModel, as the page shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub key: String,
+    pub namespace: String,
+    pub name: String,
+    pub family: String,
+    pub tier: String,
+    pub desired: String,
+    pub active: String,
+    pub phase: String,
+    pub conditions: Vec<Badge>,
+    pub target: String,
+    pub progress: Option<Progress>,
+    pub rollbacks: i64,
+    pub rollback_request: String,
+    /// The latest condition transition (RFC 3339), if any.
+    pub since: String,
+    pub deleting: bool,
+    pub events: Vec<EventRow>,
+}
+
+/// `s` cut to [`MAX_TEXT`] characters, control characters dropped.
+fn bounded(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_TEXT)
+        .collect()
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().map(bounded).unwrap_or_default()
+}
+
+/// The row of `model`, with its target from `deployments` (if claimed).
+pub fn row(model: &ModelView, deployment: Option<&DeploymentView>, events: Vec<EventRow>) -> Row {
+    let spec = model.spec().cloned().unwrap_or(Value::Null);
+    let status = model.status();
+    let conditions = status
+        .get(Field::Conditions)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let since = conditions
+        .iter()
+        .filter_map(|c| c["lastTransitionTime"].as_str())
+        .max()
+        .map(bounded)
+        .unwrap_or_default();
+    let progress = deployment.map(|d| Progress {
+        desired: d.replicas.unwrap_or(1),
+        updated: d.updated_replicas,
+        ready: d.ready_replicas,
+        available: d.available_replicas,
+    });
+    let str_of = |f| status.str(f).map(bounded).unwrap_or_default();
+    Row {
+        key: format!("{}/{}", model.namespace, model.name),
+        namespace: model.namespace.clone(),
+        name: model.name.clone(),
+        family: text(&spec["family"]),
+        tier: text(&spec["tier"]),
+        desired: text(&spec["version"]),
+        active: str_of(Field::ActiveVersion),
+        phase: model
+            .phase
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| "Pending".into()),
+        conditions: conditions
+            .iter()
+            .take(8)
+            .map(|c| Badge {
+                type_: text(&c["type"]),
+                status: text(&c["status"]),
+                reason: text(&c["reason"]),
+            })
+            .collect(),
+        target: text(&spec["targetRef"]["name"]),
+        progress,
+        rollbacks: status.int(Field::RollbackCount).unwrap_or(0),
+        rollback_request: str_of(Field::RollbackRequest),
+        since,
+        deleting: model.deleting,
+        events,
+    }
+}
+
+/// Every model in scope, by key, from the caches.
+pub fn snapshot(
+    models: &Store<ModelView>,
+    deployments: &Store<DeploymentView>,
+    recent: &RecentEvents,
+) -> BTreeMap<String, Row> {
+    let mut rows = BTreeMap::new();
+    models.for_each(|m| {
+        let target = m.spec().and_then(|s| s["targetRef"]["name"].as_str());
+        let d = target.and_then(|t| deployments.get(&ObjectKey::new(&m.namespace, t)));
+        let r = row(m, d.as_ref(), recent.of(&m.namespace, &m.name));
+        rows.insert(r.key.clone(), r);
+    });
+    rows
+}
+
+/// The Events the operator wrote lately, per model (it does not watch
+/// Events: these are what it posted, and what it listed at start).
+#[derive(Default)]
+pub struct RecentEvents(Mutex<Recent>);
+
+#[derive(Default)]
+struct Recent {
+    by_model: HashMap<ObjectKey, VecDeque<EventRow>>,
+    order: VecDeque<ObjectKey>,
+}
+
+impl RecentEvents {
+    /// An Event written (or bumped) for the model `namespace/name`.
+    pub fn record(&self, namespace: &str, name: &str, e: EventRow) {
+        let key = ObjectKey::new(namespace, name);
+        let mut r = lock(&self.0);
+        if !r.by_model.contains_key(&key) {
+            r.order.push_back(key.clone());
+            while r.order.len() > EVENT_MODELS {
+                if let Some(old) = r.order.pop_front() {
+                    r.by_model.remove(&old);
+                }
+            }
+        }
+        let list = r.by_model.entry(key).or_default();
+        list.retain(|x| x.reason != e.reason);
+        list.push_front(EventRow {
+            reason: bounded(&e.reason),
+            type_: bounded(&e.type_),
+            message: bounded(&e.message),
+            last: bounded(&e.last),
+            count: e.count,
+        });
+        list.truncate(EVENTS_PER_MODEL);
+    }
+
+    /// An Event object as listed from the API server, if it is about an
+    /// OpenMedModel.
+    pub fn record_object(&self, ev: &Value) {
+        let about = &ev["involvedObject"];
+        if about["kind"] != "OpenMedModel" {
+            return;
+        }
+        let (Some(ns), Some(name)) = (about["namespace"].as_str(), about["name"].as_str()) else {
+            return;
+        };
+        let last = ev["lastTimestamp"]
+            .as_str()
+            .or(ev["eventTime"].as_str())
+            .unwrap_or_default();
+        self.record(
+            ns,
+            name,
+            EventRow {
+                reason: text(&ev["reason"]),
+                type_: text(&ev["type"]),
+                count: ev["count"].as_i64().unwrap_or(1),
+                last: last.to_string(),
+                message: text(&ev["message"]),
+            },
+        );
+    }
+
+    pub fn of(&self, namespace: &str, name: &str) -> Vec<EventRow> {
+        let r = lock(&self.0);
+        r.by_model
+            .get(&ObjectKey::new(namespace, name))
+            .map(|l| l.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// What changed between two snapshots: rows to show, keys to drop.
+pub fn diff(old: &BTreeMap<String, Row>, new: &BTreeMap<String, Row>) -> (Vec<Row>, Vec<String>) {
+    let changed = new
+        .iter()
+        .filter(|(k, r)| old.get(*k) != Some(r))
+        .map(|(_, r)| r.clone())
+        .collect();
+    let gone = old
+        .keys()
+        .filter(|k| !new.contains_key(*k))
+        .cloned()
+        .collect();
+    (changed, gone)
+}
+
+#[cfg(test)]
+mod tests;
