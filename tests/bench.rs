@@ -29,8 +29,9 @@ struct Row {
     cpu_per_resync_ms: f64,
     patch_p50_ms: u64,
     patch_p99_ms: u64,
-    /// The live view with [`VIEWERS`] streams: RSS (KiB) and CPU (ms per
-    /// minute) each viewer adds, while models change.
+    /// The live view with [`VIEWERS`] streams, while models change: RSS
+    /// each viewer adds (KiB), and CPU all of them add (ms per minute; the
+    /// publisher's work is shared by every viewer).
     view_rss_kib: f64,
     view_cpu_ms_per_min: f64,
     load: String,
@@ -130,13 +131,14 @@ fn run(n: usize) -> Row {
     let cpu_per_resync_ms = (op.cpu_ms().unwrap_or(0) - cpu0) as f64 / 2.0;
     let steady_rss_mib = rss_mib(&op, "VmRSS:");
     let (p50, p99) = change_to_patch(&sim, n);
+    let peak_rss_mib = rss_mib(&op, "VmHWM:");
     let (view_rss_kib, view_cpu_ms_per_min) = view_cost(&sim, &op, n);
     let row = Row {
         n,
         rolling_out_s: rolling.as_secs_f64(),
         ready_s: ready.as_secs_f64(),
         by_verb,
-        peak_rss_mib: rss_mib(&op, "VmHWM:"),
+        peak_rss_mib,
         steady_rss_mib,
         cpu_converge_ms,
         cpu_per_resync_ms,
@@ -215,7 +217,7 @@ fn view_cost(sim: &Sim, op: &Operator, n: usize) -> (f64, f64) {
     let per = VIEWERS as f64;
     (
         (rss_watched - rss_alone) / per,
-        (cpu_watched - cpu_alone).max(0.0) / per,
+        (cpu_watched - cpu_alone).max(0.0),
     )
 }
 
@@ -246,11 +248,12 @@ fn print(rows: &[Row]) {
             r.load
         );
     }
-    println!("| resources | live view: RSS per viewer | CPU per viewer-minute ({VIEWERS} viewers, 10 changes) |");
+    println!("| resources | live view, {VIEWERS} viewers, 10 changes: RSS added (the first viewer pays for the shared rows) | CPU added by all of them |");
     println!("| --- | --- | --- |");
     for r in rows {
+        let all = r.view_rss_kib * VIEWERS as f64 / 1024.0;
         println!(
-            "| {} | {:.0} KiB | {:.1} ms |",
+            "| {} | {all:.1} MiB in all, {:.0} KiB a viewer | {:.0} ms a minute |",
             r.n, r.view_rss_kib, r.view_cpu_ms_per_min
         );
     }

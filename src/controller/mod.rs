@@ -188,14 +188,11 @@ fn serve_view(
     let Some(addr) = cfg.ui_addr else {
         return Ok("no address".into());
     };
-    let (models, deployments, recent) = (
+    let hub = crate::view::hub::Hub::new(Box::new(crate::view::Rows::new(
         reconciler.models.clone(),
         reconciler.deployments.clone(),
         reconciler.recent.clone(),
-    );
-    let hub = crate::view::hub::Hub::new(Box::new(move || {
-        crate::view::snapshot(&models, &deployments, &recent)
-    }));
+    )));
     hub.start().map_err(StartError::Thread)?;
     let (tls, access, scheme) = match guard {
         Some(g) if !addr.ip().is_loopback() => {

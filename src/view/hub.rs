@@ -24,10 +24,18 @@ pub const QUEUE: usize = 32;
 /// and finds dead connections.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
-pub type Source = Box<dyn Fn() -> BTreeMap<String, Row> + Send + Sync>;
+/// Where the rows come from.
+pub trait Source: Send + Sync {
+    /// Every row now.
+    fn rows(&self) -> BTreeMap<String, Row>;
+    /// A number that grows whenever the rows may have changed.
+    fn version(&self) -> u64;
+    /// Nobody watches any more: let go of what only viewers need.
+    fn idle(&self) {}
+}
 
 pub struct Hub {
-    source: Source,
+    source: Box<dyn Source>,
     /// The rows every viewer has been sent, and the viewers.
     state: Mutex<State>,
     watched: Condvar,
@@ -36,6 +44,11 @@ pub struct Hub {
 #[derive(Default)]
 struct State {
     last: BTreeMap<String, Row>,
+    /// The source's version when `last` was taken.
+    seen: Option<u64>,
+    /// `last` as a snapshot message, made once for every viewer that joins
+    /// before it changes (at 1,000 models it is about 1 MB).
+    snapshot: Option<Arc<str>>,
     viewers: Vec<SyncSender<Arc<str>>>,
 }
 
@@ -46,7 +59,7 @@ pub struct Viewer {
 }
 
 impl Hub {
-    pub fn new(source: Source) -> Arc<Hub> {
+    pub fn new(source: Box<dyn Source>) -> Arc<Hub> {
         Arc::new(Hub {
             source,
             state: Mutex::new(State::default()),
@@ -69,6 +82,11 @@ impl Hub {
 
     fn wait_for_viewers(&self) {
         let mut s = lock(&self.state);
+        if s.viewers.is_empty() && s.seen.is_some() {
+            // The last viewer left: free the copies kept for viewers.
+            *s = State::default();
+            self.source.idle();
+        }
         while s.viewers.is_empty() {
             s = self.watched.wait(s).unwrap_or_else(|e| e.into_inner());
         }
@@ -77,10 +95,16 @@ impl Hub {
     /// Send what changed since the last look to every viewer; drop the
     /// ones that cannot keep up.
     pub fn publish(&self) {
-        let now = (self.source)();
+        let version = self.source.version();
+        if lock(&self.state).seen == Some(version) {
+            return;
+        }
+        let now = self.source.rows();
         let mut s = lock(&self.state);
         let (changed, gone) = diff(&s.last, &now);
         s.last = now;
+        s.seen = Some(version);
+        s.snapshot = None;
         if changed.is_empty() && gone.is_empty() {
             return;
         }
@@ -111,25 +135,32 @@ impl Hub {
         }
         if s.viewers.is_empty() {
             // Nobody watched: what was last sent is stale.
-            s.last = (self.source)();
+            s.seen = Some(self.source.version());
+            s.last = self.source.rows();
+            s.snapshot = None;
         }
-        let rows: Vec<&Row> = s.last.values().collect();
-        let snapshot = format!(
-            "retry: 1000\nevent: snapshot\ndata: {}\n\n",
-            serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into())
-        );
+        let snapshot = match &s.snapshot {
+            Some(m) => m.clone(),
+            None => {
+                let rows: Vec<&Row> = s.last.values().collect();
+                let json = serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into());
+                let m: Arc<str> = format!("retry: 1000\nevent: snapshot\ndata: {json}\n\n").into();
+                s.snapshot = Some(m.clone());
+                m
+            }
+        };
         let (tx, rx) = sync_channel(QUEUE);
         s.viewers.push(tx);
         self.watched.notify_all();
         Some(Viewer {
-            snapshot: snapshot.into(),
+            snapshot,
             queue: rx,
         })
     }
 
     /// Every row now, from the caches.
     pub fn rows(&self) -> BTreeMap<String, Row> {
-        (self.source)()
+        self.source.rows()
     }
 
     /// Viewers connected now.
@@ -141,15 +172,18 @@ impl Hub {
 impl Viewer {
     /// Write the stream to `out` until the viewer goes or is dropped.
     pub fn serve(self, out: &mut dyn Write) {
+        let Viewer { snapshot, queue } = self;
         if out
-            .write_all(self.snapshot.as_bytes())
+            .write_all(snapshot.as_bytes())
             .and_then(|_| out.flush())
             .is_err()
         {
             return;
         }
+        // Not held for the life of the stream.
+        drop(snapshot);
         loop {
-            let msg = match self.queue.recv_timeout(KEEPALIVE) {
+            let msg = match queue.recv_timeout(KEEPALIVE) {
                 Ok(m) if m.is_empty() => continue,
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => Arc::from(": keepalive\n\n"),

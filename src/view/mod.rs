@@ -142,20 +142,92 @@ pub fn row(model: &ModelView, deployment: Option<&DeploymentView>, events: Vec<E
     }
 }
 
-/// Every model in scope, by key, from the caches.
-pub fn snapshot(
-    models: &Store<ModelView>,
-    deployments: &Store<DeploymentView>,
-    recent: &RecentEvents,
-) -> BTreeMap<String, Row> {
-    let mut rows = BTreeMap::new();
-    models.for_each(|m| {
-        let target = m.spec().and_then(|s| s["targetRef"]["name"].as_str());
-        let d = target.and_then(|t| deployments.get(&ObjectKey::new(&m.namespace, t)));
-        let r = row(m, d.as_ref(), recent.of(&m.namespace, &m.name));
-        rows.insert(r.key.clone(), r);
-    });
-    rows
+/// Rows from the caches, each rebuilt only when its model, its target or
+/// its Events changed (unpacking a model's status costs more than copying a
+/// row), and a whole pass skipped when no cache changed at all.
+pub struct Rows {
+    models: std::sync::Arc<Store<ModelView>>,
+    deployments: std::sync::Arc<Store<DeploymentView>>,
+    recent: std::sync::Arc<RecentEvents>,
+    built: Mutex<HashMap<String, Built>>,
+}
+
+/// A row and what it was built from: the model's and the Deployment's
+/// resourceVersions and the model's Events' version.
+struct Built {
+    from: (String, String, u64),
+    row: Row,
+}
+
+impl Rows {
+    pub fn new(
+        models: std::sync::Arc<Store<ModelView>>,
+        deployments: std::sync::Arc<Store<DeploymentView>>,
+        recent: std::sync::Arc<RecentEvents>,
+    ) -> Rows {
+        Rows {
+            models,
+            deployments,
+            recent,
+            built: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl hub::Source for Rows {
+    /// Grows with every change a row could show.
+    fn version(&self) -> u64 {
+        self.models.changes() + self.deployments.changes() + self.recent.version()
+    }
+
+    fn idle(&self) {
+        *lock(&self.built) = HashMap::new();
+    }
+
+    /// Every model in scope, by key.
+    fn rows(&self) -> BTreeMap<String, Row> {
+        let mut built = lock(&self.built);
+        let mut rows = BTreeMap::new();
+        // Parsing a stored view would keep its parsed spec and status in
+        // the cache for good (the memo is the view's): parse copies.
+        self.models.for_each(|stored| {
+            let (ns, name) = (&stored.namespace, &stored.name);
+            let key = format!("{ns}/{name}");
+            let mut copy = None;
+            let target = match built.get(&key) {
+                Some(b) if b.from.0 == stored.resource_version => b.row.target.clone(),
+                _ => {
+                    let m = copy.insert(stored.clone());
+                    m.spec()
+                        .map(|s| text(&s["targetRef"]["name"]))
+                        .unwrap_or_default()
+                }
+            };
+            let d = Some(target)
+                .filter(|t| !t.is_empty())
+                .and_then(|t| self.deployments.get(&ObjectKey::new(ns, t)));
+            let from = (
+                stored.resource_version.clone(),
+                d.as_ref()
+                    .map(|d| d.resource_version.clone())
+                    .unwrap_or_default(),
+                self.recent.version_of(ns, name),
+            );
+            let row = match built.get(&key) {
+                Some(b) if b.from == from => b.row.clone(),
+                _ => {
+                    let m = copy.unwrap_or_else(|| stored.clone());
+                    let row = row(&m, d.as_ref(), self.recent.of(ns, name));
+                    let again = row.clone();
+                    built.insert(key.clone(), Built { from, row: again });
+                    row
+                }
+            };
+            rows.insert(key, row);
+        });
+        built.retain(|k, _| rows.contains_key(k));
+        rows
+    }
 }
 
 /// The Events the operator wrote lately, per model (it does not watch
@@ -165,8 +237,10 @@ pub struct RecentEvents(Mutex<Recent>);
 
 #[derive(Default)]
 struct Recent {
-    by_model: HashMap<ObjectKey, VecDeque<EventRow>>,
+    /// Each model's Events, and the count of records when they last changed.
+    by_model: HashMap<ObjectKey, (u64, VecDeque<EventRow>)>,
     order: VecDeque<ObjectKey>,
+    records: u64,
 }
 
 impl RecentEvents {
@@ -182,7 +256,10 @@ impl RecentEvents {
                 }
             }
         }
-        let list = r.by_model.entry(key).or_default();
+        r.records += 1;
+        let records = r.records;
+        let (version, list) = r.by_model.entry(key).or_default();
+        *version = records;
         list.retain(|x| x.reason != e.reason);
         list.push_front(EventRow {
             reason: bounded(&e.reason),
@@ -225,8 +302,21 @@ impl RecentEvents {
         let r = lock(&self.0);
         r.by_model
             .get(&ObjectKey::new(namespace, name))
-            .map(|l| l.iter().cloned().collect())
+            .map(|(_, l)| l.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Grows with every Event recorded.
+    pub fn version(&self) -> u64 {
+        lock(&self.0).records
+    }
+
+    /// Changes when this model's Events do.
+    pub fn version_of(&self, namespace: &str, name: &str) -> u64 {
+        let r = lock(&self.0);
+        r.by_model
+            .get(&ObjectKey::new(namespace, name))
+            .map_or(0, |(v, _)| *v)
     }
 }
 

@@ -1,6 +1,7 @@
-use super::hub::{Hub, MAX_VIEWERS, QUEUE};
+use super::hub::{Hub, Source, MAX_VIEWERS, QUEUE};
 use super::*;
 use serde_json::json;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
 fn model(name: &str, phase: &str, version: &str) -> ModelView {
@@ -143,11 +144,37 @@ fn recent_events_are_newest_first_one_per_reason_and_few() {
     assert_eq!(r.of("ns", "x")[0].type_, "Warning");
 }
 
-/// A hub over rows the test sets.
+/// Rows the test sets; every look a new version.
+struct Set(Arc<Mutex<BTreeMap<String, Row>>>, AtomicU64);
+
+impl Source for Set {
+    fn rows(&self) -> BTreeMap<String, Row> {
+        lock(&self.0).clone()
+    }
+    fn version(&self) -> u64 {
+        self.1.fetch_add(1, SeqCst)
+    }
+}
+
 fn hub() -> (Arc<Hub>, Arc<Mutex<BTreeMap<String, Row>>>) {
     let rows = Arc::new(Mutex::new(BTreeMap::new()));
-    let source = rows.clone();
-    (Hub::new(Box::new(move || lock(&source).clone())), rows)
+    (
+        Hub::new(Box::new(Set(rows.clone(), AtomicU64::new(0)))),
+        rows,
+    )
+}
+
+/// Counts the looks at the rows it passes on.
+struct Counted(Rows, Arc<AtomicUsize>);
+
+impl Source for Counted {
+    fn rows(&self) -> BTreeMap<String, Row> {
+        self.1.fetch_add(1, SeqCst);
+        self.0.rows()
+    }
+    fn version(&self) -> u64 {
+        self.0.version()
+    }
 }
 
 fn set(rows: &Mutex<BTreeMap<String, Row>>, m: &ModelView) {
@@ -204,4 +231,34 @@ fn viewers_are_bounded() {
     assert!(hub.join().is_none());
     drop(all);
     assert!(hub.join().is_some(), "a viewer that left frees its place");
+}
+
+#[test]
+fn nothing_is_rebuilt_or_sent_while_no_cache_changes() {
+    let models = Arc::new(Store::<ModelView>::default());
+    let deployments = Arc::new(Store::<DeploymentView>::default());
+    let recent = Arc::new(RecentEvents::default());
+    let m = model("a", "Ready", "v1");
+    models
+        .put(ObjectKey::new("team-a", "a"), m.clone())
+        .unwrap();
+    let looks = Arc::new(AtomicUsize::new(0));
+    let rows = Rows::new(models.clone(), deployments, recent.clone());
+    let hub = Hub::new(Box::new(Counted(rows, looks.clone())));
+    let viewer = hub.join().unwrap();
+    for _ in 0..10 {
+        hub.publish();
+    }
+    assert_eq!(looks.load(SeqCst), 1, "the caches did not change");
+    // An Event recorded for the model: one look, one message.
+    recent.record("team-a", "a", event("RolloutSucceeded", 1));
+    hub.publish();
+    hub.publish();
+    assert_eq!(looks.load(SeqCst), 2);
+    assert!(viewer
+        .queue
+        .try_recv()
+        .unwrap()
+        .contains("RolloutSucceeded"));
+    assert!(viewer.queue.try_recv().is_err());
 }
