@@ -56,21 +56,8 @@ say "What the operator logged"
 grep -E "openmed/openmed-service" "$WORK/operator.log" | sed 's/^/    /'
 
 say "/metrics over TLS: only for a token allowed get on /metrics"
-kc apply -f - >/dev/null <<'YAML'
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: prometheus-openmed-metrics
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: openmed-operator-metrics-reader
-subjects:
-  - kind: ServiceAccount
-    name: prometheus
-    namespace: monitoring
-YAML
-metrics_url=$(grep -o 'metrics on https://[0-9.:]*' "$WORK/operator.log" | head -1 | cut -d' ' -f3)
+bind_metrics_reader monitoring prometheus
+metrics_url=$(metrics_url "$WORK/operator.log")
 code=$(curl -sk -o /dev/null -w '%{http_code}' "$metrics_url/metrics" || true)
 info "no token: $code"
 info "Prometheus's token (bound to openmed-operator-metrics-reader):"
@@ -81,6 +68,7 @@ if ((KEEP)); then
   say "Left running. Try:"
   info "export KUBECONFIG=$KUBECONFIG"
   info "kubectl get omm -A; kubectl -n openmed describe omm openmed-service"
+  info "live view: $(grep -o 'live view on http://[0-9.:]*/' "$WORK/operator.log" | sed -n '1s/live view on //p')"
   info "operator log: $WORK/operator.log; stop with: kill $OP_PID ${SIM_PIDS[*]}"
   trap - EXIT
 else

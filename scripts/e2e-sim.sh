@@ -145,23 +145,8 @@ TIMEOUT=60
 scenario_all
 
 say "Secure /metrics, scraped with curl as Prometheus would be"
-# (kubectl create clusterrolebinding in a real cluster; kubesim takes JSON
-# only, not the protobuf kubectl's generators send.)
-kc apply -f - >/dev/null <<'YAML'
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: prometheus-openmed-metrics
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: openmed-operator-metrics-reader
-subjects:
-  - kind: ServiceAccount
-    name: prometheus
-    namespace: monitoring
-YAML
-metrics_url=$(grep -o 'metrics on https://[0-9.:]*' "$WORK/operator.log" | head -1 | cut -d' ' -f3)
+bind_metrics_reader monitoring prometheus
+metrics_url=$(metrics_url "$WORK/operator.log")
 [[ -n $metrics_url ]] || die "no https metrics address in the operator log"
 scrape() { curl -sk -o "$WORK/scrape.out" -w '%{http_code}' "$@" "$metrics_url/metrics" || true; }
 [[ $(scrape) == 401 ]] || die "/metrics without a token should be 401"

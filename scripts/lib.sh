@@ -45,6 +45,31 @@ start_sim() {
   export KC_CACHE="$dir/kube-cache"
 }
 
+# bind_metrics_reader NS NAME: let service account NS/NAME read /metrics
+# (kubectl create clusterrolebinding in a real cluster; kubesim takes JSON
+# only, not the protobuf kubectl's generators send).
+bind_metrics_reader() {
+  kc apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: $2-openmed-metrics
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: openmed-operator-metrics-reader
+subjects:
+  - kind: ServiceAccount
+    name: $2
+    namespace: $1
+YAML
+}
+
+# metrics_url LOGFILE: the https origin of /metrics from the operator's log.
+metrics_url() {
+  grep -o 'metrics on https://[0-9.:]*' "$1" | sed -n '1s/metrics on //p'
+}
+
 # start_operator LOGFILE [flags...]: run the operator binary in the background.
 OP_PID=""
 start_operator() {

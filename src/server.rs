@@ -123,22 +123,27 @@ pub fn metrics(metrics: Arc<Metrics>, access: Option<Arc<MetricsAccess>>) -> Han
             .as_ref()
             .map_or(Verdict::Allowed, |a| a.check(r.authorization.as_deref()));
         metrics.metrics_access(verdict.as_str());
-        match verdict {
-            Verdict::Allowed => Answer {
-                content_type: "text/plain; version=0.0.4",
-                ..Answer::text(200, metrics.render())
-            },
-            Verdict::Unauthenticated => Answer {
-                headers: vec![("WWW-Authenticate", "Bearer")],
-                ..Answer::text(401, "Unauthorized: a bearer token the API server knows\n")
-            },
-            Verdict::Forbidden => Answer::text(403, "Forbidden: needs get on /metrics\n"),
-            Verdict::Throttled => Answer {
-                headers: vec![("Retry-After", "1")],
-                ..Answer::text(429, "Too many new callers; retry in a second\n")
-            },
-            Verdict::Unavailable => Answer::text(503, "cannot review the token now\n"),
-        }
+        refusal(verdict).unwrap_or_else(|| Answer {
+            content_type: "text/plain; version=0.0.4",
+            ..Answer::text(200, metrics.render())
+        })
+    })
+}
+
+/// The answer to a caller `verdict` does not let in (None: let in).
+pub fn refusal(verdict: Verdict) -> Option<Answer> {
+    Some(match verdict {
+        Verdict::Allowed => return None,
+        Verdict::Unauthenticated => Answer {
+            headers: vec![("WWW-Authenticate", "Bearer")],
+            ..Answer::text(401, "Unauthorized: a bearer token the API server knows\n")
+        },
+        Verdict::Forbidden => Answer::text(403, "Forbidden: needs get on /metrics\n"),
+        Verdict::Throttled => Answer {
+            headers: vec![("Retry-After", "1")],
+            ..Answer::text(429, "Too many new callers; retry in a second\n")
+        },
+        Verdict::Unavailable => Answer::text(503, "cannot review the token now\n"),
     })
 }
 

@@ -3,7 +3,7 @@
 
 use super::hub::Hub;
 use crate::metrics_access::{MetricsAccess, Verdict};
-use crate::server::{Answer, Handler, Request};
+use crate::server::{refusal, Answer, Handler, Request};
 use std::sync::Arc;
 
 /// One self-contained page: its CSS and script inline, nothing fetched from
@@ -20,14 +20,11 @@ pub fn handler(hub: Arc<Hub>, access: Option<Arc<MetricsAccess>>) -> Handler {
         if r.method != "GET" {
             return Answer::text(405, "only GET\n");
         }
-        if let Some(a) = &access {
-            match a.check(r.authorization.as_deref()) {
-                Verdict::Allowed => {}
-                Verdict::Unauthenticated => return Answer::text(401, "Unauthorized\n"),
-                Verdict::Forbidden => return Answer::text(403, "Forbidden\n"),
-                Verdict::Throttled => return Answer::text(429, "Too many new callers\n"),
-                Verdict::Unavailable => return Answer::text(503, "cannot review the token\n"),
-            }
+        let verdict = access
+            .as_ref()
+            .map_or(Verdict::Allowed, |a| a.check(r.authorization.as_deref()));
+        if let Some(no) = refusal(verdict) {
+            return no;
         }
         let secure = vec![
             ("Content-Security-Policy", CSP),
@@ -62,4 +59,72 @@ pub fn handler(hub: Arc<Hub>, access: Option<Arc<MetricsAccess>>) -> Handler {
             _ => Answer::text(404, "not found\n"),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics_access::Reviewer;
+
+    /// Knows one token, allowed.
+    struct One;
+
+    impl Reviewer for One {
+        fn review(&self, token: &str) -> Result<Verdict, String> {
+            Ok(match token {
+                "viewer" => Verdict::Allowed,
+                _ => Verdict::Unauthenticated,
+            })
+        }
+    }
+
+    struct NoRows;
+
+    impl super::super::hub::Source for NoRows {
+        fn rows(&self) -> std::collections::BTreeMap<String, super::super::Row> {
+            Default::default()
+        }
+        fn version(&self) -> u64 {
+            0
+        }
+    }
+
+    fn get(h: &Handler, path: &str, token: Option<&str>) -> Answer {
+        h(&Request {
+            method: "GET".into(),
+            path: path.into(),
+            authorization: token.map(|t| format!("Bearer {t}")),
+        })
+    }
+
+    #[test]
+    fn off_loopback_every_route_needs_a_token_the_api_server_allows() {
+        let access = Arc::new(MetricsAccess::new(Box::new(One)));
+        let h = handler(Hub::new(Box::new(NoRows)), Some(access));
+        for path in ["/", "/api/models", "/events"] {
+            assert_eq!(get(&h, path, None).code, 401, "{path}");
+            assert_eq!(get(&h, path, Some("forged")).code, 401, "{path}");
+        }
+        let page = get(&h, "/", Some("viewer"));
+        assert_eq!(page.code, 200);
+        assert!(page
+            .headers
+            .iter()
+            .any(|(k, v)| *k == "Content-Security-Policy" && v.contains("default-src 'none'")));
+        assert_eq!(get(&h, "/api/models", Some("viewer")).body, "[]");
+        assert!(get(&h, "/events", Some("viewer")).stream.is_some());
+    }
+
+    #[test]
+    fn on_loopback_the_routes_are_open_and_nothing_else_is_served() {
+        let h = handler(Hub::new(Box::new(NoRows)), None);
+        assert_eq!(get(&h, "/", None).code, 200);
+        assert_eq!(get(&h, "/metrics", None).code, 404);
+        let post = h(&Request {
+            method: "POST".into(),
+            path: "/".into(),
+            authorization: None,
+        });
+        assert_eq!(post.code, 405);
+    }
 }
