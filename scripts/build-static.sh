@@ -96,6 +96,7 @@ start=$SECONDS
   /usr/bin/cargo build --release --locked --bin openmed-operator \
   -Z build-std=std,panic_abort --target "$TARGET" --target-dir "$OUT"
 info "built in $((SECONDS - start)) s: $BIN, $(stat -c %s "$BIN") bytes (stripped), sha256 $(sha256sum "$BIN" | cut -d' ' -f1)"
+source_info # the SBOM's time is the commit's
 "${NET[@]}" python3 scripts/sbom.py "$BIN" "$OUT/openmed-operator.cdx.json" | sed 's/^/    /'
 
 ((CHECK)) || exit 0

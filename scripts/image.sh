@@ -38,18 +38,9 @@ done
 SBOM="$(dirname "$(dirname "$(dirname "$BIN")")")/openmed-operator.cdx.json"
 [[ -x $BIN && -s $SBOM ]] || die "no binary and SBOM at $BIN: run scripts/build-static.sh first"
 
-# The commit and its time: from git, or from the vendored bundle's record.
-if git rev-parse HEAD >/dev/null 2>&1; then
-  REVISION=$(git rev-parse HEAD)
-  SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
-elif [[ -f target/vendor-bundle/source.env ]]; then
-  # shellcheck source=/dev/null
-  source target/vendor-bundle/source.env
-else
-  die "no git and no target/vendor-bundle/source.env: cannot label the image"
-fi
+source_info
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-export REVISION SOURCE_DATE_EPOCH VERSION
+export VERSION
 LAYOUT="$OUT/layout"
 ARCHIVE="$OUT/openmed-operator-$VERSION.oci.tar"
 mkdir -p "$OUT"

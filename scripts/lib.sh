@@ -70,6 +70,23 @@ metrics_url() {
   grep -o 'metrics on https://[0-9.:]*' "$1" | sed -n '1s/metrics on //p'
 }
 
+# source_info: export REVISION and SOURCE_DATE_EPOCH (the commit and its
+# time) from this tree's git, or, in an unpacked vendored bundle (no git of
+# its own: a git found above it is another project's), from the record
+# scripts/vendor.sh put in it.
+source_info() {
+  if [[ $(git -C "$REPO" rev-parse --show-toplevel 2>/dev/null) == "$REPO" ]]; then
+    REVISION=$(git -C "$REPO" rev-parse HEAD)
+    SOURCE_DATE_EPOCH=$(git -C "$REPO" log -1 --format=%ct)
+  elif [[ -f $REPO/target/vendor-bundle/source.env ]]; then
+    # shellcheck source=/dev/null
+    source "$REPO/target/vendor-bundle/source.env"
+  else
+    die "no git here and no target/vendor-bundle/source.env: which commit is this?"
+  fi
+  export REVISION SOURCE_DATE_EPOCH
+}
+
 # start_operator LOGFILE [flags...]: run the operator binary in the background.
 OP_PID=""
 start_operator() {

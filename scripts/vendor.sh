@@ -59,9 +59,13 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 tarball="$OUT/openmed-operator-$version-vendored.tar.gz"
 say "The source bundle to carry: $tarball"
 list="$OUT/files.txt"
-# This checkout's tracked (and new, unignored) files, then the vendored tree,
-# as one reproducible tar: sorted names, fixed owner and time.
-git ls-files -z --cached --others --exclude-standard | sort -z >"$list"
+# This checkout's tracked files (those still there; nothing untracked, which
+# may be private), then the vendored tree, as one reproducible tar: sorted
+# names, fixed owner and time.
+git ls-files -z --cached | python3 -c '
+import os, sys
+names = [n for n in sys.stdin.buffer.read().split(b"\0") if n and os.path.lexists(n)]
+sys.stdout.buffer.write(b"".join(n + b"\0" for n in sorted(names)))' >"$list"
 epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
 tar --null -T "$list" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
   --transform "s#^#openmed-operator-$version/#" -cf "$OUT/bundle.tar"

@@ -108,7 +108,9 @@ pub fn self_signed(names: &[String], now: SystemTime) -> Result<(Vec<u8>, Vec<u8
         .map_err(|_| "the key made is unusable".to_string())?;
     let mut serial = [0u8; 16];
     ring::rand::SecureRandom::fill(&rng, &mut serial).map_err(|_| "no randomness".to_string())?;
-    serial[0] &= 0x7f;
+    // Positive and minimal in DER (a leading 0x00 before a byte below 0x80
+    // is refused by strict parsers, Go's among them): 0x40..=0x7f.
+    serial[0] = (serial[0] & 0x7f) | 0x40;
     let from = now.checked_sub(Duration::from_secs(3600)).unwrap_or(now);
     let tbs = der::tbs_certificate(
         &serial,

@@ -20,10 +20,17 @@ use std::time::{Duration, Instant};
 
 /// The non-resource URL a scraper must be allowed to `get`.
 pub const METRICS_PATH: &str = "/metrics";
+/// The one a viewer of the live view must be allowed to `get` off loopback
+/// (a scraper does not thereby see every model's status and Events).
+pub const VIEW_PATH: &str = "/live-view";
 /// How long a verdict is kept: an allowed caller is re-checked each minute
 /// (a revoked binding takes effect within it), a refused one sooner.
 const ALLOWED_FOR: Duration = Duration::from_secs(60);
 const REFUSED_FOR: Duration = Duration::from_secs(10);
+/// An expired `Allowed` still lets its caller in for this long when the
+/// review cap is spent, so a flood of new tokens cannot lock out a known
+/// scraper whose minute is up.
+const ALLOWED_GRACE: Duration = Duration::from_secs(300);
 /// Verdicts kept at most (a few hundred bytes of memory in all).
 const MAX_CACHED: usize = 1024;
 /// Reviews (each a TokenReview and, for a real user, a SubjectAccessReview)
@@ -87,14 +94,18 @@ impl MetricsAccess {
         };
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let now = Instant::now();
-        if let Some((v, until)) = lock(&self.cache).get(&key) {
-            if *until > now {
-                return *v;
+        let known = lock(&self.cache).get(&key).copied();
+        if let Some((v, until)) = known {
+            if until > now {
+                return v;
             }
         }
         let allowed = lock(&self.cap).as_mut().is_none_or(|b| b.try_take(now));
         if !allowed {
-            return Verdict::Throttled;
+            return match known {
+                Some((Verdict::Allowed, until)) if until + ALLOWED_GRACE > now => Verdict::Allowed,
+                _ => Verdict::Throttled,
+            };
         }
         match self.reviewer.review(token) {
             Ok(v) => {
@@ -116,7 +127,10 @@ impl MetricsAccess {
         };
         let mut cache = lock(&self.cache);
         if cache.len() >= MAX_CACHED {
-            cache.retain(|_, (_, until)| *until > now);
+            cache.retain(|_, (v, until)| match v {
+                Verdict::Allowed => *until + ALLOWED_GRACE > now,
+                _ => *until > now,
+            });
         }
         if cache.len() >= MAX_CACHED {
             // Still full of live verdicts: the one that ends first goes.
@@ -137,9 +151,10 @@ pub fn bearer(header: &str) -> Option<&str> {
 }
 
 /// Reviews made with the API server (on a client without the leader's
-/// write gate: a standby answers scrapes too).
+/// write gate: a standby answers scrapes too), for `get` on `path`.
 pub struct ApiReviewer {
-    pub client: Client,
+    pub client: std::sync::Arc<Client>,
+    pub path: &'static str,
 }
 
 impl Reviewer for ApiReviewer {
@@ -152,7 +167,7 @@ impl Reviewer for ApiReviewer {
         let Some(user) = authenticated_user(&who) else {
             return Ok(Verdict::Unauthenticated);
         };
-        let may = post(SUBJECT_ACCESS_REVIEWS, &access_review(&user))?;
+        let may = post(SUBJECT_ACCESS_REVIEWS, &access_review(&user, self.path))?;
         Ok(if may["status"]["allowed"] == true {
             Verdict::Allowed
         } else {
@@ -177,11 +192,11 @@ pub fn authenticated_user(review: &Value) -> Option<Value> {
         .then(|| status["user"].clone())
 }
 
-/// The SubjectAccessReview asking whether `user` may get `/metrics`.
-pub fn access_review(user: &Value) -> Value {
+/// The SubjectAccessReview asking whether `user` may get `path`.
+pub fn access_review(user: &Value, path: &str) -> Value {
     let mut spec = json!({
         "user": user["username"],
-        "nonResourceAttributes": {"path": METRICS_PATH, "verb": "get"},
+        "nonResourceAttributes": {"path": path, "verb": "get"},
     });
     for field in ["uid", "groups", "extra"] {
         if !user[field].is_null() {
@@ -258,6 +273,12 @@ mod tests {
         assert!(throttled >= 985, "{throttled}");
         assert_eq!(a.check(Some("Bearer good")), Verdict::Allowed);
         assert!(lock(&a.cache).len() <= MAX_CACHED);
+        // Its minute up while the flood has spent the cap: still let in.
+        let key: [u8; 32] = Sha256::digest(b"good").into();
+        let past = Instant::now() - ALLOWED_FOR;
+        lock(&a.cache).insert(key, (Verdict::Allowed, past));
+        assert_eq!(a.check(Some("Bearer forged-again")), Verdict::Throttled);
+        assert_eq!(a.check(Some("Bearer good")), Verdict::Allowed);
     }
 
     #[test]
@@ -325,7 +346,7 @@ mod tests {
             "username": "system:serviceaccount:monitoring:prometheus",
             "uid": "u-1", "groups": ["system:serviceaccounts"]}}});
         let user = authenticated_user(&answer).unwrap();
-        let sar = access_review(&user);
+        let sar = access_review(&user, METRICS_PATH);
         assert_eq!(sar["kind"], "SubjectAccessReview");
         assert_eq!(
             sar["spec"],

@@ -34,6 +34,8 @@ pub struct Request {
     pub path: String,
     /// The `Authorization` header, never logged.
     pub authorization: Option<String>,
+    /// The `Host` header.
+    pub host: Option<String>,
 }
 
 /// A handler's answer.
@@ -138,7 +140,7 @@ pub fn refusal(verdict: Verdict) -> Option<Answer> {
             headers: vec![("WWW-Authenticate", "Bearer")],
             ..Answer::text(401, "Unauthorized: a bearer token the API server knows\n")
         },
-        Verdict::Forbidden => Answer::text(403, "Forbidden: needs get on /metrics\n"),
+        Verdict::Forbidden => Answer::text(403, "Forbidden: your user may not get this path\n"),
         Verdict::Throttled => Answer {
             headers: vec![("Retry-After", "1")],
             ..Answer::text(429, "Too many new callers; retry in a second\n")
@@ -147,22 +149,53 @@ pub fn refusal(verdict: Verdict) -> Option<Answer> {
     })
 }
 
-/// A connection, plain or TLS, and the socket under it (for deadlines).
+/// The socket with a deadline that every read checks, so that no reader
+/// above it can wait past it: rustls reads in a loop of its own until a
+/// record is complete, and a client sending a byte every few seconds would
+/// otherwise keep a TLS connection (and its slot) for ever.
+struct Deadlined {
+    sock: TcpStream,
+    deadline: Option<Instant>,
+}
+
+impl Read for Deadlined {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if let Some(d) = self.deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(std::io::ErrorKind::TimedOut.into());
+            }
+            self.sock.set_read_timeout(Some(left))?;
+        }
+        self.sock.read(buf)
+    }
+}
+
+impl Write for Deadlined {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.sock.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.sock.flush()
+    }
+}
+
+/// A connection, plain or TLS, over a [`Deadlined`] socket.
 trait Conn: Read + Write {
-    fn socket(&self) -> &TcpStream;
+    fn socket(&mut self) -> &mut Deadlined;
     /// Ends the connection cleanly (TLS: close_notify).
     fn finish(&mut self) {}
 }
 
-impl Conn for TcpStream {
-    fn socket(&self) -> &TcpStream {
+impl Conn for Deadlined {
+    fn socket(&mut self) -> &mut Deadlined {
         self
     }
 }
 
-impl Conn for StreamOwned<ServerConnection, TcpStream> {
-    fn socket(&self) -> &TcpStream {
-        &self.sock
+impl Conn for StreamOwned<ServerConnection, Deadlined> {
+    fn socket(&mut self) -> &mut Deadlined {
+        &mut self.sock
     }
     fn finish(&mut self) {
         self.conn.send_close_notify();
@@ -186,9 +219,13 @@ fn admit(
     let spawned = std::thread::Builder::new()
         .name("http-conn".into())
         .spawn(move || {
+            let sock = Deadlined {
+                sock: stream,
+                deadline: Some(Instant::now() + REQUEST_DEADLINE),
+            };
             match tls.map(ServerConnection::new) {
-                None => serve(stream, &handler),
-                Some(Ok(conn)) => serve(StreamOwned::new(conn, stream), &handler),
+                None => serve(sock, &handler),
+                Some(Ok(conn)) => serve(StreamOwned::new(conn, sock), &handler),
                 Some(Err(e)) => log::warn!("TLS connection refused: {e}"),
             }
             slot.fetch_sub(1, Ordering::SeqCst);
@@ -204,7 +241,11 @@ fn serve(mut stream: impl Conn, handler: &Handler) {
         Head::TooLarge => Answer::text(431, "request head too large\n"),
         Head::Gone => return,
     };
-    let _ = stream.socket().set_write_timeout(Some(REQUEST_DEADLINE));
+    // The head is in: reads are no longer bounded by the deadline (a
+    // stream's reader never reads), each write is.
+    let sock = stream.socket();
+    sock.deadline = None;
+    let _ = sock.sock.set_write_timeout(Some(REQUEST_DEADLINE));
     let reason = match answer.code {
         200 => "OK",
         401 => "Unauthorized",
@@ -243,19 +284,14 @@ enum Head {
     Gone,
 }
 
-/// Read up to the blank line ending the head, within the deadline (which
-/// covers a TLS handshake: rustls does it in the first read).
+/// Read up to the blank line ending the head, within the socket's deadline
+/// (which covers a TLS handshake: rustls does it in the first read).
 fn read_head(stream: &mut impl Conn) -> Head {
-    let deadline = Instant::now() + REQUEST_DEADLINE;
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
         if buf.len() > MAX_HEAD {
             return Head::TooLarge;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.socket().set_read_timeout(Some(left)).is_err() {
-            return Head::Gone;
         }
         match stream.read(&mut chunk) {
             Ok(0) | Err(_) => return Head::Gone,
@@ -273,15 +309,22 @@ fn parse_head(head: &str) -> Option<Request> {
     let mut lines = head.lines();
     let mut parts = lines.next()?.split_ascii_whitespace();
     let (method, target) = (parts.next()?, parts.next()?);
-    let authorization = lines
+    let headers: Vec<(&str, &str)> = lines
         .take_while(|l| !l.trim().is_empty())
         .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
-        .map(|(_, v)| v.trim().to_string());
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .collect();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.to_string())
+    };
     Some(Request {
         method: method.to_string(),
         path: target.split('?').next().unwrap_or("").to_string(),
-        authorization,
+        authorization: header("authorization"),
+        host: header("host"),
     })
 }
 
@@ -297,8 +340,9 @@ mod tests {
         .unwrap();
         assert_eq!((r.method.as_str(), r.path.as_str()), ("GET", "/metrics"));
         assert_eq!(r.authorization.as_deref(), Some("Bearer t0k"));
-        let r = parse_head("GET /healthz HTTP/1.0\n\n").unwrap();
+        let r = parse_head("GET /healthz HTTP/1.0\nHOST: localhost:8081\n\n").unwrap();
         assert_eq!(r.authorization, None);
+        assert_eq!(r.host.as_deref(), Some("localhost:8081"));
         assert!(parse_head("\r\n").is_none());
     }
 }

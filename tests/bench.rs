@@ -191,7 +191,7 @@ fn view_cost(sim: &Sim, op: &Operator, n: usize) -> (f64, f64) {
         let conns: Vec<std::net::TcpStream> = (0..viewers)
             .map(|_| {
                 let mut s = std::net::TcpStream::connect(addr).unwrap();
-                write!(s, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                write!(s, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
                 let mut r = s.try_clone().unwrap();
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 65536];

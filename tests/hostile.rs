@@ -163,6 +163,60 @@ fn liveness_holds_on_a_quiet_cluster_and_fails_when_nothing_works() {
     op.assert_clean_exit();
 }
 
+/// A TLS client trickling its handshake a byte a second is cut off at the
+/// 5 s request deadline like a plain one: rustls reads in a loop of its own
+/// until a record is complete, and without a deadline on every read such a
+/// client would hold its connection slot for as long as it kept trickling.
+#[test]
+fn a_trickling_tls_client_is_cut_off_at_the_deadline() {
+    let (_sim, _, mut op) = cluster_with(
+        fast(),
+        "tls-trickle",
+        "svc",
+        &["--metrics-addr", "127.0.0.1:0"],
+    );
+    let addr = op.metrics_addr();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    // The start of a ClientHello record, then one byte a second.
+    let hello = [
+        0x16u8, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0,
+    ];
+    let t = Instant::now();
+    let mut closed = None;
+    for b in hello {
+        if s.write_all(&[b]).is_err() {
+            closed = Some(t.elapsed());
+            break;
+        }
+        let mut buf = [0u8; 64];
+        match s.read(&mut buf) {
+            Ok(0) => {
+                closed = Some(t.elapsed());
+                break;
+            }
+            Err(e)
+                if e.kind() != std::io::ErrorKind::WouldBlock
+                    && e.kind() != std::io::ErrorKind::TimedOut =>
+            {
+                closed = Some(t.elapsed());
+                break;
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(800));
+    }
+    let closed = closed.expect("the trickling client was never cut off");
+    assert!(closed < Duration::from_secs(8), "cut off after {closed:?}");
+    assert!(
+        closed >= Duration::from_secs(4),
+        "cut off too early: {closed:?}"
+    );
+    op.assert_clean_exit();
+}
+
 /// Issue 9, point 4: one client trickling its request, and hundreds of idle
 /// connections, neither block the probes nor make a thread each.
 #[test]

@@ -22,7 +22,7 @@ impl Viewer {
         let mut s = TcpStream::connect(addr).unwrap();
         write!(
             s,
-            "GET /events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
+            "GET /events HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n"
         )
         .unwrap();
         let seen = Arc::new(Mutex::new(String::new()));
@@ -124,7 +124,7 @@ fn the_view_shows_models_and_streams_their_changes() {
     let stuck: Vec<TcpStream> = (0..10)
         .map(|_| {
             let mut s = TcpStream::connect(addr).unwrap();
-            write!(s, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            write!(s, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
             s
         })
         .collect();

@@ -34,6 +34,11 @@ impl ObjectKey {
         &self.text[self.split + 1..]
     }
 
+    /// `namespace/name`.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
     /// The key of a JSON object, from its metadata.
     pub fn of(o: &serde_json::Value) -> Option<ObjectKey> {
         let name = o["metadata"]["name"].as_str()?;

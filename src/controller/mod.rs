@@ -115,7 +115,9 @@ fn elect(
 /// standby answers scrapes too), short (a scrape does not wait for retries).
 struct Guard {
     tls: Arc<rustls::ServerConfig>,
-    access: Arc<crate::metrics_access::MetricsAccess>,
+    /// Token checks for `get` on /metrics, and on /live-view.
+    metrics: Arc<crate::metrics_access::MetricsAccess>,
+    view: Arc<crate::metrics_access::MetricsAccess>,
 }
 
 fn guard(
@@ -149,9 +151,15 @@ fn guard(
     .with_observer(Arc::new(move |verb, code| {
         observer.api_request(verb.as_str(), code)
     }));
+    let client = Arc::new(client);
+    let access = |path| {
+        let client = client.clone();
+        Arc::new(MetricsAccess::new(Box::new(ApiReviewer { client, path })))
+    };
     Ok(Guard {
         tls: Arc::new(tls),
-        access: Arc::new(MetricsAccess::new(Box::new(ApiReviewer { client }))),
+        metrics: access(crate::metrics_access::METRICS_PATH),
+        view: access(crate::metrics_access::VIEW_PATH),
     })
 }
 
@@ -170,7 +178,7 @@ fn serve_metrics(
         let bound = server::start("metrics", addr, None, open).map_err(StartError::Listen)?;
         return Ok(format!("http://{bound} (open: --metrics-secure=false)"));
     };
-    let handler = server::metrics(metrics.clone(), Some(g.access.clone()));
+    let handler = server::metrics(metrics.clone(), Some(g.metrics.clone()));
     let bound =
         server::start("metrics", addr, Some(g.tls.clone()), handler).map_err(StartError::Listen)?;
     Ok(format!(
@@ -195,9 +203,7 @@ fn serve_view(
     )));
     hub.start().map_err(StartError::Thread)?;
     let (tls, access, scheme) = match guard {
-        Some(g) if !addr.ip().is_loopback() => {
-            (Some(g.tls.clone()), Some(g.access.clone()), "https")
-        }
+        Some(g) if !addr.ip().is_loopback() => (Some(g.tls.clone()), Some(g.view.clone()), "https"),
         _ => (None, None, "http"),
     };
     let handler = crate::view::page::handler(hub, access);

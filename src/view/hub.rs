@@ -21,8 +21,8 @@ pub const MAX_VIEWERS: usize = 16;
 /// Messages queued per viewer before it counts as stuck.
 pub const QUEUE: usize = 32;
 /// A comment line this often keeps proxies from closing a quiet stream
-/// and finds dead connections.
-const KEEPALIVE: Duration = Duration::from_secs(15);
+/// and finds dead connections (a closed page's place is freed by then).
+const KEEPALIVE: Duration = Duration::from_secs(5);
 
 /// Where the rows come from.
 pub trait Source: Send + Sync {
@@ -49,13 +49,28 @@ struct State {
     /// `last` as a snapshot message, made once for every viewer that joins
     /// before it changes (at 1,000 models it is about 1 MB).
     snapshot: Option<Arc<str>>,
-    viewers: Vec<SyncSender<Arc<str>>>,
+    viewers: Vec<Slot>,
+}
+
+/// A viewer as the hub sees it: its queue, and a token its connection holds
+/// while it lasts.
+struct Slot {
+    queue: SyncSender<Arc<str>>,
+    alive: Arc<()>,
+}
+
+impl Slot {
+    fn connected(&self) -> bool {
+        Arc::strong_count(&self.alive) > 1
+    }
 }
 
 /// A connected viewer: its snapshot, then its queue.
 pub struct Viewer {
     pub snapshot: Arc<str>,
     pub queue: Receiver<Arc<str>>,
+    /// Held until the connection ends.
+    alive: Arc<()>,
 }
 
 impl Hub {
@@ -96,11 +111,20 @@ impl Hub {
     /// ones that cannot keep up.
     pub fn publish(&self) {
         let version = self.source.version();
-        if lock(&self.state).seen == Some(version) {
-            return;
+        {
+            let mut s = lock(&self.state);
+            // Viewers whose connection ended (their place is free again).
+            s.viewers.retain(Slot::connected);
+            if s.seen == Some(version) {
+                return;
+            }
         }
         let now = self.source.rows();
         let mut s = lock(&self.state);
+        // A viewer that joined meanwhile may have taken newer rows already.
+        if s.seen.is_some_and(|seen| seen >= version) {
+            return;
+        }
         let (changed, gone) = diff(&s.last, &now);
         s.last = now;
         s.seen = Some(version);
@@ -110,7 +134,7 @@ impl Hub {
         }
         let body = serde_json::json!({"upsert": changed, "remove": gone});
         let msg: Arc<str> = format!("event: changes\ndata: {body}\n\n").into();
-        s.viewers.retain(|v| match v.try_send(msg.clone()) {
+        s.viewers.retain(|v| match v.queue.try_send(msg.clone()) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
                 log::info!("live view: a viewer fell {QUEUE} messages behind and was dropped");
@@ -123,13 +147,7 @@ impl Hub {
     /// A new viewer, or None when [`MAX_VIEWERS`] are connected.
     pub fn join(&self) -> Option<Viewer> {
         let mut s = lock(&self.state);
-        s.viewers.retain(|v| {
-            // A viewer whose connection ended drops its receiver.
-            !matches!(
-                v.try_send(Arc::from("")),
-                Err(TrySendError::Disconnected(_))
-            )
-        });
+        s.viewers.retain(Slot::connected);
         if s.viewers.len() >= MAX_VIEWERS {
             return None;
         }
@@ -150,17 +168,27 @@ impl Hub {
             }
         };
         let (tx, rx) = sync_channel(QUEUE);
-        s.viewers.push(tx);
+        let alive = Arc::new(());
+        s.viewers.push(Slot {
+            queue: tx,
+            alive: alive.clone(),
+        });
         self.watched.notify_all();
         Some(Viewer {
             snapshot,
             queue: rx,
+            alive,
         })
     }
 
-    /// Every row now, from the caches.
+    /// Every row now, from the caches (what only viewers need is let go
+    /// again when nobody watches).
     pub fn rows(&self) -> BTreeMap<String, Row> {
-        self.source.rows()
+        let rows = self.source.rows();
+        if lock(&self.state).viewers.is_empty() {
+            self.source.idle();
+        }
+        rows
     }
 
     /// Viewers connected now.
@@ -172,7 +200,11 @@ impl Hub {
 impl Viewer {
     /// Write the stream to `out` until the viewer goes or is dropped.
     pub fn serve(self, out: &mut dyn Write) {
-        let Viewer { snapshot, queue } = self;
+        let Viewer {
+            snapshot,
+            queue,
+            alive: _alive,
+        } = self;
         if out
             .write_all(snapshot.as_bytes())
             .and_then(|_| out.flush())
@@ -184,7 +216,6 @@ impl Viewer {
         drop(snapshot);
         loop {
             let msg = match queue.recv_timeout(KEEPALIVE) {
-                Ok(m) if m.is_empty() => continue,
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => Arc::from(": keepalive\n\n"),
                 Err(RecvTimeoutError::Disconnected) => return,

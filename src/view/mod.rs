@@ -184,49 +184,94 @@ impl hub::Source for Rows {
         *lock(&self.built) = HashMap::new();
     }
 
-    /// Every model in scope, by key.
+    /// Every model in scope, by key. The store's lock is held only to list
+    /// the models and copy the ones that changed; rows are built after.
     fn rows(&self) -> BTreeMap<String, Row> {
+        let mut listed = Vec::new();
+        {
+            let built = lock(&self.built);
+            self.models.for_each(|stored| {
+                let key = ObjectKey::new(&stored.namespace, &stored.name);
+                let same = built
+                    .get(key.as_str())
+                    .is_some_and(|b| b.from.0 == stored.resource_version);
+                // A copy: parsing the stored view would keep its parsed
+                // spec and status in the cache for good (the memo is the
+                // view's).
+                listed.push((key, (!same).then(|| stored.clone())));
+            });
+        }
         let mut built = lock(&self.built);
         let mut rows = BTreeMap::new();
-        // Parsing a stored view would keep its parsed spec and status in
-        // the cache for good (the memo is the view's): parse copies.
-        self.models.for_each(|stored| {
-            let (ns, name) = (&stored.namespace, &stored.name);
-            let key = format!("{ns}/{name}");
-            let mut copy = None;
-            let target = match built.get(&key) {
-                Some(b) if b.from.0 == stored.resource_version => b.row.target.clone(),
-                _ => {
-                    let m = copy.insert(stored.clone());
-                    m.spec()
-                        .map(|s| text(&s["targetRef"]["name"]))
-                        .unwrap_or_default()
-                }
+        for (key, copy) in listed {
+            let Some(row) = self.row_of(&mut built, &key, copy) else {
+                continue;
             };
-            let d = Some(target)
-                .filter(|t| !t.is_empty())
-                .and_then(|t| self.deployments.get(&ObjectKey::new(ns, t)));
-            let from = (
-                stored.resource_version.clone(),
-                d.as_ref()
-                    .map(|d| d.resource_version.clone())
-                    .unwrap_or_default(),
-                self.recent.version_of(ns, name),
-            );
-            let row = match built.get(&key) {
-                Some(b) if b.from == from => b.row.clone(),
-                _ => {
-                    let m = copy.unwrap_or_else(|| stored.clone());
-                    let row = row(&m, d.as_ref(), self.recent.of(ns, name));
-                    let again = row.clone();
-                    built.insert(key.clone(), Built { from, row: again });
-                    row
-                }
-            };
-            rows.insert(key, row);
-        });
+            rows.insert(key.as_str().to_string(), row);
+        }
         built.retain(|k, _| rows.contains_key(k));
         rows
+    }
+}
+
+impl Rows {
+    /// The row of the model at `key`: the one built before if nothing it
+    /// shows changed, else a new one (from `copy`, or a fresh copy).
+    fn row_of(
+        &self,
+        built: &mut HashMap<String, Built>,
+        key: &ObjectKey,
+        copy: Option<ModelView>,
+    ) -> Option<Row> {
+        let (ns, name) = (key.namespace(), key.name());
+        let mut copy = copy;
+        let known = built.get(key.as_str());
+        let target = match (&copy, known) {
+            (None, Some(b)) => b.row.target.clone(),
+            _ => {
+                let m = match copy.take() {
+                    Some(m) => m,
+                    None => self.models.get(key)?,
+                };
+                let t = m
+                    .spec()
+                    .map(|s| text(&s["targetRef"]["name"]))
+                    .unwrap_or_default();
+                copy = Some(m);
+                t
+            }
+        };
+        let d = Some(&target)
+            .filter(|t| !t.is_empty())
+            .and_then(|t| self.deployments.get(&ObjectKey::new(ns, t)));
+        let model_version = match (&copy, known) {
+            (Some(m), _) => m.resource_version.clone(),
+            (None, Some(b)) => b.from.0.clone(),
+            (None, None) => return None,
+        };
+        let from = (
+            model_version,
+            d.as_ref()
+                .map(|d| d.resource_version.clone())
+                .unwrap_or_default(),
+            self.recent.version_of(ns, name),
+        );
+        if let Some(b) = built.get(key.as_str()).filter(|b| b.from == from) {
+            return Some(b.row.clone());
+        }
+        let m = match copy {
+            Some(m) => m,
+            None => self.models.get(key)?,
+        };
+        let row = row(&m, d.as_ref(), self.recent.of(ns, name));
+        built.insert(
+            key.as_str().to_string(),
+            Built {
+                from,
+                row: row.clone(),
+            },
+        );
+        Some(row)
     }
 }
 

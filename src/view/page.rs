@@ -20,9 +20,16 @@ pub fn handler(hub: Arc<Hub>, access: Option<Arc<MetricsAccess>>) -> Handler {
         if r.method != "GET" {
             return Answer::text(405, "only GET\n");
         }
-        let verdict = access
-            .as_ref()
-            .map_or(Verdict::Allowed, |a| a.check(r.authorization.as_deref()));
+        let verdict = match &access {
+            Some(a) => a.check(r.authorization.as_deref()),
+            // Open on loopback, to this machine's names only: a page of
+            // another site whose name was made to point at 127.0.0.1 (DNS
+            // rebinding) sends its own name and is refused.
+            None if !local_host(r.host.as_deref()) => {
+                return Answer::text(403, "Forbidden: not a loopback host name\n")
+            }
+            None => Verdict::Allowed,
+        };
         if let Some(no) = refusal(verdict) {
             return no;
         }
@@ -61,6 +68,20 @@ pub fn handler(hub: Arc<Hub>, access: Option<Arc<MetricsAccess>>) -> Handler {
     })
 }
 
+/// Whether a `Host` header names this machine's loopback (any port); a
+/// request without one (HTTP/1.0) is taken as local.
+fn local_host(host: Option<&str>) -> bool {
+    let Some(h) = host else { return true };
+    let name = match h.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => h.rsplit_once(':').map_or(h, |(n, _)| n),
+    };
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "localhost" | "127.0.0.1" | "::1"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +115,7 @@ mod tests {
             method: "GET".into(),
             path: path.into(),
             authorization: token.map(|t| format!("Bearer {t}")),
+            host: Some("127.0.0.1:8081".into()),
         })
     }
 
@@ -124,7 +146,28 @@ mod tests {
             method: "POST".into(),
             path: "/".into(),
             authorization: None,
+            host: None,
         });
         assert_eq!(post.code, 405);
+        let at = |host: &str| {
+            h(&Request {
+                method: "GET".into(),
+                path: "/api/models".into(),
+                authorization: None,
+                host: Some(host.into()),
+            })
+            .code
+        };
+        for ok in ["localhost:8081", "127.0.0.1", "[::1]:8081", "LOCALHOST"] {
+            assert_eq!(at(ok), 200, "{ok}");
+        }
+        for rebound in [
+            "evil.example:8081",
+            "evil.example",
+            "127.0.0.1.nip.io",
+            "[::2]:80",
+        ] {
+            assert_eq!(at(rebound), 403, "{rebound}");
+        }
     }
 }
