@@ -71,16 +71,17 @@ pub trait Reviewer: Send + Sync {
     fn review(&self, token: &str) -> Result<Verdict, String>;
 }
 
-/// The cache and the cap in front of a [`Reviewer`].
-pub struct MetricsAccess {
+/// The cache and the cap in front of a [`Reviewer`]: what guards /metrics
+/// and, off loopback, the live view.
+pub struct TokenAccess {
     reviewer: Box<dyn Reviewer>,
     cache: Mutex<HashMap<[u8; 32], (Verdict, Instant)>>,
     cap: Mutex<Option<Bucket>>,
 }
 
-impl MetricsAccess {
-    pub fn new(reviewer: Box<dyn Reviewer>) -> MetricsAccess {
-        MetricsAccess {
+impl TokenAccess {
+    pub fn new(reviewer: Box<dyn Reviewer>) -> TokenAccess {
+        TokenAccess {
             reviewer,
             cache: Mutex::new(HashMap::new()),
             cap: Mutex::new(Bucket::new(REVIEWS, Instant::now())),
@@ -231,9 +232,9 @@ mod tests {
         }
     }
 
-    fn access() -> (MetricsAccess, Arc<AtomicUsize>) {
+    fn access() -> (TokenAccess, Arc<AtomicUsize>) {
         let n = Arc::new(AtomicUsize::new(0));
-        (MetricsAccess::new(Box::new(Fake(n.clone()))), n)
+        (TokenAccess::new(Box::new(Fake(n.clone()))), n)
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use crate::health::Health;
 use crate::metrics::Metrics;
-use crate::metrics_access::{MetricsAccess, Verdict, METRICS_PATH};
+use crate::metrics_access::{TokenAccess, Verdict, METRICS_PATH};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -113,7 +113,7 @@ pub fn health(health: Arc<Health>) -> Handler {
 }
 
 /// /metrics, for callers `access` allows (everyone without it).
-pub fn metrics(metrics: Arc<Metrics>, access: Option<Arc<MetricsAccess>>) -> Handler {
+pub fn metrics(metrics: Arc<Metrics>, access: Option<Arc<TokenAccess>>) -> Handler {
     Arc::new(move |r: &Request| {
         if r.method != "GET" {
             return Answer::text(405, "only GET\n");

@@ -217,10 +217,7 @@ fn a_terminated_leader_hands_over_at_once() {
         == 1;
     assert!(released, "op-a did not release the lease");
     assert!(since_term < Duration::from_secs(3), "{since_term:?}");
-    set_version(&sim, "m-0", V2);
-    serving_all(&sim, 1, V2);
-    assert_single_writer(&writes_by_pod(&sim));
-    b.assert_clean_exit();
+    the_new_leader_serves_alone(&sim, &mut b);
 }
 
 /// Fencing: the leader's Lease requests black-holed while its other
@@ -328,10 +325,7 @@ fn a_leader_cut_off_from_the_api_server_exits_and_the_standby_carries_on() {
     );
     let took = wait_holder(&sim, "op-b", WAIT) + gone;
     eprintln!("cut off: the leader exited after {gone:?}; the standby held the lease {took:?} after the cut");
-    set_version(&sim, "m-0", V2);
-    serving_all(&sim, 1, V2);
-    assert_single_writer(&writes_by_pod(&sim));
-    b.assert_clean_exit();
+    the_new_leader_serves_alone(&sim, &mut b);
 }
 
 /// Two shards with disjoint selectors (and so their own Leases) each
@@ -393,5 +387,14 @@ fn two_shards_manage_their_own_models_only() {
         assert!(pod.starts_with("shard-"), "{lease}: {pod}");
     }
     a.assert_clean_exit();
+    b.assert_clean_exit();
+}
+
+/// After a takeover: a change is served, no two pods ever wrote at once,
+/// and the new leader stops cleanly.
+fn the_new_leader_serves_alone(sim: &Sim, b: &mut Operator) {
+    set_version(sim, "m-0", V2);
+    serving_all(sim, 1, V2);
+    assert_single_writer(&writes_by_pod(sim));
     b.assert_clean_exit();
 }

@@ -116,8 +116,8 @@ fn elect(
 struct Guard {
     tls: Arc<rustls::ServerConfig>,
     /// Token checks for `get` on /metrics, and on /live-view.
-    metrics: Arc<crate::metrics_access::MetricsAccess>,
-    view: Arc<crate::metrics_access::MetricsAccess>,
+    metrics: Arc<crate::metrics_access::TokenAccess>,
+    view: Arc<crate::metrics_access::TokenAccess>,
 }
 
 fn guard(
@@ -126,7 +126,7 @@ fn guard(
     identity: Option<String>,
 ) -> Result<Guard, StartError> {
     use crate::certificate::{default_names, CertDir, SelfSigned};
-    use crate::metrics_access::{ApiReviewer, MetricsAccess};
+    use crate::metrics_access::{ApiReviewer, TokenAccess};
     let source: Arc<dyn rustls::server::ResolvesServerCert> = match &cfg.metrics.cert_dir {
         Some(dir) => Arc::new(CertDir::open(dir).map_err(StartError::Certificate)?),
         None => {
@@ -154,7 +154,7 @@ fn guard(
     let client = Arc::new(client);
     let access = |path| {
         let client = client.clone();
-        Arc::new(MetricsAccess::new(Box::new(ApiReviewer { client, path })))
+        Arc::new(TokenAccess::new(Box::new(ApiReviewer { client, path })))
     };
     Ok(Guard {
         tls: Arc::new(tls),

@@ -2,7 +2,7 @@
 //! (`/api/models`) and the change stream (`/events`).
 
 use super::hub::Hub;
-use crate::metrics_access::{MetricsAccess, Verdict};
+use crate::metrics_access::{TokenAccess, Verdict};
 use crate::server::{refusal, Answer, Handler, Request};
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'un
 
 /// The routes, for callers `access` allows (everyone on loopback, where
 /// there is none).
-pub fn handler(hub: Arc<Hub>, access: Option<Arc<MetricsAccess>>) -> Handler {
+pub fn handler(hub: Arc<Hub>, access: Option<Arc<TokenAccess>>) -> Handler {
     Arc::new(move |r: &Request| {
         if r.method != "GET" {
             return Answer::text(405, "only GET\n");
@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn off_loopback_every_route_needs_a_token_the_api_server_allows() {
-        let access = Arc::new(MetricsAccess::new(Box::new(One)));
+        let access = Arc::new(TokenAccess::new(Box::new(One)));
         let h = handler(Hub::new(Box::new(NoRows)), Some(access));
         for path in ["/", "/api/models", "/events"] {
             assert_eq!(get(&h, path, None).code, 401, "{path}");
