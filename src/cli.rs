@@ -51,6 +51,7 @@ FLAGS:
                             or a worker has been stuck that long (default 600)
     --list-max-pages N      Give up a list after N pages of 500 (default 1000)
     --list-max-items N      Give up a list of more than N items (default 200000)
+    --list-max-mib N        Give up a list of more than N MiB, all its pages (default 64)
     --workers N             Resources reconciled at once (default 4; at most 64)
     --qps Q                 Client-side rate limit: Q requests a second, as client-go's
                             token bucket (default 0: none; the shipped manifests set 100)
@@ -100,9 +101,11 @@ pub struct Config {
     pub resync: Duration,
     pub liveness_window: Duration,
     pub log_format: LogFormat,
-    /// Bounds on one paged list (`--list-max-pages`, `--list-max-items`).
+    /// Bounds on one paged list (`--list-max-pages`, `--list-max-items`,
+    /// `--list-max-mib`, held in bytes).
     pub list_max_pages: u32,
     pub list_max_items: usize,
+    pub list_max_bytes: usize,
     /// `--allow-any-target`: any Deployment may be a target, opted in or not.
     pub allow_any_target: bool,
     /// The operator's own Deployment, never a target: `POD_NAMESPACE` and
@@ -211,7 +214,7 @@ fn release_args(s: Settings) -> Result<ReleaseArgs, String> {
     })
 }
 
-const FLAGS: [Flag; 31] = [
+const FLAGS: [Flag; 32] = [
     Flag {
         names: &["--help", "-h"],
         takes_value: false,
@@ -366,6 +369,15 @@ const FLAGS: [Flag; 31] = [
         },
     },
     Flag {
+        names: &["--list-max-mib"],
+        takes_value: true,
+        apply: |s, v| {
+            let mib = whole(&v, "--list-max-mib", MAX_LIST_MIB)?.max(1);
+            s.config.list_max_bytes = (mib as usize) << 20;
+            Ok(())
+        },
+    },
+    Flag {
         names: &["--workers"],
         takes_value: true,
         apply: |s, v| {
@@ -507,6 +519,8 @@ const FLAGS: [Flag; 31] = [
 
 /// The largest count or number of seconds a flag takes.
 const MAX_WHOLE: u64 = 10_000_000;
+/// A list budget above 64 GiB bounds nothing.
+const MAX_LIST_MIB: u64 = 65_536;
 
 /// A whole number from 1 to `max`.
 fn whole(v: &str, flag: &str, max: u64) -> Result<u64, String> {
@@ -552,6 +566,7 @@ fn defaults() -> Settings {
             own_deployment: None,
             list_max_pages: 1_000,
             list_max_items: 200_000,
+            list_max_bytes: 64 << 20,
             workers: 4,
             limits: crate::kube::ratelimit::Limits::default(),
             election: None,
@@ -740,6 +755,7 @@ mod tests {
         assert_eq!(c.log_format, LogFormat::Text);
         assert!(c.endpoint.server.is_none());
         assert_eq!((c.list_max_pages, c.list_max_items), (1_000, 200_000));
+        assert_eq!(c.list_max_bytes, 64 << 20);
         assert!(!c.allow_any_target);
     }
 
@@ -762,6 +778,7 @@ mod tests {
                 "--list-max-pages=7",
                 "--list-max-items",
                 "900",
+                "--list-max-mib=3",
                 "--allow-any-target",
             ],
             &[
@@ -771,6 +788,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.list_max_pages, c.list_max_items), (7, 900));
+        assert_eq!(c.list_max_bytes, 3 << 20);
         assert!(c.allow_any_target);
         assert_eq!(c.own_deployment, Some(("ops".into(), "op".into())));
         assert_eq!(c.namespaces, ["a", "b"]);
@@ -840,6 +858,7 @@ mod tests {
             (vec!["--resync-seconds", "0"], "--resync-seconds"),
             (vec!["--list-max-pages", "0"], "--list-max-pages"),
             (vec!["--list-max-items=x"], "--list-max-items"),
+            (vec!["--list-max-mib=70000"], "--list-max-mib"),
             (vec!["--log-format", "xml"], "--log-format"),
             (vec!["--health-addr", "nope"], "--health-addr"),
             (vec!["--help=1"], "takes no value"),

@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod certificate;
 pub mod cli;
 pub mod controller;
+pub mod foreign;
 pub mod health;
 pub mod kube;
 mod lock;

@@ -4,9 +4,12 @@
 //! controller-runtime's `WithAuthenticationAndAuthorization` filter does.
 //!
 //! A verdict is cached by a SHA-256 digest of the token (never the token),
-//! briefly, so a scraper costs no API request per scrape; reviews are capped
-//! per second, so a flood of new or bad tokens cannot become a flood of API
-//! requests: beyond the cap a caller is told to come back (429).
+//! briefly, so a scraper costs no API request per scrape, and never trusted
+//! past its time. Reviews are budgeted per client address and capped in
+//! all, so a flood of new or bad tokens cannot become a flood of API
+//! requests, and spends its sender's share only: a scraper from another
+//! address is still reviewed. Beyond either a caller is told to come back
+//! (429).
 
 use crate::kube::path::{ResourcePath, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS};
 use crate::kube::ratelimit::{Bucket, Limits};
@@ -15,6 +18,7 @@ use crate::lock::lock;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -27,18 +31,24 @@ pub const VIEW_PATH: &str = "/live-view";
 /// (a revoked binding takes effect within it), a refused one sooner.
 const ALLOWED_FOR: Duration = Duration::from_secs(60);
 const REFUSED_FOR: Duration = Duration::from_secs(10);
-/// An expired `Allowed` still lets its caller in for this long when the
-/// review cap is spent, so a flood of new tokens cannot lock out a known
-/// scraper whose minute is up.
-const ALLOWED_GRACE: Duration = Duration::from_secs(300);
 /// Verdicts kept at most (a few hundred bytes of memory in all).
 const MAX_CACHED: usize = 1024;
 /// Reviews (each a TokenReview and, for a real user, a SubjectAccessReview)
-/// a second, after a burst.
+/// a second, after a burst: the cap on what all callers together cost the
+/// API server.
 const REVIEWS: Limits = Limits {
     qps: Some(5.0),
     burst: 10,
 };
+/// One client address's share of [`REVIEWS`]: a flood from one address
+/// leaves four reviews a second to everyone else.
+const REVIEWS_PER_CLIENT: Limits = Limits {
+    qps: Some(1.0),
+    burst: 3,
+};
+/// Client addresses whose share is being spent, kept at most; a full
+/// bucket is forgotten (it is what a new address gets).
+const MAX_CLIENTS: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -76,7 +86,53 @@ pub trait Reviewer: Send + Sync {
 pub struct TokenAccess {
     reviewer: Box<dyn Reviewer>,
     cache: Mutex<HashMap<[u8; 32], (Verdict, Instant)>>,
-    cap: Mutex<Option<Bucket>>,
+    budget: Mutex<Budget>,
+}
+
+/// The review cap and each client address's share of it.
+struct Budget {
+    all: Option<Bucket>,
+    clients: HashMap<ClientKey, Bucket>,
+}
+
+/// Who a share belongs to: an IPv4 address, or an IPv6 /64 (what one host
+/// is given; its addresses are free for it to pick).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ClientKey {
+    V4(u32),
+    V6(u64),
+}
+
+impl ClientKey {
+    fn of(ip: IpAddr) -> ClientKey {
+        match ip {
+            IpAddr::V4(v4) => ClientKey::V4(v4.into()),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => ClientKey::V4(v4.into()),
+                None => ClientKey::V6((u128::from(v6) >> 64) as u64),
+            },
+        }
+    }
+}
+
+impl Budget {
+    /// Take a review for `client` from its share, then from the cap.
+    fn try_take(&mut self, client: IpAddr, now: Instant) -> bool {
+        if self.clients.len() >= MAX_CLIENTS {
+            self.clients.retain(|_, b| !b.is_full(now));
+        }
+        let key = ClientKey::of(client);
+        if !self.clients.contains_key(&key) && self.clients.len() >= MAX_CLIENTS {
+            // Every share in the table is being spent: more addresses than
+            // that are flooding, and the cap alone decides.
+            return self.all.as_mut().is_none_or(|b| b.try_take(now));
+        }
+        let Some(share) = Bucket::new(REVIEWS_PER_CLIENT, now) else {
+            return true;
+        };
+        let share = self.clients.entry(key).or_insert(share);
+        share.try_take(now) && self.all.as_mut().is_none_or(|b| b.try_take(now))
+    }
 }
 
 impl TokenAccess {
@@ -84,29 +140,29 @@ impl TokenAccess {
         TokenAccess {
             reviewer,
             cache: Mutex::new(HashMap::new()),
-            cap: Mutex::new(Bucket::new(REVIEWS, Instant::now())),
+            budget: Mutex::new(Budget {
+                all: Bucket::new(REVIEWS, Instant::now()),
+                clients: HashMap::new(),
+            }),
         }
     }
 
-    /// The verdict on a request carrying `authorization` (the header).
-    pub fn check(&self, authorization: Option<&str>) -> Verdict {
+    /// The verdict on a request from `client` carrying `authorization`
+    /// (the header). A cached verdict holds until its time is up, never
+    /// after: past it, the token is reviewed again or the caller waits.
+    pub fn check(&self, authorization: Option<&str>, client: IpAddr) -> Verdict {
         let Some(token) = authorization.and_then(bearer) else {
             return Verdict::Unauthenticated;
         };
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let now = Instant::now();
-        let known = lock(&self.cache).get(&key).copied();
-        if let Some((v, until)) = known {
+        if let Some((v, until)) = lock(&self.cache).get(&key).copied() {
             if until > now {
                 return v;
             }
         }
-        let allowed = lock(&self.cap).as_mut().is_none_or(|b| b.try_take(now));
-        if !allowed {
-            return match known {
-                Some((Verdict::Allowed, until)) if until + ALLOWED_GRACE > now => Verdict::Allowed,
-                _ => Verdict::Throttled,
-            };
+        if !lock(&self.budget).try_take(client, now) {
+            return Verdict::Throttled;
         }
         match self.reviewer.review(token) {
             Ok(v) => {
@@ -128,10 +184,7 @@ impl TokenAccess {
         };
         let mut cache = lock(&self.cache);
         if cache.len() >= MAX_CACHED {
-            cache.retain(|_, (v, until)| match v {
-                Verdict::Allowed => *until + ALLOWED_GRACE > now,
-                _ => *until > now,
-            });
+            cache.retain(|_, (_, until)| *until > now);
         }
         if cache.len() >= MAX_CACHED {
             // Still full of live verdicts: the one that ends first goes.
@@ -240,90 +293,89 @@ mod tests {
     #[test]
     fn a_verdict_is_cached_and_a_missing_token_costs_no_review() {
         let (a, reviews) = access();
-        assert_eq!(a.check(None), Verdict::Unauthenticated);
+        assert_eq!(a.check(None, SCRAPER), Verdict::Unauthenticated);
         assert_eq!(
-            a.check(Some("Basic Zm9vOmJhcg==")),
+            a.check(Some("Basic Zm9vOmJhcg=="), SCRAPER),
             Verdict::Unauthenticated
         );
         assert_eq!(reviews.load(Ordering::SeqCst), 0);
         for _ in 0..5 {
-            assert_eq!(a.check(Some("Bearer good")), Verdict::Allowed);
-            assert_eq!(a.check(Some("bearer nosy")), Verdict::Forbidden);
-            assert_eq!(a.check(Some("Bearer forged")), Verdict::Unauthenticated);
+            assert_eq!(a.check(Some("Bearer good"), SCRAPER), Verdict::Allowed);
+            assert_eq!(a.check(Some("bearer nosy"), SCRAPER), Verdict::Forbidden);
+            assert_eq!(
+                a.check(Some("Bearer forged"), SCRAPER),
+                Verdict::Unauthenticated
+            );
         }
         assert_eq!(reviews.load(Ordering::SeqCst), 3);
         // An outage is not remembered: the next scrape asks again.
-        assert_eq!(a.check(Some("Bearer down")), Verdict::Unavailable);
-        assert_eq!(a.check(Some("Bearer down")), Verdict::Unavailable);
+        assert_eq!(a.check(Some("Bearer down"), FLOODER), Verdict::Unavailable);
+        assert_eq!(a.check(Some("Bearer down"), FLOODER), Verdict::Unavailable);
         assert_eq!(reviews.load(Ordering::SeqCst), 5);
     }
 
+    const FLOODER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1));
+    const SCRAPER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+
     #[test]
-    fn a_flood_of_new_tokens_is_capped_and_known_callers_still_get_in() {
+    fn a_flood_spends_its_senders_share_and_the_cap_holds() {
         let (a, reviews) = access();
-        assert_eq!(a.check(Some("Bearer good")), Verdict::Allowed);
         let mut throttled = 0;
         for i in 0..1000 {
-            if a.check(Some(&format!("Bearer forged-{i}"))) == Verdict::Throttled {
+            if a.check(Some(&format!("Bearer forged-{i}")), FLOODER) == Verdict::Throttled {
                 throttled += 1;
             }
         }
-        // The burst, plus what the rate refills while the loop runs.
+        // The share's burst, plus what its rate refills while the loop runs.
         let made = reviews.load(Ordering::SeqCst);
-        assert!(made <= 15, "{made} reviews");
-        assert!(throttled >= 985, "{throttled}");
-        assert_eq!(a.check(Some("Bearer good")), Verdict::Allowed);
+        assert!(made <= 5, "{made} reviews for one address");
+        assert!(throttled >= 995, "{throttled}");
+        // A scraper never seen before, from another address: reviewed.
+        assert_eq!(a.check(Some("Bearer good"), SCRAPER), Verdict::Allowed);
+        assert_eq!(reviews.load(Ordering::SeqCst), made + 1);
+        // Many addresses at once: the cap, not the shares, bounds them.
+        let before = reviews.load(Ordering::SeqCst);
+        for i in 0..2000u32 {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            a.check(Some(&format!("Bearer many-{i}")), ip);
+        }
+        let made = reviews.load(Ordering::SeqCst) - before;
+        assert!(made <= 15, "{made} reviews from 2,000 addresses");
         assert!(lock(&a.cache).len() <= MAX_CACHED);
-        // Its minute up while the flood has spent the cap: still let in.
+        assert!(lock(&a.budget).clients.len() <= MAX_CLIENTS);
+    }
+
+    #[test]
+    fn an_expired_verdict_never_lets_its_caller_in() {
+        let (a, _) = access();
+        assert_eq!(a.check(Some("Bearer good"), SCRAPER), Verdict::Allowed);
+        for i in 0..100 {
+            a.check(Some(&format!("Bearer forged-{i}")), SCRAPER);
+        }
+        // Its minute up while its own address has spent its share: no
+        // grace, it waits for a review like any caller.
         let key: [u8; 32] = Sha256::digest(b"good").into();
         let past = Instant::now() - ALLOWED_FOR;
         lock(&a.cache).insert(key, (Verdict::Allowed, past));
-        assert_eq!(a.check(Some("Bearer forged-again")), Verdict::Throttled);
-        assert_eq!(a.check(Some("Bearer good")), Verdict::Allowed);
+        assert_eq!(a.check(Some("Bearer good"), SCRAPER), Verdict::Throttled);
+    }
+
+    #[test]
+    fn an_ipv6_host_is_one_client_and_mapped_ipv4_is_ipv4() {
+        let ip = |s: &str| ClientKey::of(s.parse().unwrap());
+        assert_eq!(ip("2001:db8:1:2::1"), ip("2001:db8:1:2:ffff::9"));
+        assert_ne!(ip("2001:db8:1:2::1"), ip("2001:db8:1:3::1"));
+        assert_eq!(ip("::ffff:127.0.0.2"), ip("127.0.0.2"));
     }
 
     #[test]
     fn the_cache_never_holds_more_than_its_bound() {
         let (a, _) = access();
         for i in 0..(MAX_CACHED + 50) {
-            a.remember(
-                [
-                    (i % 256) as u8,
-                    (i / 256) as u8,
-                    1,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-                Verdict::Allowed,
-                Instant::now(),
-            );
+            let mut key = [0u8; 32];
+            key[..2].copy_from_slice(&(i as u16).to_le_bytes());
+            key[2] = 1;
+            a.remember(key, Verdict::Allowed, Instant::now());
         }
         assert_eq!(lock(&a.cache).len(), MAX_CACHED);
     }

@@ -511,6 +511,56 @@ fn annotate_rollback(sim: &Sim, name: &str, target: Option<&str>) {
     sim.merge_patch(MODEL.0, MODEL.1, NS, name, &patch).unwrap();
 }
 
+/// No user string reaches a log line, status or an Event raw (§9.15): a
+/// `rollback-to` target carrying a newline and a forged log line is shown
+/// with its control characters escaped everywhere it is copied.
+#[test]
+fn a_forged_rollback_target_cannot_forge_a_log_line_or_reach_status_raw() {
+    let (sim, _, mut op) = cluster_with(fast(), "forged", "svc", &[]);
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_serving(&sim, "svc", V1);
+    let forged = "evil\n2026-12-01T00:00:00Z ERROR openmed_operator: FORGED\u{2028}LINE\u{85}x";
+    annotate_rollback(&sim, "svc", Some(forged));
+    let s = wait_phase(&sim, "svc", "Failed", "RollbackTargetUnavailable");
+    wait_event(&sim, "svc", "RollbackRejected");
+    let raw = |t: &str| t.chars().any(|c| c.is_control() || c == '\u{2028}');
+    let request = s["rollbackRequest"].as_str().unwrap();
+    assert!(
+        request.contains("evil\\n2026-12-01T00:00:00Z ERROR") && !raw(request),
+        "{request:?}"
+    );
+    for c in s["conditions"].as_array().unwrap() {
+        let m = c["message"].as_str().unwrap();
+        assert!(!raw(m), "a raw control character in a condition: {m:?}");
+    }
+    let warnings: Vec<Value> = sim
+        .objects("", "events", Some(NS))
+        .into_iter()
+        .filter(|e| e["reason"] == "RollbackRejected")
+        .collect();
+    assert!(!warnings.is_empty());
+    for e in &warnings {
+        let m = e["message"].as_str().unwrap();
+        assert!(m.contains("evil\\n2026") && !raw(m), "{m:?}");
+    }
+    annotate_rollback(&sim, "svc", None);
+    wait_serving(&sim, "svc", V1);
+    op.assert_clean_exit();
+    let log = op.log();
+    assert!(
+        log.contains("rollback target evil\\n2026-12-01T00:00:00Z ERROR"),
+        "the Warning is logged, escaped:\n{log}"
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with("2026-12-01T00:00:00Z")),
+        "a forged line in the log:\n{log}"
+    );
+    assert!(
+        !log.contains('\u{2028}') && !log.contains('\u{85}'),
+        "a raw separator in the log"
+    );
+}
+
 /// Issue 21, points 1-3: an outside failure is reported (never "rolled
 /// back" to itself), a manual rollback records no failed spec, and a failed
 /// manual rollback is judged again and succeeds once the Deployment serves.

@@ -254,6 +254,145 @@ fn a_slow_client_does_not_block_the_probes() {
     op.assert_clean_exit();
 }
 
+/// Keeps `n` sockets open against `addr`, from `sources` loopback
+/// addresses, and opens each again as soon as the server cuts it, until
+/// `until`: what a neighbour does to hold a port. Returns the sockets
+/// opened in all.
+fn hold_sockets(addr: std::net::SocketAddr, n: usize, sources: u8, until: Instant) -> usize {
+    let source = |i: usize| std::net::Ipv4Addr::new(127, 0, 0, 1 + (i % sources as usize) as u8);
+    let open = |i: usize| {
+        let s = connect_from(source(i), addr).ok()?;
+        s.set_nonblocking(true).ok()?;
+        Some(s)
+    };
+    let mut socks: Vec<Option<TcpStream>> = (0..n).map(open).collect();
+    let mut opened = socks.iter().flatten().count();
+    while Instant::now() < until {
+        for (i, slot) in socks.iter_mut().enumerate() {
+            let mut b = [0u8; 512];
+            let cut = match slot {
+                Some(s) => {
+                    !matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                }
+                None => true,
+            };
+            if cut {
+                *slot = open(i);
+                opened += usize::from(slot.is_some());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    opened
+}
+
+/// No neighbour can take the health, metrics or live-view port: 1,000
+/// sockets held open against each (from eight addresses, each reopened as
+/// it is cut), and 16 viewers of the live view that never read, while new
+/// clients ask every half second. Each is answered within a second. Before,
+/// 32 sockets per port held every slot: 0 of 15 probes answered.
+#[test]
+fn a_socket_flood_cannot_hold_any_port() {
+    let (sim, _, mut op) = cluster_with(
+        fast(),
+        "socket-flood",
+        "svc",
+        &["--metrics-addr", "127.0.0.1:0"],
+    );
+    let token = metrics_scraper(&sim);
+    let (health, metrics, view) = (op.health_addr(), op.metrics_addr(), op.view_addr());
+    assert_eq!(
+        tls_get(metrics, "/metrics", Some(&token), None).map(|a| a.code),
+        Ok(200)
+    );
+    let rss_before = op.rss_kib().unwrap_or(0);
+    let threads_before = op.threads().unwrap_or(0);
+    let mut stuck_viewers = Vec::new();
+    for _ in 0..16 {
+        let mut v = TcpStream::connect(view).unwrap();
+        v.write_all(b"GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        stuck_viewers.push(v);
+    }
+    let until = Instant::now() + Duration::from_secs(12);
+    let (opened, probes, rss, threads) = std::thread::scope(|s| {
+        let floods: Vec<_> = [health, metrics, view]
+            .into_iter()
+            .map(|addr| s.spawn(move || hold_sockets(addr, 1000, 8, until)))
+            .collect();
+        std::thread::sleep(Duration::from_secs(1));
+        let mut probes = Vec::new();
+        let (mut rss, mut threads) = (0, 0);
+        while Instant::now() + Duration::from_secs(1) < until {
+            let t = Instant::now();
+            let h = http_get_at(health, "/healthz").0;
+            let m = tls_get(metrics, "/metrics", Some(&token), None).map_or(0, |a| a.code);
+            let v = http_get_at(view, "/api/models").0;
+            probes.push(((h, m, v), t.elapsed()));
+            rss = rss.max(op.rss_kib().unwrap_or(0));
+            threads = threads.max(op.threads().unwrap_or(0));
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let opened: Vec<usize> = floods.into_iter().map(|f| f.join().unwrap()).collect();
+        (opened, probes, rss, threads)
+    });
+    let slowest = probes.iter().map(|(_, t)| *t).max().unwrap_or_default();
+    eprintln!(
+        "sockets opened against health, metrics, view: {opened:?}; {} rounds of probes, slowest \
+         round {slowest:?}; operator threads {threads_before} -> {threads}, RSS {} -> {} KiB",
+        probes.len(),
+        rss_before,
+        rss
+    );
+    for ((h, m, v), took) in &probes {
+        assert_eq!((*h, *m, *v), (200, 200, 200), "probes: {probes:?}");
+        assert!(
+            *took < Duration::from_secs(3),
+            "three probes took {took:?}: {probes:?}"
+        );
+    }
+    assert!(probes.len() >= 10, "{probes:?}");
+    assert!(opened.iter().all(|n| *n >= 1000), "{opened:?}");
+    // A thread per viewer streamed to (16 at most), none per socket.
+    assert!(
+        threads <= threads_before + 16 + 4,
+        "{threads_before} -> {threads} threads"
+    );
+    drop(stuck_viewers);
+    op.assert_clean_exit();
+}
+
+/// /healthz alone, under the same flood, asked every 100 ms: every probe
+/// is answered within a second.
+#[test]
+fn a_socket_flood_never_delays_a_probe_past_a_second() {
+    let (_sim, _, mut op) = cluster_with(fast(), "probe-flood", "svc", &[]);
+    let health = op.health_addr();
+    let until = Instant::now() + Duration::from_secs(8);
+    let probes = std::thread::scope(|s| {
+        let flood = s.spawn(move || hold_sockets(health, 1000, 1, until));
+        std::thread::sleep(Duration::from_secs(1));
+        let mut probes = Vec::new();
+        while Instant::now() + Duration::from_secs(1) < until {
+            let t = Instant::now();
+            probes.push((http_get_at(health, "/healthz").0, t.elapsed()));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        flood.join().unwrap();
+        probes
+    });
+    let slowest = probes.iter().map(|(_, t)| *t).max().unwrap_or_default();
+    eprintln!(
+        "{} probes under 1,000 held sockets from one address, slowest {slowest:?}",
+        probes.len()
+    );
+    for (code, took) in &probes {
+        assert_eq!(*code, 200, "{probes:?}");
+        assert!(*took < Duration::from_secs(1), "a probe took {took:?}");
+    }
+    op.assert_clean_exit();
+}
+
 /// A server that answers every request with a 500 whose message echoes
 /// the request head, as a broken proxy does, Authorization included.
 fn echo_server() -> String {
@@ -381,6 +520,8 @@ enum Misbehaviour {
     Garbage,
     /// Every list page hands back a new `continue` token, for ever.
     EndlessPages,
+    /// As [`Misbehaviour::EndlessPages`], with 200 items of 2 KB a page.
+    EndlessLargePages,
     /// Every watch opens (200) and then says nothing and never closes, as a
     /// half-open connection behind NAT does.
     Silent,
@@ -451,16 +592,29 @@ fn watch_answer(how: Misbehaviour) -> (u16, String) {
             format!("{}\n", serde_json::json!({"type": "ERROR", "object": gone})),
         ),
         Misbehaviour::Garbage => (200, "<html>502 Bad Gateway</html>\n".to_string()),
-        Misbehaviour::CloseAtOnce | Misbehaviour::EndlessPages | Misbehaviour::Silent => {
-            (200, String::new())
-        }
+        Misbehaviour::CloseAtOnce
+        | Misbehaviour::EndlessPages
+        | Misbehaviour::EndlessLargePages
+        | Misbehaviour::Silent => (200, String::new()),
     }
 }
 
 /// An empty list; or, for [`Misbehaviour::EndlessPages`], 100 ConfigMaps
-/// with a `continue` token never seen before.
+/// with a `continue` token never seen before (200 of 2 KB each for
+/// [`Misbehaviour::EndlessLargePages`]).
 fn list_page(how: Misbehaviour, n: usize) -> String {
     let (items, next) = match how {
+        Misbehaviour::EndlessLargePages => {
+            let data = "x".repeat(2000);
+            let items: Vec<serde_json::Value> = (0..200)
+                .map(|i| {
+                    serde_json::json!({"metadata": {"name": format!("cm-{n}-{i}"),
+                    "namespace": "x", "resourceVersion": "7", "uid": format!("u-{n}-{i}")},
+                    "data": {"big": data}})
+                })
+                .collect();
+            (items, Some(format!("page-{n}")))
+        }
         Misbehaviour::EndlessPages => {
             let items: Vec<serde_json::Value> = (0..100)
                 .map(|i| {
@@ -522,6 +676,31 @@ fn eight_seconds_of(how: Misbehaviour, dir: &std::path::Path) {
     assert_eq!(op.http_get("/healthz").0, 200, "{how:?}");
     let (code, body) = op.http_get("/readyz");
     assert_eq!(code, 503, "{how:?}: {body}");
+    op.assert_clean_exit();
+}
+
+/// A server paging for ever with large items (200 of 2 KB a page): the
+/// item bound alone let about 440 MB of items in, and peak RSS reached
+/// 835 MB in 15 s. The byte budget (64 MiB of bodies a list) gives each
+/// list up long before that, and it is tried again with backoff.
+#[test]
+fn endless_pages_of_large_items_are_given_up_within_the_byte_budget() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tmpdir("large-pages");
+    let (url, seen) = fake_server(Misbehaviour::EndlessLargePages);
+    let mut op = Operator::start(&url, &dir, &[]);
+    wait_until("the first request", || seen.lists.load(Relaxed) > 0);
+    std::thread::sleep(Duration::from_secs(15));
+    let lists = seen.lists.load(Relaxed);
+    let rss_mib = op.peak_rss_kib().unwrap_or(0) / 1024;
+    eprintln!("endless 400 KB pages: {lists} pages in 15 s, {rss_mib} MiB peak RSS");
+    assert!(rss_mib < 200, "{rss_mib} MiB peak RSS");
+    assert!(
+        op.log().contains("list refused: more than 64 MiB"),
+        "a list given up names the byte budget"
+    );
+    assert_eq!(op.http_get("/healthz").0, 200);
+    assert_eq!(op.http_get("/readyz").0, 503);
     op.assert_clean_exit();
 }
 

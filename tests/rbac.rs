@@ -92,22 +92,6 @@ fn forbidden(sim: &Sim) -> Vec<String> {
         .collect()
 }
 
-/// Prometheus's ServiceAccount, bound to the shipped metrics-reader role as
-/// the README says; its token.
-fn scraper(sim: &Sim) -> String {
-    let token = sim.service_account_token("monitoring", "prometheus");
-    sim.create(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": "prometheus-openmed-metrics"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": "openmed-operator-metrics-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}],
-    }))
-    .unwrap();
-    token
-}
-
 /// TokenReviews and SubjectAccessReviews the operator made.
 fn reviews(sim: &Sim) -> usize {
     sim.requests()
@@ -161,7 +145,7 @@ fn every_rule_of_the_shipped_roles_is_needed() {
     let sim = start_sim(fast());
     let dir = tmpdir("rbac-each");
     let token = install(&sim, &dir);
-    let prometheus = scraper(&sim);
+    let prometheus = metrics_scraper(&sim);
     let roles: Vec<(&str, &str, &str)> = vec![
         ("ClusterRole", "", "openmed-operator"),
         ("ClusterRole", "", "openmed-operator-metrics-auth"),
@@ -324,7 +308,7 @@ fn metrics_answer_only_callers_the_api_server_allows() {
     let sim = start_sim(fast());
     let dir = tmpdir("rbac-metrics");
     let token = install(&sim, &dir);
-    let prometheus = scraper(&sim);
+    let prometheus = metrics_scraper(&sim);
     let nosy = sim.service_account_token("monitoring", "nosy");
     let secure = ["--metrics-addr", "127.0.0.1:0"];
     let mut op = start_with(&sim, &dir, &token, &secure);
@@ -412,6 +396,95 @@ fn metrics_answer_only_callers_the_api_server_allows() {
     op.assert_clean_exit();
 }
 
+/// Reviews are budgeted per client address: a flood of forged tokens from
+/// 127.0.0.1 (four clients, as fast as they are answered) spends that
+/// address's share, and new scrapers from 127.0.0.2 (fresh tokens, each
+/// needing a review) are reviewed and answered within a second during the
+/// flood. The cap on all reviews holds meanwhile.
+#[test]
+fn a_flood_of_forged_tokens_starves_nobody_but_its_sender() {
+    use std::net::Ipv4Addr;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let sim = start_sim(fast());
+    let dir = tmpdir("rbac-fair-reviews");
+    let token = install(&sim, &dir);
+    let prometheus = metrics_scraper(&sim);
+    let mut op = start_with(&sim, &dir, &token, &["--metrics-addr", "127.0.0.1:0"]);
+    op.wait_ready();
+    let addr = op.metrics_addr();
+    let from = |ip: Ipv4Addr, t: &str| {
+        let sock = connect_from(ip, addr).map_err(|e| e.to_string())?;
+        tls_get_on(sock, "/metrics", Some(t), None)
+    };
+    sim.reset_stats();
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let (flood, scrapes) = std::thread::scope(|s| {
+        let flooders: Vec<_> = (0..4)
+            .map(|f| {
+                let (stop, from) = (&stop, &from);
+                s.spawn(move || {
+                    let mut codes = Vec::new();
+                    for i in 0..400 {
+                        if stop.load(Ordering::SeqCst)
+                            || started.elapsed() > Duration::from_secs(15)
+                        {
+                            break;
+                        }
+                        if let Ok(a) = from(Ipv4Addr::new(127, 0, 0, 1), &format!("forged-{f}-{i}"))
+                        {
+                            codes.push(a.code);
+                        }
+                    }
+                    codes
+                })
+            })
+            .collect();
+        // The flood has spent every burst by now.
+        std::thread::sleep(Duration::from_secs(3));
+        let mut scrapes = Vec::new();
+        for _ in 0..3 {
+            let fresh = sim.service_account_token("monitoring", "prometheus");
+            let t = Instant::now();
+            let code = from(Ipv4Addr::new(127, 0, 0, 2), &fresh).map_or(0, |a| a.code);
+            scrapes.push((code, t.elapsed()));
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        stop.store(true, Ordering::SeqCst);
+        let flood: Vec<u16> = flooders
+            .into_iter()
+            .flat_map(|f| f.join().unwrap())
+            .collect();
+        (flood, scrapes)
+    });
+    let secs = started.elapsed().as_secs_f64();
+    let throttled = flood.iter().filter(|c| **c == 429).count();
+    let made = reviews(&sim);
+    eprintln!(
+        "flood of {} forged tokens from 127.0.0.1 ({throttled} throttled), {made} reviews in \
+         {secs:.1} s; new scrapers from 127.0.0.2: {scrapes:?}",
+        flood.len()
+    );
+    assert!(throttled > flood.len() / 2, "the flood was not throttled");
+    for (code, took) in &scrapes {
+        assert_eq!(
+            *code, 200,
+            "a new scraper from another address was refused: {scrapes:?}"
+        );
+        assert!(*took < Duration::from_secs(1), "answered after {took:?}");
+    }
+    assert!(
+        made as f64 <= 11.0 + 5.0 * secs,
+        "{made} reviews in {secs:.1} s"
+    );
+    // Known tokens are still answered from the cache.
+    assert_eq!(
+        from(Ipv4Addr::new(127, 0, 0, 3), &prometheus).map(|a| a.code),
+        Ok(200)
+    );
+    op.assert_clean_exit();
+}
+
 /// --metrics-cert-dir: the certificate and key given are served, and a
 /// rotated pair is served from the next handshake on, without a restart.
 #[test]
@@ -419,7 +492,7 @@ fn the_metrics_certificate_comes_from_its_directory_and_is_reloaded() {
     let sim = start_sim(fast());
     let dir = tmpdir("rbac-metrics-certs");
     let token = install(&sim, &dir);
-    let prometheus = scraper(&sim);
+    let prometheus = metrics_scraper(&sim);
     let certs = dir.join("certs");
     std::fs::create_dir_all(&certs).unwrap();
     let write_pair = || {

@@ -301,6 +301,7 @@ impl Controller {
             limits: cfg.limits,
             max_list_pages: cfg.list_max_pages,
             max_list_items: cfg.list_max_items,
+            max_list_bytes: cfg.list_max_bytes,
             identity: identity.clone(),
             ..ClientConfig::default()
         };

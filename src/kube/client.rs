@@ -40,6 +40,9 @@ pub struct ClientConfig {
     /// refused, not followed until memory runs out.
     pub max_list_pages: u32,
     pub max_list_items: usize,
+    /// The bytes of one list, all its pages together: what is decoded and
+    /// kept grows with them, and items can be large where counts are not.
+    pub max_list_bytes: usize,
     /// Client-side rate limit (`--qps`, `--burst`).
     pub limits: super::ratelimit::Limits,
     /// Who this process is (its leader-election identity), added to the
@@ -61,6 +64,7 @@ impl Default for ClientConfig {
             max_retry_sleep: Duration::from_secs(1),
             max_list_pages: 1_000,
             max_list_items: 200_000,
+            max_list_bytes: 64 << 20,
             limits: super::ratelimit::Limits::default(),
             identity: None,
         }
@@ -163,6 +167,8 @@ pub struct ObjectList {
     pub items: Vec<Value>,
     pub resource_version: String,
     pub continue_token: Option<String>,
+    /// The length of the body (bodies, for [`Client::list_all`]) it came in.
+    pub bytes: usize,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -340,12 +346,16 @@ impl Client {
         if params.metadata_only {
             req.accept = META_LIST;
         }
-        parse_list(self.json(req)?)
+        let (v, bytes) = self.json_sized(req)?;
+        let mut list = parse_list(v)?;
+        list.bytes = bytes;
+        Ok(list)
     }
 
     /// Every page of a list, in order. If a continue token expires midway
     /// (410) the list starts over, as client-go's pager does. At most
-    /// `max_list_pages` pages and `max_list_items` items; a `continue`
+    /// `max_list_pages` pages, `max_list_items` items and `max_list_bytes`
+    /// bytes of bodies; a `continue`
     /// token seen before is an error. One list at a time across the client,
     /// all its pages: the items of lists in flight never add up.
     pub fn list_all(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
@@ -356,6 +366,7 @@ impl Client {
             p.limit = Some(p.limit.unwrap_or(self.cfg.page_size));
             p.continue_token = None;
             let mut all = Vec::new();
+            let mut bytes = 0usize;
             let mut seen = std::collections::HashSet::new();
             for _ in 0..self.cfg.max_list_pages {
                 let page = match self.list_page(path, &p) {
@@ -367,15 +378,21 @@ impl Client {
                     Err(e) => return Err(e),
                 };
                 all.extend(page.items);
+                bytes = bytes.saturating_add(page.bytes);
                 if all.len() > self.cfg.max_list_items {
                     let max = self.cfg.max_list_items;
                     return Err(Error::ListBound(format!("more than {max} items")));
+                }
+                if bytes > self.cfg.max_list_bytes {
+                    let mib = self.cfg.max_list_bytes >> 20;
+                    return Err(Error::ListBound(format!("more than {mib} MiB")));
                 }
                 let Some(c) = page.continue_token else {
                     return Ok(ObjectList {
                         items: all,
                         resource_version: page.resource_version,
                         continue_token: None,
+                        bytes,
                     });
                 };
                 if !seen.insert(digest_of(&c)) {
@@ -470,6 +487,11 @@ impl Client {
     }
 
     fn json(&self, req: Req<'_>) -> Result<Value> {
+        self.json_sized(req).map(|(v, _)| v)
+    }
+
+    /// A JSON object answer, with the length of the body it came in.
+    fn json_sized(&self, req: Req<'_>) -> Result<(Value, usize)> {
         let mut resp = self.send(&req)?;
         let bytes = resp
             .body_mut()
@@ -491,7 +513,7 @@ impl Client {
                 req.path
             )));
         }
-        Ok(v)
+        Ok((v, bytes.len()))
     }
 
     /// Send with retries; a 2xx response is returned with its body unread.
@@ -722,6 +744,7 @@ fn parse_list(mut v: Value) -> Result<ObjectList> {
         items,
         resource_version,
         continue_token,
+        bytes: 0,
     })
 }
 

@@ -230,19 +230,10 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Cut a message to `max` characters, replace control characters and
-/// redact credentials (a server may echo the request it refused).
+/// Redact credentials (a server may echo the request it refused), then
+/// escape control characters and cut to `max` characters.
 pub fn sanitize(s: &str, max: usize) -> String {
-    let s = crate::redact::redact(s);
-    let mut out: String = s
-        .chars()
-        .take(max)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if s.chars().count() > max {
-        out.push('…');
-    }
-    out
+    crate::foreign::bounded(crate::redact::redact(s), max)
 }
 
 /// Build an [`ApiError`] from a status code and whatever body came with it.
@@ -340,6 +331,7 @@ mod tests {
         let long = format!("a\u{1b}[31mb{}", "x".repeat(1000));
         let s = sanitize(&long, 20);
         assert!(!s.contains('\u{1b}'));
-        assert_eq!(s.chars().count(), 21);
+        assert_eq!(s.chars().count(), 20);
+        assert!(s.starts_with("a\\u{1b}[31mb"), "{s}");
     }
 }

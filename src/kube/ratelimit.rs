@@ -57,6 +57,12 @@ impl Bucket {
         }
     }
 
+    /// Whether the bucket is full at `now` (as a new one would be).
+    pub fn is_full(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        self.tokens >= self.burst
+    }
+
     fn refill(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
         self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);

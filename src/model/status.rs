@@ -172,11 +172,12 @@ pub struct Cond {
     pub message: String,
 }
 
+/// The message is bounded and escaped (§9.15): it may quote a user.
 pub fn cond(status: impl Into<CondStatus>, reason: Reason, message: impl Into<String>) -> Cond {
     Cond {
         status: status.into(),
         reason,
-        message: message.into(),
+        message: crate::foreign::bounded(message.into(), MAX_MESSAGE),
     }
 }
 
@@ -326,15 +327,6 @@ pub const MAX_MESSAGE: usize = 1024;
 /// The longest `rollback-to` target kept (§9.15): longer than any valid
 /// version, so a cut one is still rejected, and never copied whole.
 pub const MAX_ROLLBACK_TARGET: usize = 256;
-
-/// `s` cut to `max` characters, with `...` marking a cut.
-pub fn bounded(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let kept: String = s.chars().take(max.saturating_sub(3)).collect();
-    format!("{kept}...")
-}
 
 /// An Event a transition requires, as `status.lastEvents` records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -532,16 +524,6 @@ impl StatusDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn long_strings_are_cut_and_marked() {
-        assert_eq!(bounded("short", 10), "short");
-        let long = "x".repeat(2000);
-        let cut = bounded(&long, MAX_MESSAGE);
-        assert_eq!(cut.chars().count(), MAX_MESSAGE);
-        assert!(cut.ends_with("..."));
-        assert_eq!(bounded("ééééé", 4), "é...");
-    }
 
     #[test]
     fn vocabulary_round_trips() {

@@ -5,9 +5,10 @@
 use super::judge::cm_ours;
 use super::observed::DeploymentView;
 use super::pass::{Pass, NO_ROLLBACK};
+use crate::foreign::bounded;
 use crate::model::spec::DesiredSpec;
 use crate::model::status::states;
-use crate::model::status::{bounded, EventReason, Phase, Reason, MAX_MESSAGE};
+use crate::model::status::{EventReason, Phase, Reason, MAX_MESSAGE};
 use crate::model::OPT_IN_LABEL;
 
 /// Why a spec cannot be applied right now (an environmental block).

@@ -3,8 +3,9 @@
 //! objects (no managedFields, no unrelated fields), and the core judges them.
 //! Parsing is lenient: a field of the wrong shape reads as absent.
 
+use crate::foreign::bounded;
 use crate::memory::pack::{pack, unpack, Dictionary};
-use crate::model::status::{bounded, Phase, StatusDoc, MAX_ROLLBACK_TARGET};
+use crate::model::status::{Phase, StatusDoc, MAX_ROLLBACK_TARGET};
 use crate::model::{
     AUTOSCALED_ANNOTATION, CLAIM_LABEL, MANAGED_BY_LABEL, MANIFEST_KEY, OWNER_ANNOTATION,
     PRELOAD_ENV, ROLLBACK_ANNOTATION,

@@ -209,7 +209,9 @@ impl Plan {
         }
     }
 
+    /// The message is bounded and escaped (§9.15): it may quote a user.
     pub(crate) fn push_event(&mut self, reason: EventReason, message: String) {
+        let message = crate::foreign::bounded(message, crate::model::status::MAX_MESSAGE);
         self.events.push(EventSpec { reason, message });
     }
 

@@ -77,12 +77,9 @@ pub struct Row {
     pub events: Vec<EventRow>,
 }
 
-/// `s` cut to [`MAX_TEXT`] characters, control characters dropped.
+/// `s` cut to [`MAX_TEXT`] characters, control characters escaped.
 fn bounded(s: &str) -> String {
-    s.chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_TEXT)
-        .collect()
+    crate::foreign::bounded(s, MAX_TEXT)
 }
 
 fn text(v: &Value) -> String {

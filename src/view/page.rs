@@ -21,7 +21,7 @@ pub fn handler(hub: Arc<Hub>, access: Option<Arc<TokenAccess>>) -> Handler {
             return Answer::text(405, "only GET\n");
         }
         let verdict = match &access {
-            Some(a) => a.check(r.authorization.as_deref()),
+            Some(a) => a.check(r.authorization.as_deref(), r.peer),
             // Open on loopback, to this machine's names only: a page of
             // another site whose name was made to point at 127.0.0.1 (DNS
             // rebinding) sends its own name and is refused.
@@ -116,6 +116,7 @@ mod tests {
             path: path.into(),
             authorization: token.map(|t| format!("Bearer {t}")),
             host: Some("127.0.0.1:8081".into()),
+            peer: [127, 0, 0, 1].into(),
         })
     }
 
@@ -147,6 +148,7 @@ mod tests {
             path: "/".into(),
             authorization: None,
             host: None,
+            peer: [127, 0, 0, 1].into(),
         });
         assert_eq!(post.code, 405);
         let at = |host: &str| {
@@ -155,6 +157,7 @@ mod tests {
                 path: "/api/models".into(),
                 authorization: None,
                 host: Some(host.into()),
+                peer: [127, 0, 0, 1].into(),
             })
             .code
         };

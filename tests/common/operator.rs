@@ -132,6 +132,22 @@ fn shipped_rbac(sim: &Sim) -> &'static [Value] {
     })
 }
 
+/// A token of `monitoring/prometheus`, bound to the shipped
+/// `openmed-operator-metrics-reader` ClusterRole: a scraper's.
+pub fn metrics_scraper(sim: &Sim) -> String {
+    let token = sim.service_account_token("monitoring", "prometheus");
+    sim.create(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "prometheus-openmed-metrics"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "openmed-operator-metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}],
+    }))
+    .unwrap();
+    token
+}
+
 /// A simulated cluster holding Deployment `deploy` (2 replicas), and the
 /// operator running against it, ready. The directory holds the operator's log.
 pub fn cluster_with(
@@ -415,7 +431,10 @@ impl Operator {
 pub fn http_get_at(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    // A server that closes at once answers nothing: status 0.
+    if write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+        return (0, String::new());
+    }
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
@@ -475,6 +494,10 @@ impl Operator {
         self.proc_status("Threads:")
     }
 
+    pub fn rss_kib(&self) -> Option<u64> {
+        self.proc_status("VmRSS:")
+    }
+
     pub fn peak_rss_kib(&self) -> Option<u64> {
         self.proc_status("VmHWM:")
     }
@@ -522,6 +545,54 @@ pub fn tls_get(
     token: Option<&str>,
     trust: Option<(&[u8], &str)>,
 ) -> Result<TlsAnswer, String> {
+    let sock =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    tls_get_on(sock, path, token, trust)
+}
+
+/// A TCP connection to `to` from the loopback address `from` (loopback
+/// has all of 127.0.0.0/8: clients told apart by address).
+pub fn connect_from(from: std::net::Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    use std::os::fd::FromRawFd;
+    let std::net::SocketAddr::V4(to) = to else {
+        return Err(std::io::ErrorKind::Unsupported.into());
+    };
+    let sockaddr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a new socket, owned by the TcpStream made of it; the
+    // addresses are live sockaddr_in values of the length given.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let sock = TcpStream::from_raw_fd(fd);
+        let local = sockaddr(from, 0);
+        if libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let remote = sockaddr(*to.ip(), to.port());
+        if libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(sock)
+    }
+}
+
+/// [`tls_get`] over a connection already made.
+pub fn tls_get_on(
+    sock: TcpStream,
+    path: &str,
+    token: Option<&str>,
+    trust: Option<(&[u8], &str)>,
+) -> Result<TlsAnswer, String> {
     use rustls::pki_types::{CertificateDer, ServerName};
     use std::sync::Arc;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -547,8 +618,6 @@ pub fn tls_get(
     let cfg = Arc::new(cfg.with_no_client_auth());
     let name = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
     let conn = rustls::ClientConnection::new(cfg, name).map_err(|e| e.to_string())?;
-    let sock =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
     sock.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let mut tls = rustls::StreamOwned::new(conn, sock);
