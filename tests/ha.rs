@@ -2,7 +2,8 @@
 //! Only the lease holder writes; the standby takes over after a SIGKILL
 //! (within a lease duration and a retry period), a SIGTERM (at once: the
 //! lease is released) and a partition (once the lease expires; the
-//! partitioned leader stops writing within its renew deadline and exits).
+//! partitioned leader stops writing within its renew deadline and exits),
+//! and a Lease deleted or edited by hand never makes two writers.
 //! Every write in kubesim's request log is attributed to a process by its
 //! User-Agent, which carries the process's identity.
 //!
@@ -305,6 +306,132 @@ fn a_partitioned_leader_stops_writing_before_its_lease_can_expire() {
     assert_single_writer(&writes);
     assert!(a.log().contains("lost the leader lease"), "{}", a.log());
     b.assert_clean_exit();
+}
+
+/// Someone deletes the Lease by hand, three times, then clears its holder
+/// by hand, while models keep changing. The old leader stops writing as
+/// soon as it learns the Lease is gone or another's, and exits; the
+/// standby, which saw it lead, holds the Lease it re-creates (or takes
+/// over) for a lease duration before writing. After every change the
+/// writers take turns (the old one's last write before the new one's
+/// first), and a fresh replica joins so there are two again.
+#[test]
+fn deleting_or_editing_the_lease_never_makes_two_writers() {
+    let _turn = turn();
+    let n = 3;
+    let (sim, dir, mut leader, mut standby) = leader_and_standby(n, "ha-delete");
+    let (mut leader_pod, mut standby_pod) = ("op-a", "op-b");
+    let mut versions = vec![V1; n];
+    let mut changed_at = Vec::new();
+    let rounds = [
+        ("delete", "op-c"),
+        ("delete", "op-d"),
+        ("delete", "op-e"),
+        ("clear the holder", "op-f"),
+    ];
+    for (k, (how, fresh_pod)) in rounds.into_iter().enumerate() {
+        // Writes under way when the Lease goes, and after.
+        churn(&sim, &mut versions, Duration::from_millis(600));
+        changed_at.push(sim.clock_ms());
+        take_the_lease_away(&sim, how);
+        churn(&sim, &mut versions, Duration::from_secs(LEASE_S + 2));
+        let exited = exit_within(&mut leader, Duration::from_secs(5));
+        for (i, v) in versions.iter().enumerate() {
+            wait_serving(&sim, &format!("m-{i}"), v);
+        }
+        report_turns(&writes_by_pod(&sim), &changed_at, k, how);
+        assert!(
+            exited.is_some_and(|s| !s.success()),
+            "{leader_pod} did not exit after the Lease changed ({how}): {exited:?}\n{}",
+            leader.log()
+        );
+        assert!(
+            leader.log().contains("lost the leader lease"),
+            "{}",
+            leader.log()
+        );
+        wait_holder(&sim, standby_pod, WAIT);
+        let mut fresh = start(&sim, &dir, fresh_pod, &[]);
+        fresh.wait_ready();
+        leader = std::mem::replace(&mut standby, fresh);
+        (leader_pod, standby_pod) = (standby_pod, fresh_pod);
+    }
+    let turns = assert_single_writer(&writes_by_pod(&sim));
+    eprintln!("writers in turn: {turns:?}");
+    assert_eq!(turns, ["op-a", "op-b", "op-c", "op-d", "op-e"]);
+    // Versions flip back and forth, so a message recurs (at another
+    // generation, under another name); none was posted twice.
+    for e in sim.objects("", "events", Some(NS)) {
+        assert!(e["count"].as_i64().unwrap_or(1) <= 1, "posted twice: {e}");
+    }
+    leader.assert_clean_exit();
+    standby.assert_clean_exit();
+}
+
+/// As an admin would: `kubectl delete lease`, or an edit that clears the
+/// holder (not a release: the duration is left as it was).
+fn take_the_lease_away(sim: &Sim, how: &str) {
+    let (api, kind, name) = ("coordination.k8s.io/v1", "Lease", "openmed-operator");
+    match how {
+        "delete" => sim.delete(api, kind, OPERATOR_NS, name),
+        _ => {
+            let clear = json!({"spec": {"holderIdentity": ""}});
+            sim.merge_patch(api, kind, OPERATOR_NS, name, &clear)
+                .map(drop)
+        }
+    }
+    .unwrap();
+}
+
+/// Flips the models' versions one after another for `how_long`.
+fn churn(sim: &Sim, versions: &mut [&'static str], how_long: Duration) {
+    let t = Instant::now();
+    let mut i = 0;
+    while t.elapsed() < how_long {
+        let m = i % versions.len();
+        versions[m] = if versions[m] == V1 { V2 } else { V1 };
+        set_version(sim, &format!("m-{m}"), versions[m]);
+        i += 1;
+        std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+fn exit_within(op: &mut Operator, within: Duration) -> Option<std::process::ExitStatus> {
+    let t = Instant::now();
+    while t.elapsed() < within {
+        if let Some(st) = op.exited() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// The writes from the Lease's change `k` to the next: who wrote, in
+/// turn, and when after the change; one writer's turn must be over before
+/// the next's.
+fn report_turns(writes: &[(u64, String)], changes: &[u64], k: usize, how: &str) {
+    let from = changes[k];
+    let to = changes.get(k + 1).copied().unwrap_or(u64::MAX);
+    let seg: Vec<(u64, String)> = writes
+        .iter()
+        .filter(|(t, _)| (from..to).contains(t))
+        .cloned()
+        .collect();
+    let mut turns: Vec<(String, usize, u64, u64)> = Vec::new();
+    for (t, who) in &seg {
+        match turns.last_mut() {
+            Some(turn) if turn.0 == *who => (turn.1, turn.3) = (turn.1 + 1, t - from),
+            _ => turns.push((who.clone(), 1, t - from, t - from)),
+        }
+    }
+    let shown: Vec<String> = turns
+        .iter()
+        .map(|(w, n, a, b)| format!("{w}: {n} writes at +{a}..+{b} ms"))
+        .collect();
+    let turns = shown.join("; then ");
+    eprintln!("change {} ({how}) at {from} ms: {turns}", k + 1);
+    assert_single_writer(&seg);
 }
 
 /// A leader cut off from the API server altogether (every request

@@ -9,7 +9,11 @@
 //! itself once the last successful renewal is older than the renew
 //! deadline, which is shorter than the lease duration, so no write leaves
 //! this process after another could have taken the lease: a candidate
-//! waits a whole lease duration after the last renewal it saw.
+//! waits a whole lease duration after the last renewal it saw. It closes
+//! at once, and the process exits, when the leader learns the Lease no
+//! longer holds it (deleted, another holder, someone else's write); a
+//! candidate that re-creates a Lease it saw another hold writes only a
+//! lease duration later (client-go leaves both windows open).
 
 use crate::backoff::{jitter, random_u64};
 use crate::kube::path::LEASES;
@@ -154,6 +158,87 @@ enum Round {
     Taken,
     /// Someone wrote the Lease between our read and our write: read again.
     Raced,
+    /// We led, and the Lease no longer holds us: step down and exit.
+    Lost(&'static str),
+}
+
+/// What a read of the Lease (None: absent) means to this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// Ours, as our own writes left it: renew it.
+    Ours,
+    /// Released, or its holder's record expired on our clock: take it.
+    /// With `hold_off`, its last holder may still be writing.
+    Free { hold_off: bool },
+    /// Another holder's record is current.
+    Taken,
+    /// Absent: create it. With `hold_off`, another process was seen
+    /// holding it and may still be writing.
+    Absent { hold_off: bool },
+    /// We lead, and the Lease is gone or someone else wrote it.
+    Lost(&'static str),
+}
+
+/// What [`judge`] weighs besides the Lease read.
+struct Judging<'a> {
+    identity: &'a str,
+    leading: bool,
+    /// The resourceVersion our last confirmed write got.
+    written: Option<&'a str>,
+    /// The renewTimes of our writes sent since then and not confirmed: an
+    /// answer lost on the way does not mean the write did not land.
+    unconfirmed: &'a [String],
+    /// How long the record read has been unchanged on our clock.
+    unchanged_for: Duration,
+    /// This candidate has seen another process hold the Lease (or lost a
+    /// race for it).
+    others_seen: bool,
+    lease_duration: Duration,
+}
+
+/// A leader keeps the lease only while the Lease is what its own writes
+/// made it: gone, held by another identity, or at a resourceVersion none
+/// of our writes explains means someone else may hold it now. A candidate
+/// honours another's record until it has been unchanged for its duration.
+fn judge(lease: Option<&Value>, j: &Judging) -> Verdict {
+    let Some(lease) = lease else {
+        return match j.leading {
+            true => Verdict::Lost("the Lease was deleted"),
+            false => Verdict::Absent {
+                hold_off: j.others_seen,
+            },
+        };
+    };
+    let spec = &lease["spec"];
+    let holder = spec["holderIdentity"].as_str().unwrap_or("");
+    if j.leading {
+        let rv = lease["metadata"]["resourceVersion"].as_str();
+        let renewed = spec["renewTime"].as_str().unwrap_or("");
+        return if holder != j.identity {
+            Verdict::Lost("the Lease is held by another identity")
+        } else if (rv.is_some() && rv == j.written) || j.unconfirmed.iter().any(|t| t == renewed) {
+            Verdict::Ours
+        } else {
+            Verdict::Lost("someone else wrote the Lease")
+        };
+    }
+    let duration = spec["leaseDurationSeconds"]
+        .as_u64()
+        .map(Duration::from_secs)
+        .unwrap_or(j.lease_duration);
+    if holder == j.identity {
+        Verdict::Ours
+    } else if !holder.is_empty() && j.unchanged_for < duration {
+        Verdict::Taken
+    } else {
+        // A holder that releases (as `release` and client-go do) stopped
+        // writing first; one cleared by hand, or a record that expired
+        // sooner than a lease duration, may still be writing.
+        let released = holder.is_empty() && spec["leaseDurationSeconds"] == 1;
+        Verdict::Free {
+            hold_off: j.others_seen && !released && j.unchanged_for < j.lease_duration,
+        }
+    }
 }
 
 /// The lease as last read or written, and when (on our clock) its record
@@ -161,6 +246,12 @@ enum Round {
 struct Observed {
     lease: Value,
     changed_at: Instant,
+}
+
+/// A Lease we hold but may not write under yet.
+struct HoldOff {
+    until: Instant,
+    told: bool,
 }
 
 /// The loop that acquires and renews the lease, on a client of its own
@@ -172,6 +263,14 @@ pub struct Elector {
     identity: String,
     leadership: Arc<Leadership>,
     observed: Option<Observed>,
+    /// The resourceVersion our last confirmed write of the Lease got.
+    written: Option<String>,
+    /// renewTimes of our writes sent since, not confirmed (a few at most).
+    unconfirmed: Vec<String>,
+    /// Another process was seen holding the Lease, or won a race for it.
+    /// Kept for good: a process leads once, then exits.
+    others_seen: bool,
+    hold_off: Option<HoldOff>,
 }
 
 /// The parts of a record whose change restarts the expiry clock.
@@ -199,6 +298,10 @@ impl Elector {
             identity,
             leadership,
             observed: None,
+            written: None,
+            unconfirmed: Vec::new(),
+            others_seen: false,
+            hold_off: None,
         }
     }
 
@@ -233,80 +336,169 @@ impl Elector {
         })
     }
 
+    /// Creates or updates the Lease. Its renewTime is kept until an answer
+    /// confirms the write, so that a read can tell a write of ours that
+    /// landed unanswered from someone else's.
+    fn write(&mut self, lease: &Value, create: bool) -> Result<(), Error> {
+        if self.unconfirmed.len() >= 8 {
+            self.unconfirmed.remove(0);
+        }
+        let renewed = lease["spec"]["renewTime"].as_str().unwrap_or("");
+        self.unconfirmed.push(renewed.to_string());
+        let written = match create {
+            true => {
+                let collection = ResourcePath::collection(LEASES, Some(&self.namespace))?;
+                self.client.create(&collection, lease)?
+            }
+            false => self.client.update(&self.path()?, lease)?,
+        };
+        self.written = written["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
+        self.unconfirmed.clear();
+        self.remember(written);
+        Ok(())
+    }
+
     /// One round (client-go's `tryAcquireOrRenew`). The leader writes its
-    /// renewal over the copy it holds (one request); anyone else reads
-    /// first.
+    /// renewal over the copy it holds (one request); anyone else, or a
+    /// leader whose renewal told nothing for sure, reads and judges first.
     fn try_acquire_or_renew(&mut self) -> Result<Round, Error> {
-        let path = self.path()?;
-        if let Some(o) = self
-            .observed
-            .as_ref()
-            .filter(|_| self.leadership.is_leader())
-        {
-            let mut lease = o.lease.clone();
-            lease["spec"] = self.our_spec(&o.lease["spec"]);
-            match self.client.update(&path, &lease) {
-                Ok(written) => {
-                    self.remember(written);
-                    return Ok(Round::Held);
-                }
-                // Read it and judge again, in this same round.
-                Err(e) => log::debug!("renewing over our copy failed ({e}); reading the lease"),
+        let leading = self.leadership.is_leader();
+        if let Some(copy) = self.observed.as_ref().filter(|_| leading) {
+            if let Some(round) = self.renew_own_copy(copy.lease.clone()) {
+                return Ok(round);
             }
         }
-        let current = match self.client.get(&path) {
-            Ok(lease) => lease,
-            Err(e) if e.is_not_found() => return self.create(),
+        let current = match self.client.get(&self.path()?) {
+            Ok(lease) => Some(lease),
+            Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e),
         };
-        self.remember(current.clone());
-        let spec = &current["spec"];
-        let holder = spec["holderIdentity"].as_str().unwrap_or("");
-        let duration = spec["leaseDurationSeconds"]
-            .as_u64()
-            .map(Duration::from_secs)
-            .unwrap_or(self.cfg.lease_duration);
-        let seen = self.observed.as_ref().map(|o| o.changed_at.elapsed());
-        if !holder.is_empty() && holder != self.identity && seen.is_some_and(|s| s < duration) {
-            return Ok(Round::Taken);
+        // Absent: as if it had changed now.
+        let mut seen_since = Instant::now();
+        if let Some(lease) = &current {
+            self.remember(lease.clone());
+            seen_since = self.observed.as_ref().map_or(seen_since, |o| o.changed_at);
         }
+        let verdict = judge(
+            current.as_ref(),
+            &Judging {
+                identity: &self.identity,
+                leading,
+                written: self.written.as_deref(),
+                unconfirmed: &self.unconfirmed,
+                unchanged_for: seen_since.elapsed(),
+                others_seen: self.others_seen,
+                lease_duration: self.cfg.lease_duration,
+            },
+        );
+        // A hold-off runs a lease duration from when we first saw the
+        // Lease as we take it (absent, or its holder cleared by hand).
+        let opens_at = seen_since + self.cfg.lease_duration;
+        match (verdict, current) {
+            (Verdict::Lost(why), _) => Ok(Round::Lost(why)),
+            (Verdict::Taken, _) => {
+                self.others_seen = true;
+                Ok(Round::Taken)
+            }
+            (Verdict::Absent { hold_off }, _) => self.create(hold_off.then_some(opens_at)),
+            (Verdict::Free { hold_off }, Some(lease)) => {
+                self.take(lease, leading, hold_off.then_some(opens_at))
+            }
+            (Verdict::Ours, Some(lease)) => self.take(lease, leading, None),
+            (_, None) => Ok(Round::Raced),
+        }
+    }
+
+    /// The leader's renewal over its own copy. Only someone else's write
+    /// makes that conflict (unless an earlier renewal of ours landed
+    /// unanswered), and only a delete makes it not found. None: the answer
+    /// told nothing for sure, read the Lease and judge.
+    fn renew_own_copy(&mut self, mut lease: Value) -> Option<Round> {
+        lease["spec"] = self.our_spec(&lease["spec"]);
+        let earlier_unconfirmed = !self.unconfirmed.is_empty();
+        match self.write(&lease, false) {
+            Ok(()) => Some(Round::Held),
+            Err(e) if e.is_not_found() => Some(Round::Lost("the Lease was deleted")),
+            Err(e) if e.code() == Some(409) && !earlier_unconfirmed => {
+                Some(Round::Lost("someone else wrote the Lease"))
+            }
+            Err(e) => {
+                log::debug!("renewing over our copy failed ({e}); reading the lease");
+                None
+            }
+        }
+    }
+
+    /// Our record over the Lease as read, bound to its resourceVersion.
+    /// `opens_at`: as for [`Elector::create`].
+    fn take(
+        &mut self,
+        current: Value,
+        leading: bool,
+        opens_at: Option<Instant>,
+    ) -> Result<Round, Error> {
+        self.hold_off_until(opens_at);
         let mut lease = current.clone();
-        lease["spec"] = self.our_spec(spec);
-        match self.client.update(&path, &lease) {
-            Ok(written) => {
-                self.remember(written);
-                Ok(Round::Held)
+        lease["spec"] = self.our_spec(&current["spec"]);
+        match self.write(&lease, false) {
+            Ok(()) => Ok(Round::Held),
+            Err(e) if leading && e.is_not_found() => Ok(Round::Lost("the Lease was deleted")),
+            Err(e) if leading && e.code() == Some(409) => {
+                Ok(Round::Lost("someone else wrote the Lease"))
             }
             Err(e) if e.code() == Some(409) => {
                 // Someone wrote it first: read it again next round.
                 self.observed = None;
+                self.others_seen = true;
                 Ok(Round::Raced)
             }
             Err(e) => Err(e),
         }
     }
 
-    fn create(&mut self) -> Result<Round, Error> {
+    /// Creates the absent Lease. `opens_at`: our writes wait until then
+    /// (set before sending: a create may land unanswered).
+    fn create(&mut self, opens_at: Option<Instant>) -> Result<Round, Error> {
+        self.hold_off_until(opens_at);
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.cfg.lease_name, "namespace": self.namespace},
             "spec": self.our_spec(&Value::Null),
         });
-        let collection = ResourcePath::collection(LEASES, Some(&self.namespace))?;
-        match self.client.create(&collection, &lease) {
-            Ok(written) => {
-                self.remember(written);
-                Ok(Round::Held)
+        match self.write(&lease, true) {
+            Ok(()) => Ok(Round::Held),
+            Err(e) if e.code() == Some(409) => {
+                self.others_seen = true;
+                Ok(Round::Raced)
             }
-            Err(e) if e.code() == Some(409) => Ok(Round::Raced),
             Err(e) => Err(e),
         }
     }
 
+    /// A hold-off already running is kept: it began at the first sight.
+    fn hold_off_until(&mut self, opens_at: Option<Instant>) {
+        if let (Some(until), None) = (opens_at, &self.hold_off) {
+            self.hold_off = Some(HoldOff { until, told: false });
+        }
+    }
+
     /// Acquire, then renew every retry period until `stop` says so. A
-    /// leader that fails to renew within the renew deadline, or finds the
-    /// lease taken, exits the process: its writes have stopped already (the
-    /// gate), and a restart joins again as a candidate with clean state.
+    /// leader exits the process as soon as it learns the Lease no longer
+    /// holds it (gone, another holder, someone else's write), or when it
+    /// has not renewed within the renew deadline: its writes have stopped
+    /// already (the gate), and a restart joins again as a candidate with
+    /// clean state.
+    ///
+    /// A candidate that has seen another process hold the Lease, and then
+    /// creates it (it was deleted) or takes it over from a holder cleared
+    /// by hand, holds it a lease duration before it writes: the old
+    /// holder's last renewal was before that change, so by then its gate
+    /// has closed and its writes are over (it also exits at its next
+    /// renewal). A candidate that never saw another holder (a fresh start
+    /// finding no Lease) leads at once, and so does one taking over a
+    /// released or expired lease.
     pub fn run(mut self, stop: fn() -> bool) -> Elector {
         log::info!(
             "leader election: lease {}/{} as {}",
@@ -318,16 +510,12 @@ impl Elector {
             let was_leader = self.leadership.is_leader();
             let sent = Instant::now();
             match self.try_acquire_or_renew() {
-                Ok(Round::Held) => {
-                    self.leadership.renewed(sent);
-                    if !was_leader {
-                        log::info!("became the leader ({})", self.identity);
-                    }
-                }
-                Ok(Round::Taken) if was_leader => self.lost("the lease is held by another replica"),
+                Ok(Round::Held) => self.held(sent, was_leader),
+                Ok(Round::Lost(why)) => self.lost(why),
+                Ok(Round::Taken) => self.hold_off = None,
                 // A race or an error: a leader tries again until its
                 // renew deadline, as client-go's renew loop does.
-                Ok(Round::Taken | Round::Raced) => {}
+                Ok(Round::Raced) => {}
                 Err(e) => log::warn!("leader election: {e}"),
             }
             if was_leader && !self.leadership.may_write() {
@@ -342,6 +530,29 @@ impl Elector {
         self
     }
 
+    /// We hold the Lease by a request sent at `sent`: the gate opens (or
+    /// stays open), unless a hold-off is still running.
+    fn held(&mut self, sent: Instant, was_leader: bool) {
+        if let Some(h) = &mut self.hold_off {
+            let left = h.until.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                if !h.told {
+                    h.told = true;
+                    log::info!(
+                        "holding the lease; writes start in {} s (the previous holder may still be writing)",
+                        left.as_secs_f64().ceil()
+                    );
+                }
+                return;
+            }
+            self.hold_off = None;
+        }
+        self.leadership.renewed(sent);
+        if !was_leader {
+            log::info!("became the leader ({})", self.identity);
+        }
+    }
+
     fn lost(&self, why: &str) -> ! {
         self.leadership.step_down();
         log::error!(
@@ -352,6 +563,9 @@ impl Elector {
 
     /// Step down and hand the lease over at once (holder cleared, duration
     /// 1 s, as client-go's `ReleaseOnCancel`), once the workers are done.
+    /// A Lease held through a hold-off is left to expire: a successor
+    /// would take a released one at once, while the old holder may still
+    /// be writing.
     pub fn release(&mut self) {
         let was_leader = self.leadership.is_leader();
         self.leadership.step_down();
@@ -411,6 +625,95 @@ mod tests {
         );
         l.step_down();
         assert!(l.check().is_ok());
+    }
+
+    fn lease(holder: &str, rv: &str, renewed: &str) -> Value {
+        json!({"metadata": {"resourceVersion": rv},
+               "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": renewed}})
+    }
+
+    #[test]
+    fn a_leader_keeps_the_lease_only_as_its_own_writes_left_it() {
+        let unconfirmed = ["t3".to_string()];
+        let leader = Judging {
+            identity: "us",
+            leading: true,
+            written: Some("7"),
+            unconfirmed: &unconfirmed,
+            unchanged_for: Duration::ZERO,
+            others_seen: true,
+            lease_duration: Duration::from_secs(15),
+        };
+        let gone = Verdict::Lost("the Lease was deleted");
+        let other = Verdict::Lost("the Lease is held by another identity");
+        let edited = Verdict::Lost("someone else wrote the Lease");
+        let table = [
+            (None, gone),
+            (Some(lease("them", "8", "t9")), other),
+            (Some(lease("", "8", "t9")), other),
+            (Some(lease("us", "8", "t2")), edited),
+            (Some(lease("us", "7", "t2")), Verdict::Ours),
+            // Our renewal that landed while its answer was lost.
+            (Some(lease("us", "8", "t3")), Verdict::Ours),
+        ];
+        for (read, want) in table {
+            assert_eq!(judge(read.as_ref(), &leader), want, "{read:?}");
+        }
+    }
+
+    #[test]
+    fn a_candidate_holds_off_only_after_seeing_another_holder() {
+        let mut c = Judging {
+            identity: "us",
+            leading: false,
+            written: None,
+            unconfirmed: &[],
+            unchanged_for: Duration::from_secs(1),
+            others_seen: false,
+            lease_duration: Duration::from_secs(15),
+        };
+        let fresh = Verdict::Absent { hold_off: false };
+        assert_eq!(judge(None, &c), fresh, "a fresh start leads at once");
+        assert_eq!(judge(Some(&lease("them", "1", "t")), &c), Verdict::Taken);
+        let free = Verdict::Free { hold_off: false };
+        assert_eq!(judge(Some(&lease("", "1", "t")), &c), free);
+        assert_eq!(judge(Some(&lease("us", "1", "t")), &c), Verdict::Ours);
+        c.others_seen = true;
+        let after = Verdict::Absent { hold_off: true };
+        assert_eq!(judge(None, &c), after, "the old holder may still write");
+        let cleared = judge(Some(&lease("", "1", "t")), &c);
+        assert_eq!(cleared, Verdict::Free { hold_off: true }, "cleared by hand");
+        let mut released = lease("", "1", "t");
+        released["spec"]["leaseDurationSeconds"] = json!(1);
+        assert_eq!(judge(Some(&released), &c), free, "its holder stopped first");
+        let mut shortened = lease("them", "1", "t");
+        shortened["spec"]["leaseDurationSeconds"] = json!(1);
+        let early = Verdict::Free { hold_off: true };
+        assert_eq!(judge(Some(&shortened), &c), early, "expired too soon");
+        c.unchanged_for = Duration::from_secs(15);
+        let expired = judge(Some(&lease("them", "1", "t")), &c);
+        assert_eq!(expired, free, "unchanged for a lease duration");
+    }
+
+    #[test]
+    fn the_gate_stays_shut_through_a_hold_off() {
+        let cfg = ElectionConfig::default();
+        let opts = crate::kube::EndpointOptions {
+            server: Some("http://127.0.0.1:9".into()),
+            ..Default::default()
+        };
+        let endpoint = crate::kube::Endpoint::resolve(&opts, &|_| None).unwrap();
+        let client = Client::new(endpoint, crate::kube::ClientConfig::default()).unwrap();
+        let l = Arc::new(Leadership::new(&cfg, Arc::new(Metrics::default())));
+        let mut e = Elector::new(client, cfg, "ns".into(), "us".into(), l.clone());
+        let until = Instant::now() + Duration::from_millis(80);
+        e.hold_off = Some(HoldOff { until, told: false });
+        e.held(Instant::now(), false);
+        assert!(!l.may_write() && !l.is_leader(), "held, not yet leading");
+        std::thread::sleep(Duration::from_millis(100));
+        e.held(Instant::now(), false);
+        assert!(l.may_write(), "the hold-off is over");
+        assert!(e.hold_off.is_none());
     }
 
     #[test]
