@@ -110,6 +110,19 @@ fn the_view_shows_models_and_streams_their_changes() {
     // The stream: a snapshot, then each change within a second or so.
     let v = Viewer::connect(addr);
     v.wait(0, "event: snapshot");
+    // A stream has no length: a browser's EventSource would end at one.
+    let head =
+        v.0.lock()
+            .unwrap()
+            .split("\r\n\r\n")
+            .next()
+            .unwrap_or("")
+            .to_string();
+    assert!(head.contains("Content-Type: text/event-stream"), "{head}");
+    assert!(
+        !head.to_ascii_lowercase().contains("content-length"),
+        "{head}"
+    );
     let mark = v.len();
     set_version(&sim, "svc", V2);
     let rolling = v.wait(mark, "\"phase\":\"RollingOut\"");

@@ -260,11 +260,12 @@ fn work(queue: &Mutex<Receiver<Job>>, handler: &Handler, returned: &Returned) {
             Head::Request(r) => handler(&r),
             Head::TooLarge => Answer::text(431, "request head too large\n"),
         };
+        // The head first: a stream's has no Content-Length.
+        let mut bytes = head_bytes(&answer);
         if let Some(body) = answer.stream.take() {
-            stream(conn, head_bytes(&answer), body);
+            stream(conn, bytes, body);
             continue;
         }
-        let mut bytes = head_bytes(&answer);
         bytes.extend_from_slice(answer.body.as_bytes());
         conn.answer(bytes, Instant::now() + REQUEST_DEADLINE);
         returned.push(conn);
