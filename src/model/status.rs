@@ -187,16 +187,45 @@ pub fn cond(status: impl Into<CondStatus>, reason: Reason, message: impl Into<St
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CondSet(pub [(CondStatus, Reason); 4]);
 
+/// A state's four messages, one for each condition, named so that no two can be
+/// swapped unnoticed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Messages {
+    pub ready: String,
+    pub progressing: String,
+    pub degraded: String,
+    pub rolled_back: String,
+}
+
+impl Messages {
+    /// One sentence for all four conditions: a state that one cause
+    /// explains. `Messages { rolled_back, ..Messages::all(m) }` varies one.
+    pub fn all(message: impl Into<String>) -> Messages {
+        let m = message.into();
+        Messages {
+            ready: m.clone(),
+            progressing: m.clone(),
+            degraded: m.clone(),
+            rolled_back: m,
+        }
+    }
+}
+
 impl CondSet {
     /// The conditions with the pass's messages.
-    pub fn with(self, messages: [String; 4]) -> [Cond; 4] {
-        let [a, b, c, d] = messages;
+    pub fn with(self, messages: Messages) -> [Cond; 4] {
+        let Messages {
+            ready,
+            progressing,
+            degraded,
+            rolled_back,
+        } = messages;
         let [(sa, ra), (sb, rb), (sc, rc), (sd, rd)] = self.0;
         [
-            cond(sa, ra, a),
-            cond(sb, rb, b),
-            cond(sc, rc, c),
-            cond(sd, rd, d),
+            cond(sa, ra, ready),
+            cond(sb, rb, progressing),
+            cond(sc, rc, degraded),
+            cond(sd, rd, rolled_back),
         ]
     }
 
@@ -564,6 +593,24 @@ mod tests {
             .map(|x| x["type"].as_str().unwrap())
             .collect();
         assert_eq!(types, ["Ready", "Progressing", "Degraded", "RolledBack"]);
+    }
+
+    #[test]
+    fn each_message_lands_on_its_own_condition() {
+        let c = states::READY.with(Messages {
+            ready: "r".into(),
+            progressing: "p".into(),
+            degraded: "d".into(),
+            rolled_back: "b".into(),
+        });
+        let got: Vec<&str> = c.iter().map(|c| c.message.as_str()).collect();
+        assert_eq!(got, ["r", "p", "d", "b"]);
+        let one = states::READY.with(Messages {
+            rolled_back: "b".into(),
+            ..Messages::all("m")
+        });
+        let got: Vec<&str> = one.iter().map(|c| c.message.as_str()).collect();
+        assert_eq!(got, ["m", "m", "m", "b"]);
     }
 
     #[test]

@@ -5,13 +5,13 @@
 mod block;
 pub mod delete;
 pub mod execute;
+mod facts;
 pub mod judge;
+mod messages;
 pub mod observed;
 mod pass;
 pub mod patches;
 pub mod plan;
-mod rollback;
-mod targets;
 
 pub use block::Refused;
 pub use execute::{execute, Cluster, Executed};

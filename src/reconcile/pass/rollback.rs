@@ -2,17 +2,17 @@
 //! (step 5, 9.3, 9.22), watched until they serve or fail (step 12, 9.23),
 //! and the state a rejected annotation replaced (9.24).
 
-use super::judge;
-use super::observed::{DeploymentView, ModelView};
-use super::pass::{paused_message, Pass};
-use super::targets::recreated;
+use super::Pass;
 use crate::model::spec::DesiredSpec;
-use crate::model::status::states;
-use crate::model::status::{ConditionType, EventReason, Field, Phase, Reason, StatusDoc};
+use crate::model::status::{
+    states, ConditionType, EventReason, Field, Messages, Phase, Reason, StatusDoc,
+};
+use crate::reconcile::facts::{recreated, rejection_snapshot};
+use crate::reconcile::judge;
+use crate::reconcile::messages::paused_message;
+use crate::reconcile::observed::DeploymentView;
 use serde_json::json;
 
-/// The status as it was before a rejected `rollback-to`, once the
-/// annotation is gone or back at the request it replaced.
 /// Degraded while rolled back: a manual rollback is an override, not a
 /// verdict (9.22); an automatic one says the desired version failed.
 fn degraded(base: &StatusDoc, r: &DesiredSpec, desired: &DesiredSpec) -> Degraded {
@@ -34,32 +34,6 @@ fn degraded(base: &StatusDoc, r: &DesiredSpec, desired: &DesiredSpec) -> Degrade
 struct Degraded {
     manual: bool,
     message: String,
-}
-
-pub(super) fn before_rejection(base: &StatusDoc, m: &ModelView) -> Option<StatusDoc> {
-    let snapshot = base.get(Field::BeforeRejection)?;
-    let request = snapshot["rollbackRequest"].as_str();
-    let back = match &m.rollback_to {
-        None => true,
-        Some(t) => request == Some(format!("manual:{t}").as_str()),
-    };
-    if !back {
-        return None;
-    }
-    let mut restored = base.clone();
-    for f in [
-        Field::Phase,
-        Field::RollbackRequest,
-        Field::Conditions,
-        Field::LastEvents,
-    ] {
-        match snapshot.get(f.key()).filter(|v| !v.is_null()) {
-            Some(v) => restored.set(f, v.clone()),
-            None => restored.clear(f),
-        }
-    }
-    restored.clear(Field::BeforeRejection);
-    Some(restored)
 }
 
 impl Pass<'_> {
@@ -87,11 +61,11 @@ impl Pass<'_> {
         );
     }
 
-    pub(super) fn rollback_failed_conds(&mut self, r_version: &str, deployment: &str) {
+    fn rollback_failed_conds(&mut self, r_version: &str, deployment: &str) {
         let msg = format!(
             "rollback to {r_version} missed the progress deadline of Deployment {deployment}"
         );
-        self.conds(states::ROLLBACK_FAILED.with([msg.clone(), msg.clone(), msg.clone(), msg]));
+        self.conds(states::ROLLBACK_FAILED.with(Messages::all(msg)));
     }
 
     /// Step 12 (and 9.23): watch a rollback through, judged on every pass.
@@ -159,12 +133,12 @@ impl Pass<'_> {
 
     fn rollback_served(&mut self, r: &DesiredSpec, degraded: Degraded) {
         let done = format!("rolled back to {}", r.version);
-        self.conds(states::rolled_back(degraded.manual).with([
-            done.clone(),
-            format!("rollback to {} complete", r.version),
-            degraded.message,
-            done,
-        ]));
+        self.conds(states::rolled_back(degraded.manual).with(Messages {
+            ready: done.clone(),
+            progressing: format!("rollback to {} complete", r.version),
+            degraded: degraded.message,
+            rolled_back: done,
+        }));
         // Serving again after an outside failure (9.21) is no new rollback.
         if self.plan.base.ready_reason() != Some(Reason::TargetDegraded) {
             self.event(
@@ -185,7 +159,12 @@ impl Pass<'_> {
         };
         let msg = format!("rolling back to {}", r.version);
         let state = states::rolling_back(degraded.manual, d.paused);
-        self.conds(state.with([msg.clone(), progressing, degraded.message, msg]));
+        self.conds(state.with(Messages {
+            ready: msg.clone(),
+            progressing,
+            degraded: degraded.message,
+            rolled_back: msg,
+        }));
     }
 
     /// Step 5.
@@ -210,32 +189,7 @@ impl Pass<'_> {
             .filter_map(|f| self.plan.base.spec(*f, &self.m.name))
             .find(|s| s.version == target);
         match retained {
-            None => {
-                let versions: Vec<String> =
-                    [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
-                        .iter()
-                        .filter_map(|f| self.plan.base.get(*f))
-                        .filter_map(|v| v["version"].as_str().map(str::to_string))
-                        .collect();
-                let retained = if versions.is_empty() {
-                    "none".to_string()
-                } else {
-                    versions.join(", ")
-                };
-                let msg = format!(
-                    "rollback target {target} is not a retained version (retained: {retained})"
-                );
-                self.remember_before_rejection();
-                self.plan.new.set_phase(Phase::Failed);
-                self.set_str(Field::RollbackRequest, &request);
-                self.conds(states::ROLLBACK_REJECTED.with([
-                    msg.clone(),
-                    msg.clone(),
-                    msg.clone(),
-                    msg.clone(),
-                ]));
-                self.event(EventReason::RollbackRejected, msg);
-            }
+            None => self.reject_rollback(target, request),
             Some(r) if r.hash() == hash => {
                 // A rollback to the very spec the resource names is no
                 // rollback (9.10): judge the spec as it stands.
@@ -249,29 +203,39 @@ impl Pass<'_> {
                 }
                 self.begin_rollback(&r, hash, request);
                 let msg = format!("rolling back to {}", r.version);
-                self.conds(states::MANUAL_ROLLBACK_STARTED.with([
-                    format!("manual rollback to {} requested", r.version),
-                    msg.clone(),
-                    format!("serving {} instead of {}", r.version, desired.version),
-                    msg,
-                ]));
+                self.conds(states::MANUAL_ROLLBACK_STARTED.with(Messages {
+                    ready: format!("manual rollback to {} requested", r.version),
+                    progressing: msg.clone(),
+                    degraded: format!("serving {} instead of {}", r.version, desired.version),
+                    rolled_back: msg,
+                }));
             }
         }
     }
 
-    /// A rejected `rollback-to` keeps what it replaces, so removing or
-    /// correcting it restores exactly that (9.3, 9.24).
-    pub(super) fn remember_before_rejection(&mut self) {
-        if self.plan.base.get(Field::BeforeRejection).is_some() {
-            return;
+    /// Step 5's rejection: `target` is no retained version. What the request
+    /// replaces is kept, so removing or correcting it restores exactly that
+    /// (9.3, 9.24).
+    fn reject_rollback(&mut self, target: &str, request: String) {
+        let versions: Vec<String> = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
+            .iter()
+            .filter_map(|f| self.plan.base.get(*f))
+            .filter_map(|v| v["version"].as_str().map(str::to_string))
+            .collect();
+        let retained = if versions.is_empty() {
+            "none".to_string()
+        } else {
+            versions.join(", ")
+        };
+        let msg =
+            format!("rollback target {target} is not a retained version (retained: {retained})");
+        if self.plan.base.get(Field::BeforeRejection).is_none() {
+            let snapshot = rejection_snapshot(&self.plan.base);
+            self.plan.new.set(Field::BeforeRejection, snapshot);
         }
-        let b = &self.plan.base;
-        let snapshot = json!({
-            "phase": b.get(Field::Phase),
-            "rollbackRequest": b.get(Field::RollbackRequest),
-            "conditions": b.get(Field::Conditions),
-            "lastEvents": b.get(Field::LastEvents),
-        });
-        self.plan.new.set(Field::BeforeRejection, snapshot);
+        self.plan.new.set_phase(Phase::Failed);
+        self.set_str(Field::RollbackRequest, &request);
+        self.conds(states::ROLLBACK_REJECTED.with(Messages::all(msg.clone())));
+        self.event(EventReason::RollbackRejected, msg);
     }
 }

@@ -1,89 +1,17 @@
-//! One reconcile pass (docs/contract.md §6) as a pure function: from what
-//! was observed to the writes, status and Events that must follow. `run`
-//! dispatches to one method per step; blocks, targets and rollbacks have
-//! files of their own.
+//! Steps 6-11 (docs/contract.md §6.6-§6.11): the desired spec judged
+//! against what its Deployment shows, and the rollout states that follow.
 
-use super::block::{is_block_reason, Block, Refused};
-use super::judge;
-use super::observed::{DeploymentView, ModelView};
-use super::plan::{Observed, Plan, TargetGen, Write};
-use super::rollback::before_rejection;
-use super::targets::recreated;
+use super::Pass;
 use crate::model::spec::DesiredSpec;
-use crate::model::status::states;
-use crate::model::status::{Cond, EventReason, Field, Phase, Reason, StatusDoc};
-use crate::model::{validate, FINALIZER, KOPF_FINALIZER};
-use serde_json::json;
-
-pub(super) struct Pass<'a> {
-    pub(super) obs: Observed<'a>,
-    pub(super) m: &'a ModelView,
-    pub(super) owner: String,
-    pub(super) plan: Plan,
-    /// A refusal the shell met carrying out the previous plan.
-    pub(super) refusal: Option<Block>,
-    /// The Deployment and ConfigMap this pass keeps serving; every other
-    /// one this owner still claims is released (9.16).
-    pub(super) kept: Option<(String, String)>,
-}
-
-pub(super) const NO_ROLLBACK: &str = "no rollback requested";
+use crate::model::status::{states, EventReason, Field, Messages, Phase, Reason};
+use crate::reconcile::block::is_block_reason;
+use crate::reconcile::facts::{has_served, recreated};
+use crate::reconcile::judge;
+use crate::reconcile::messages::{paused_message, NO_ROLLBACK};
+use crate::reconcile::observed::DeploymentView;
+use crate::reconcile::plan::TargetGen;
 
 impl Pass<'_> {
-    pub(super) fn conds(&mut self, c: [Cond; 4]) {
-        let g = self.m.generation;
-        self.plan.new.set_conditions(c, g, self.obs.now);
-    }
-
-    pub(super) fn event(&mut self, reason: EventReason, message: String) {
-        self.plan.push_event(reason, message);
-    }
-
-    pub(super) fn set_str(&mut self, f: Field, v: &str) {
-        self.plan.new.set(f, json!(v));
-    }
-
-    pub(super) fn run(&mut self) {
-        let m = self.m;
-        self.plan
-            .new
-            .set(Field::ObservedGeneration, json!(m.generation));
-        if self.plan.base.get(Field::RollbackCount).is_none() {
-            self.plan.new.set(Field::RollbackCount, json!(0));
-        }
-        // 1. Invalid spec.
-        let s = match validate(&m.name, m.spec()) {
-            Ok(s) => s,
-            Err(e) => {
-                let msg = e.to_string();
-                self.plan.new.set_phase(Phase::Failed);
-                self.conds(states::INVALID_SPEC.with([
-                    msg.clone(),
-                    "fix the spec to continue".into(),
-                    msg,
-                    NO_ROLLBACK.into(),
-                ]));
-                return;
-            }
-        };
-        let hash = s.hash();
-        self.set_str(Field::DesiredVersion, &s.version);
-        self.set_str(Field::DesiredSpecHash, &hash);
-        self.set_str(Field::ManifestHash, &s.manifest_hash());
-
-        // 2-4, and 9.2's foreign ConfigMap.
-        if let Some(b) = self.blocked(&s) {
-            self.report_block(b);
-            return;
-        }
-        // 5. Manual rollback.
-        if let Some(target) = m.rollback_to.clone() {
-            self.manual_rollback(&s, &hash, &target);
-            return;
-        }
-        self.judge_desired(&s, &hash);
-    }
-
     /// Steps 6-11: the desired spec against what the Deployment shows,
     /// each step a method that says whether it settled the pass.
     pub(super) fn judge_desired(&mut self, s: &DesiredSpec, hash: &str) {
@@ -162,8 +90,8 @@ impl Pass<'_> {
     ) -> bool {
         let base = self.plan.base.clone();
         let ours = base.get(Field::TargetDeploymentGeneration).is_some();
-        // A failure of a template someone else wrote is not ours (found by
-        // the soak, seed 972815721): the drift is put right instead.
+        // A failure of a template someone else wrote is not ours: the drift
+        // is put right instead.
         let template = judge::template_ours(d, s, &self.owner);
         if !ours || d.paused || !template || !judge::failed(d, gen) {
             return false;
@@ -187,12 +115,12 @@ impl Pass<'_> {
             Some(l) if s.rollout.rollback_on_failure && self.blocked(&l).is_none() => {
                 self.begin_rollback(&l, hash, format!("automatic:{}", s.version));
                 let msg = format!("rolling back to {}", l.version);
-                self.conds(states::AUTOMATIC_ROLLBACK_STARTED.with([
-                    format!("{} failed; rolling back to {}", s.version, l.version),
-                    msg.clone(),
-                    missed,
-                    msg,
-                ]));
+                self.conds(states::AUTOMATIC_ROLLBACK_STARTED.with(Messages {
+                    ready: format!("{} failed; rolling back to {}", s.version, l.version),
+                    progressing: msg.clone(),
+                    degraded: missed,
+                    rolled_back: msg,
+                }));
             }
             _ => {
                 self.plan.new.set_phase(Phase::Failed);
@@ -262,12 +190,12 @@ impl Pass<'_> {
             return;
         }
         let msg = format!("rolling out {} ({reason})", s.version);
-        self.conds(states::started(reason).with([
-            msg.clone(),
-            format!("rolling out {} to Deployment {}", s.version, s.target.name),
-            "no failure".into(),
-            NO_ROLLBACK.into(),
-        ]));
+        self.conds(states::started(reason).with(Messages {
+            ready: msg,
+            progressing: format!("rolling out {} to Deployment {}", s.version, s.target.name),
+            degraded: "no failure".into(),
+            rolled_back: NO_ROLLBACK.into(),
+        }));
         self.event(
             EventReason::RolloutStarted,
             format!(
@@ -277,7 +205,7 @@ impl Pass<'_> {
         );
     }
 
-    pub(super) fn rollout_failed_conds(&mut self, s: &DesiredSpec) {
+    fn rollout_failed_conds(&mut self, s: &DesiredSpec) {
         let msg = format!(
             "{} missed the progress deadline of Deployment {}",
             s.version, s.target.name
@@ -287,16 +215,14 @@ impl Pass<'_> {
         } else {
             "no earlier successful version to roll back to"
         };
-        self.conds(states::FAILED_NO_ROLLBACK.with([
-            msg.clone(),
-            msg.clone(),
-            msg,
-            why_not.into(),
-        ]));
+        self.conds(states::FAILED_NO_ROLLBACK.with(Messages {
+            rolled_back: why_not.into(),
+            ..Messages::all(msg)
+        }));
     }
 
     /// Step 10's transition: the desired spec serves.
-    pub(super) fn mark_ready(&mut self, s: &DesiredSpec) {
+    fn mark_ready(&mut self, s: &DesiredSpec) {
         let base = self.plan.base.clone();
         self.plan.new.set_phase(Phase::Ready);
         self.set_str(Field::ActiveVersion, &s.version);
@@ -316,12 +242,12 @@ impl Pass<'_> {
         ] {
             self.plan.new.clear(f);
         }
-        self.conds(states::READY.with([
-            format!("{} is serving", s.version),
-            format!("rollout of {} complete", s.version),
-            "no failure".into(),
-            NO_ROLLBACK.into(),
-        ]));
+        self.conds(states::READY.with(Messages {
+            ready: format!("{} is serving", s.version),
+            progressing: format!("rollout of {} complete", s.version),
+            degraded: "no failure".into(),
+            rolled_back: NO_ROLLBACK.into(),
+        }));
         // Serving again after an outside failure (9.21) is no rollout.
         if base.ready_reason() != Some(Reason::TargetDegraded) {
             self.event(
@@ -332,7 +258,7 @@ impl Pass<'_> {
     }
 
     /// Step 11's state: the rollout of `s` is under way.
-    pub(super) fn rolling_out(&mut self, s: &DesiredSpec, d: &DeploymentView) {
+    fn rolling_out(&mut self, s: &DesiredSpec, d: &DeploymentView) {
         self.plan.new.set_phase(Phase::RollingOut);
         let (state, progressing) = if d.paused {
             (states::ROLLING_OUT_PAUSED, paused_message(d, &s.version))
@@ -343,12 +269,12 @@ impl Pass<'_> {
             );
             (states::ROLLING_OUT, waiting)
         };
-        self.conds(state.with([
-            format!("rolling out {}", s.version),
+        self.conds(state.with(Messages {
+            ready: format!("rolling out {}", s.version),
             progressing,
-            "no failure".into(),
-            NO_ROLLBACK.into(),
-        ]));
+            degraded: "no failure".into(),
+            rolled_back: NO_ROLLBACK.into(),
+        }));
     }
 
     /// 9.21: the Deployment fails while no rollout of ours is under way.
@@ -373,96 +299,10 @@ impl Pass<'_> {
         } else {
             NO_ROLLBACK
         };
-        self.conds(states::target_degraded(rolled_back).with([
-            msg.clone(),
-            msg.clone(),
-            msg.clone(),
-            last.into(),
-        ]));
+        self.conds(states::target_degraded(rolled_back).with(Messages {
+            rolled_back: last.into(),
+            ..Messages::all(msg.clone())
+        }));
         self.event(EventReason::TargetDegraded, msg);
     }
-
-    /// A transition's Events go into the status it writes (`lastEvents`),
-    /// so the shell can post one that a failure or a crash lost (9.7).
-    pub(super) fn record_owed_events(&mut self) {
-        let events = self.plan.events_to_post(None);
-        if events.is_empty() || self.plan.events_always {
-            return;
-        }
-        let owed: Vec<serde_json::Value> = events
-            .iter()
-            .map(|e| json!({"reason": e.reason.as_str(), "generation": self.m.generation, "message": e.message}))
-            .collect();
-        self.plan.new.set(Field::LastEvents, json!(owed));
-    }
-
-    /// Keep a finalizer on every resource the operator acts on, added
-    /// before the first write that will need cleanup.
-    pub(super) fn ensure_finalizer(&mut self) {
-        let has = self
-            .m
-            .finalizers
-            .iter()
-            .any(|f| f == FINALIZER || f == KOPF_FINALIZER);
-        let acted = self.plan.base.get(Field::AppliedSpecHash).is_some();
-        if has || (self.plan.writes.is_empty() && !acted) {
-            return;
-        }
-        let mut finalizers = self.m.finalizers.clone();
-        finalizers.push(FINALIZER.to_string());
-        self.plan
-            .writes
-            .insert(0, Write::AddFinalizer { finalizers });
-    }
-}
-
-/// `hash` is the spec status records as having served last.
-pub(super) fn has_served(st: &StatusDoc, hash: &str, name: &str) -> bool {
-    st.spec(Field::LastSuccessfulSpec, name)
-        .is_some_and(|l| l.hash() == hash)
-}
-
-/// Progressing=Unknown while the target is paused (9.20): Kubernetes
-/// neither rolls out nor judges the deadline until it is resumed.
-pub(super) fn paused_message(d: &DeploymentView, version: &str) -> String {
-    format!(
-        "Deployment {} is paused; the rollout of {version} waits for `kubectl rollout resume deployment/{}`",
-        d.name, d.name
-    )
-}
-
-/// The plan for one pass over `obs.model`.
-pub fn plan(obs: Observed<'_>) -> Plan {
-    plan_with(obs, None)
-}
-
-/// The plan after the API refused a write of the last plan with an error
-/// retrying will not cure (9.19): the block is reported with the API's words.
-pub fn plan_refused(obs: Observed<'_>, what: Refused, message: &str) -> Plan {
-    plan_with(obs, Some(Block::Refused(what, message.to_string())))
-}
-
-fn plan_with(obs: Observed<'_>, refusal: Option<Block>) -> Plan {
-    if obs.model.deleting {
-        return super::delete::plan_delete(obs);
-    }
-    let mut plan = Plan::bare(obs.model.shared_status().clone());
-    if let Some(restored) = before_rejection(&plan.base, obs.model) {
-        plan.new = restored.clone();
-        plan.base = restored.into();
-    }
-    let mut pass = Pass {
-        obs,
-        m: obs.model,
-        owner: obs.model.owner(),
-        plan,
-        refusal,
-        kept: None,
-    };
-    pass.run();
-    pass.release_others();
-    pass.ensure_finalizer();
-    pass.plan.new.stamp_generation(obs.model.generation);
-    pass.record_owed_events();
-    pass.plan
 }

@@ -2,20 +2,13 @@
 //! (section 3), recording which Deployment was applied (9.18), adopting
 //! orphans and releasing targets left behind (9.16).
 
-use super::judge;
-use super::observed::DeploymentView;
-use super::pass::Pass;
-use super::patches;
-use super::plan::{TargetGen, Write};
+use super::Pass;
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{EventReason, Field, StatusDoc};
+use crate::reconcile::observed::DeploymentView;
+use crate::reconcile::plan::{TargetGen, Write};
+use crate::reconcile::{judge, patches};
 use serde_json::json;
-
-/// The Deployment's uid differs from the one status recorded (9.18).
-pub(super) fn recreated(old: &StatusDoc, d: &DeploymentView) -> bool {
-    old.str(Field::TargetDeploymentUid)
-        .is_some_and(|u| !d.uid.is_empty() && u != d.uid)
-}
 
 impl Pass<'_> {
     /// Section 3: plan the ConfigMap and Deployment writes for `s`.
@@ -64,7 +57,7 @@ impl Pass<'_> {
     }
 
     /// The gone owner this Deployment still names, if any.
-    pub(super) fn orphaned_owner(&self, d: &DeploymentView) -> Option<String> {
+    fn orphaned_owner(&self, d: &DeploymentView) -> Option<String> {
         [d.owner.as_deref(), d.template_owner.as_deref()]
             .into_iter()
             .flatten()

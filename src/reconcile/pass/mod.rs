@@ -1,0 +1,156 @@
+//! One reconcile pass (docs/contract.md §6) as a pure function: from what
+//! was observed to the writes, status and Events that must follow. `run`
+//! dispatches to one method per step. The steps are child modules, so they
+//! share the pass's private state and import nothing from one another.
+
+mod blocked;
+mod rollback;
+mod rollout;
+mod targets;
+
+use super::block::{Block, Refused};
+use super::facts::before_rejection;
+use super::messages::NO_ROLLBACK;
+use super::observed::ModelView;
+use super::plan::{Observed, Plan, Write};
+use crate::model::status::{states, Cond, EventReason, Field, Messages, Phase};
+use crate::model::{validate, FINALIZER, KOPF_FINALIZER};
+use serde_json::json;
+
+/// The state of one pass, its plan growing as the steps run.
+struct Pass<'a> {
+    obs: Observed<'a>,
+    m: &'a ModelView,
+    owner: String,
+    plan: Plan,
+    /// A refusal the shell met carrying out the previous plan.
+    refusal: Option<Block>,
+    /// The Deployment and ConfigMap this pass keeps serving; every other
+    /// one this owner still claims is released (9.16).
+    kept: Option<(String, String)>,
+}
+
+impl Pass<'_> {
+    fn conds(&mut self, c: [Cond; 4]) {
+        let g = self.m.generation;
+        self.plan.new.set_conditions(c, g, self.obs.now);
+    }
+
+    fn event(&mut self, reason: EventReason, message: String) {
+        self.plan.push_event(reason, message);
+    }
+
+    fn set_str(&mut self, f: Field, v: &str) {
+        self.plan.new.set(f, json!(v));
+    }
+
+    fn run(&mut self) {
+        let m = self.m;
+        self.plan
+            .new
+            .set(Field::ObservedGeneration, json!(m.generation));
+        if self.plan.base.get(Field::RollbackCount).is_none() {
+            self.plan.new.set(Field::RollbackCount, json!(0));
+        }
+        // 1. Invalid spec.
+        let s = match validate(&m.name, m.spec()) {
+            Ok(s) => s,
+            Err(e) => {
+                let msg = e.to_string();
+                self.plan.new.set_phase(Phase::Failed);
+                self.conds(states::INVALID_SPEC.with(Messages {
+                    ready: msg.clone(),
+                    progressing: "fix the spec to continue".into(),
+                    degraded: msg,
+                    rolled_back: NO_ROLLBACK.into(),
+                }));
+                return;
+            }
+        };
+        let hash = s.hash();
+        self.set_str(Field::DesiredVersion, &s.version);
+        self.set_str(Field::DesiredSpecHash, &hash);
+        self.set_str(Field::ManifestHash, &s.manifest_hash());
+
+        // 2-4, and 9.2's foreign ConfigMap.
+        if let Some(b) = self.blocked(&s) {
+            self.report_block(b);
+            return;
+        }
+        // 5. Manual rollback.
+        if let Some(target) = m.rollback_to.clone() {
+            self.manual_rollback(&s, &hash, &target);
+            return;
+        }
+        self.judge_desired(&s, &hash);
+    }
+
+    /// A transition's Events go into the status it writes (`lastEvents`),
+    /// so the shell can post one that a failure or a crash lost (9.7).
+    fn record_owed_events(&mut self) {
+        let events = self.plan.events_to_post(None);
+        if events.is_empty() || self.plan.events_always {
+            return;
+        }
+        let owed: Vec<serde_json::Value> = events
+            .iter()
+            .map(|e| json!({"reason": e.reason.as_str(), "generation": self.m.generation, "message": e.message}))
+            .collect();
+        self.plan.new.set(Field::LastEvents, json!(owed));
+    }
+
+    /// Keep a finalizer on every resource the operator acts on, added
+    /// before the first write that will need cleanup.
+    fn ensure_finalizer(&mut self) {
+        let has = self
+            .m
+            .finalizers
+            .iter()
+            .any(|f| f == FINALIZER || f == KOPF_FINALIZER);
+        let acted = self.plan.base.get(Field::AppliedSpecHash).is_some();
+        if has || (self.plan.writes.is_empty() && !acted) {
+            return;
+        }
+        let mut finalizers = self.m.finalizers.clone();
+        finalizers.push(FINALIZER.to_string());
+        self.plan
+            .writes
+            .insert(0, Write::AddFinalizer { finalizers });
+    }
+}
+
+/// The plan for one pass over `obs.model`.
+pub fn plan(obs: Observed<'_>) -> Plan {
+    plan_with(obs, None)
+}
+
+/// The plan after the API refused a write of the last plan with an error
+/// retrying will not cure (9.19): the block is reported with the API's words.
+pub fn plan_refused(obs: Observed<'_>, what: Refused, message: &str) -> Plan {
+    plan_with(obs, Some(Block::Refused(what, message.to_string())))
+}
+
+fn plan_with(obs: Observed<'_>, refusal: Option<Block>) -> Plan {
+    if obs.model.deleting {
+        return super::delete::plan_delete(obs);
+    }
+    let mut plan = Plan::bare(obs.model.shared_status().clone());
+    if let Some(restored) = before_rejection(&plan.base, obs.model) {
+        plan.new = restored.clone();
+        plan.base = restored.into();
+    }
+    let mut pass = Pass {
+        obs,
+        m: obs.model,
+        owner: obs.model.owner(),
+        plan,
+        refusal,
+        kept: None,
+    };
+    pass.run();
+    pass.release_others();
+    pass.ensure_finalizer();
+    pass.plan.new.stamp_generation(obs.model.generation);
+    pass.record_owed_events();
+    pass.plan
+}
