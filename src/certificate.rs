@@ -1,4 +1,4 @@
-//! The metrics endpoint's TLS certificate (issue 11): read from
+//! The metrics endpoint's TLS certificate: read from
 //! `--metrics-cert-dir` (`tls.crt`, `tls.key`, re-read when they change, as
 //! cert-manager rotates a mounted Secret), or, without one, a self-signed
 //! certificate made at start, as controller-runtime does.

@@ -121,7 +121,7 @@ pub struct Config {
     pub selector: Option<String>,
 }
 
-/// How /metrics is served (issue 11).
+/// How /metrics is served (`--metrics-addr`, `--metrics-secure`, `--metrics-cert-dir`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricsServing {
     /// None: not served (`--metrics-addr 0`).

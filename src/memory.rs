@@ -1,13 +1,14 @@
 //! What the allocator is asked, on glibc (the static musl build has one
 //! heap, and needs none of this). `malloc_trim` once a resync period was
-//! tried: steady RSS at 10,000 resources moved from 132.0 to 131.2 MiB, so
-//! what is resident is live data, not freed pages.
+//! tried and is not called: it hardly moved steady RSS, so what is resident
+//! is live data, not freed pages (docs/performance.md).
 
 /// glibc gives each thread that allocates its own arena (up to 8 per core)
 /// and seldom hands freed arena memory back: the reflector threads taking
-/// turns at a list near its bounds left 523 MiB resident where one list
-/// peaks at 161 MiB (314 MiB with two arenas). One arena, as musl has: the
-/// threads mostly wait on sockets, so they hardly contend for it.
+/// turns at a list near its bounds would leave several lists' worth
+/// resident where one list is needed (docs/performance.md). One arena, as
+/// musl has: the threads mostly wait on sockets, so they hardly contend
+/// for it.
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets an allocator parameter; called once, at

@@ -1,7 +1,8 @@
-//! Who may read `/metrics` (issue 11): the caller's bearer token is
-//! authenticated with a TokenReview and the user it names authorized with a
-//! SubjectAccessReview for `get` on the non-resource URL `/metrics`, as
-//! controller-runtime's `WithAuthenticationAndAuthorization` filter does.
+//! Who may read `/metrics` (and the live view off loopback): the caller's
+//! bearer token is authenticated with a TokenReview and the user it names
+//! authorized with a SubjectAccessReview for `get` on the non-resource URL
+//! `/metrics` (`/live-view` for the view), as controller-runtime's
+//! `WithAuthenticationAndAuthorization` filter does.
 //!
 //! A verdict is cached by a SHA-256 digest of the token (never the token),
 //! briefly, so a scraper costs no API request per scrape, and never trusted

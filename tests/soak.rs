@@ -1,4 +1,4 @@
-//! The soak of issue 18: the real operator binary on kubesim, driven by a
+//! The soak: the real operator binary on kubesim, driven by a
 //! seeded random sequence of user operations and faults over three
 //! namespaces and three names (so the same name lives in several namespaces
 //! and collisions are frequent), checked by invariants at every quiet point.
@@ -35,9 +35,12 @@
 //! compaction, bursts of 500 and of 429 with Retry-After, a paused API,
 //! lagging watches, SIGKILL of the operator and a restart.
 //!
-//! Not reachable here: the opt-in label of issue 18 (not implemented, §10.2),
-//! refused writes (TargetPatchRejected / ConfigMapRejected), paused
-//! Deployments, TLS and token rotation (the e2e tests cover those).
+//! Not reached here: `TargetNotOptedIn` (docs/contract.md §6.2 step 5,
+//! §9.8; every Deployment the soak creates carries the opt-in label
+//! `openmed.ai/managed-target: "true"`, and no operation removes it), refused
+//! writes (TargetPatchRejected / ConfigMapRejected, §9.19), paused
+//! Deployments (§9.20), TLS and token rotation. tests/reconcile.rs and
+//! tests/e2e.rs cover those.
 //!
 //! A quiet point: no model being deleted, rolling out, or behind its
 //! generation; every watch stream of the operator re-established since the

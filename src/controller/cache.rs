@@ -185,8 +185,7 @@ impl Versioned for MetaView {
 /// Unclaimed Deployments read on demand (not watched in full), each reused
 /// while the metadata watch shows the same resourceVersion. Most are
 /// claimed soon after and dropped; the table shrinks with them, so the
-/// burst of a cold start does not stay resident (1,000 empty slots of
-/// views held 1 MB).
+/// burst of a cold start does not stay resident as empty slots.
 #[derive(Default)]
 pub struct Fetched(Mutex<HashMap<Key, Box<DeploymentView>>>);
 
@@ -285,13 +284,13 @@ pub type IndexFn<V> = fn(&V) -> Vec<String>;
 ///
 /// Values are boxed: a hash table keeps up to twice as many slots as
 /// entries, and an empty slot of a boxed map costs a pointer, not a view
-/// (at 1,000 Deployments, 1.3 MB of slots became 0.1 MB).
+/// (docs/performance.md, memory per resource).
 struct Items<V> {
     map: HashMap<Key, Box<V>>,
     /// Bumped by every change: equal counts mean nothing changed between.
     changes: u64,
     /// Name -> the keys indexed under it: a few per name, so a short list
-    /// (a set per name cost 200 bytes of table for its one key).
+    /// (a hash set per name would cost a table for its one key).
     index: HashMap<String, Vec<Key>>,
     index_fn: Option<IndexFn<V>>,
 }
@@ -451,9 +450,9 @@ impl<V: Clone + Versioned> Store<V> {
         self.read().values().for_each(&mut f);
     }
 
-    /// The values `keep` accepts, cloning only those (cloning every value
-    /// to pick a few is what made each resync of 1,000 resources cost 6.7 s
-    /// of CPU; an index, [`Store::by_index`], avoids even the scan).
+    /// The values `keep` accepts, cloning only those: cloning every value
+    /// to pick a few made a resync cost seconds of CPU (docs/performance.md).
+    /// An index, [`Store::by_index`], avoids even the scan.
     pub fn select(&self, keep: impl Fn(&Key, &V) -> bool) -> Vec<V> {
         self.read()
             .map
@@ -680,9 +679,11 @@ mod tests {
         assert_eq!(s.get(&k("a", "m")).unwrap().generation, 5);
     }
 
-    /// Issue 23: a DELETED event is final for that uid against our own
-    /// writes (a watch may bring it back, issue 18); the store is synced
-    /// only when every loop filling it has listed.
+    /// A DELETED event is final for that uid against our own write
+    /// responses and re-reads (docs/contract.md §9.17: a deletion removes
+    /// the incarnation it names); only a later event of the same watch
+    /// brings it back. The store is synced only when every loop filling it
+    /// has listed (§6: workers start only then).
     #[test]
     fn deletes_are_final_and_sync_needs_every_loop() {
         let s: Store<ModelView> = Store::default();

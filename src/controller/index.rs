@@ -16,7 +16,7 @@ pub enum Kind {
 type Target = (Kind, Key);
 
 /// A target is looked up by one model or a few, so its models are a short
-/// list (a set per target cost 200 bytes of table for its one key).
+/// list: a hash set per target would cost a table for its one key.
 #[derive(Default)]
 struct Maps {
     by_target: HashMap<Target, Vec<Key>>,

@@ -307,8 +307,9 @@ mod tests {
         assert_eq!(q.get(Duration::ZERO).as_deref(), Some("b"));
     }
 
-    /// Issue 23: one waiting entry per key, the earliest; a resync leaves a
-    /// waiting key alone; depth counts only keys ready to be processed.
+    /// One waiting entry per key, the earliest; a resync leaves a waiting
+    /// key alone (docs/contract.md §6.16 item 7); depth counts only keys
+    /// ready to be processed.
     #[test]
     fn one_waiting_retry_per_key_and_resyncs_leave_it_alone() {
         let (q, clock) = q();

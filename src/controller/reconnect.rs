@@ -32,10 +32,10 @@ pub struct Policy {
 
 impl Policy {
     /// The cap is 10 s where client-go has 30 s: a watch loop is blind
-    /// while it waits, and a short outage (a 2 s pause, then four 500s: the
-    /// soak's seed 147709337) had it wait 25 s before seeing a delete. Ten
-    /// seconds keeps the load of a broken server at a few requests a minute
-    /// per loop.
+    /// while it waits, and with the longer cap a short outage (a pause,
+    /// then a few 500s) left it waiting far longer than the outage lasted
+    /// before it saw a delete (see docs/performance.md). Ten seconds keeps
+    /// the load of a broken server at a few requests a minute per loop.
     pub const DEFAULT: Policy = Policy {
         backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(10)),
         short: Duration::from_secs(1),

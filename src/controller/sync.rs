@@ -179,10 +179,10 @@ impl Reconciler {
     /// Reconcile one OpenMedModel. One whose last pass changed nothing is
     /// not planned again until something in the caches changes: a pass is a
     /// function of what they hold (docs/contract.md §6), so a resync of a
-    /// converged cluster costs next to nothing (2.2 s of CPU per resync at
-    /// 10,000 resources before). [`Reconciler::unsettle_all`] forces full
-    /// passes now and then, for what no cache shows (a foreign ConfigMap, an
-    /// owner in a namespace not watched).
+    /// converged cluster costs next to nothing (docs/performance.md).
+    /// [`Reconciler::unsettle_all`] forces full passes now and then, for
+    /// what no cache shows (a foreign ConfigMap, an owner in a namespace not
+    /// watched).
     pub fn sync(&self, key: &Key) -> Result<Outcome, SyncError> {
         let world = self.world();
         if lock(&self.settled).get(key) == Some(&world) {
@@ -626,9 +626,9 @@ impl Reconciler {
         let now = crate::time::now();
         // Under the generation of the transition that owed it, even when the
         // spec has changed since without a new transition: the Event of the
-        // state the status shows is still owed (found by the soak, seed
-        // 951881290: a status write whose answer a cut connection lost, then
-        // a spec change that kept the same block).
+        // state the status shows is still owed (docs/contract.md §9.7), as
+        // after a status write whose answer a cut connection lost, then a
+        // spec change that kept the same block.
         for owed in st.last_events() {
             if owed.generation > model.generation
                 || poster.was_posted(&model, owed.reason, owed.generation)
@@ -703,7 +703,7 @@ impl Cluster for ApiCluster<'_> {
         );
         if finalizers.is_empty() && self.model.deleting {
             // The server deletes it now: the answer is a last view of a
-            // gone object, never to be cached (issue 23).
+            // gone object, never to be cached (docs/contract.md §9.17).
             let key = ObjectKey::new(self.model.namespace.clone(), self.model.name.clone());
             self.rc.models.remove_object(&key, &self.model.uid);
             return Ok(None);

@@ -214,7 +214,8 @@ pub struct Client {
     /// initial lists of all kinds would otherwise hold several lists' items,
     /// each up to the bounds, at once.
     list_gate: Mutex<()>,
-    /// Warning headers seen, each logged once (issue 22).
+    /// Warning headers seen, each distinct text logged once: every resync
+    /// would otherwise log the same deprecation again.
     warnings: Mutex<Warnings>,
     on_warning: Option<Arc<dyn Fn() + Send + Sync>>,
     /// The server asked (429 with Retry-After) for no requests before this:
@@ -769,9 +770,10 @@ fn build_agent(
         .timeout_connect(Some(cfg.connect_timeout))
         .timeout_global(Some(cfg.request_timeout))
         .max_idle_connections_per_host(8)
-        // Each pooled connection keeps its buffers: ureq's 128 KiB each
-        // way held 2.3 MB across the pool. Kubernetes response headers are
-        // well under 16 KiB; bodies stream through.
+        // Each pooled connection keeps its buffers, so ureq's default of
+        // 128 KiB each way adds up across the pool (docs/performance.md).
+        // Kubernetes response headers are well under 16 KiB; bodies stream
+        // through.
         .max_response_header_size(16 * 1024)
         .input_buffer_size(32 * 1024)
         .output_buffer_size(16 * 1024);

@@ -299,9 +299,9 @@ mod tests {
         assert!(s.next().is_none());
     }
 
-    /// Issue 9: each byte is searched for a newline once, so one big event
-    /// trickled in small reads costs time linear in its size (a 30 MiB
-    /// event cost 40 s of CPU before). Counted, not timed.
+    /// Each byte is searched for a newline once, so one big event trickled
+    /// in small reads costs time linear in its size, not quadratic (see
+    /// docs/performance.md). Counted, not timed.
     #[test]
     fn a_big_event_in_small_reads_is_searched_once() {
         let line = format!(

@@ -1,11 +1,11 @@
-//! A small LZ77 packer for the JSON text the model cache holds (issue 17).
+//! A small LZ77 packer for the JSON text the model cache holds.
 //!
 //! Every OpenMedModel stays in the cache for the operator's lifetime, and
-//! its status text (about 1.8 KB) repeats itself: the version appears six
-//! times, a spec hash twice, the condition keys four times. Packed against
-//! a preset dictionary of the keys and phrases the operator itself writes,
-//! the text of a converged model shrinks to about a fifth, and a pass
-//! unpacks it in microseconds. No crate: the format is ours, private to the
+//! its status text repeats itself: the version appears six times, a spec
+//! hash twice, the condition keys four times. Packed against a preset
+//! dictionary of the keys and phrases the operator itself writes, the text
+//! of a converged model shrinks to a fraction, quick to unpack for a pass
+//! (docs/performance.md). No crate: the format is ours, private to the
 //! process, never written anywhere.
 //!
 //! Tokens: a byte `0lllllll` is a run of `l + 1` literal bytes that follow;

@@ -81,9 +81,8 @@ impl<T> std::fmt::Debug for Parsed<T> {
 
 /// A JSON value kept as its text, packed ([`crate::memory::pack`]). Every
 /// model is held in the cache all the time but its spec and status are
-/// read only when a pass runs: a model with a full status is 13.4 KB as a
-/// parsed value, 2.1 KB as text and about 0.4 KB packed, for some
-/// microseconds of unpacking and parsing a pass.
+/// read only when a pass runs: packed text is a small fraction of a parsed
+/// value, at the cost of unpacking and parsing it then (docs/performance.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawJson(Box<[u8]>);
 

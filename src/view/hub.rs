@@ -47,7 +47,8 @@ struct State {
     /// The source's version when `last` was taken.
     seen: Option<u64>,
     /// `last` as a snapshot message, made once for every viewer that joins
-    /// before it changes (at 1,000 models it is about 1 MB).
+    /// before it changes, and shared by them, not copied per viewer (its
+    /// size grows with the models: docs/performance.md, live view).
     snapshot: Option<Arc<str>>,
     viewers: Vec<Slot>,
 }

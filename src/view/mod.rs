@@ -1,4 +1,4 @@
-//! The live status view (issue 13): one row per OpenMedModel in scope, built
+//! The live status view: one row per OpenMedModel in scope, built
 //! from the operator's own caches (no API request per viewer or per update),
 //! served as a page, as JSON (`/api/models`) and as a stream of changes
 //! (Server-Sent Events, `/events`).

@@ -90,8 +90,8 @@ impl Pass<'_> {
     ) -> bool {
         let base = self.plan.base.clone();
         let ours = base.get(Field::TargetDeploymentGeneration).is_some();
-        // A failure of a template someone else wrote is not ours: the drift
-        // is put right instead.
+        // A failure of a template someone else wrote is not our rollout
+        // failing (§6.8): the drift is put right instead (§6.11).
         let template = judge::template_ours(d, s, &self.owner);
         if !ours || d.paused || !template || !judge::failed(d, gen) {
             return false;
