@@ -1,8 +1,9 @@
 //! The vocabulary of a reconcile pass: what it observes ([`Observed`],
 //! [`Lookups`]), what it decides ([`Plan`]: [`Write`]s in order, the status,
 //! [`EventSpec`]s). The pass that makes a plan (`reconcile::plan`) is in
-//! `pass.rs`, its steps there and in `block.rs`, `targets.rs` and
-//! `rollback.rs`; a model being deleted is planned by `delete.rs`.
+//! `pass/mod.rs`, its steps in `pass/blocked.rs`, `pass/rollout.rs`,
+//! `pass/rollback.rs` and `pass/targets.rs`; a model being deleted is
+//! planned by `delete.rs`.
 
 use super::observed::{ConfigMapView, DeploymentView, ModelView};
 use super::patches;
