@@ -1,146 +1,14 @@
-//! Hand-written flag parsing and the --help text.
+//! Hand-written flag parsing and the --help text, both from the one table
+//! of flags in `cli/flags.rs`, so they cannot drift apart; a test holds the
+//! README's flag table to it too.
 
-use crate::kube::names::is_dns_label;
-use crate::kube::EndpointOptions;
+use crate::config::Config;
+use crate::controller::leader::{lease_name_for, ElectionConfig};
+use crate::kube::names::{is_dns_label, is_dns_subdomain};
 use crate::release::ReleaseArgs;
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::time::Duration;
+use flags::FLAGS;
 
-pub const HELP: &str = "\
-openmed-operator: makes the model version served by an OpenMed REST Deployment declarative.
-
-USAGE:
-    openmed-operator [FLAGS]
-    openmed-operator release --namespace NS --name DEPLOYMENT [--force]
-                     [--server URL] [--token-file PATH] [--ca-file PATH] [--no-proxy]
-        Hand a Deployment back whose OpenMedModel lost its finalizer by hand
-        while the operator was away: remove the operator's marks and start the
-        container that read the (now deleted) ConfigMap with no model, so its
-        pods can restart. Refused while the OpenMedModel exists, unless --force.
-
-FLAGS:
-    --all-namespaces        Watch OpenMedModels in every namespace (the default)
-    --namespace NS          Watch only namespace NS; repeatable. Also WATCH_NAMESPACE=ns1,ns2
-    --server URL            API server origin, e.g. http://127.0.0.1:8001 (kubectl proxy).
-                            Default: in-cluster (KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT)
-    --token-file PATH       Bearer token file, re-read every 60 s and after a 401.
-                            Default in cluster: the service-account token
-                            (or OPENMED_OPERATOR_TOKEN_PATH)
-    --ca-file PATH          CA bundle for https, re-read when it changes.
-                            Default in cluster: the service-account ca.crt
-                            (or OPENMED_OPERATOR_CA_PATH)
-    --no-proxy              Connect to the API server directly, whatever HTTPS_PROXY,
-                            HTTP_PROXY and NO_PROXY say (by default they are honoured
-                            as kubectl honours them; only http:// proxies, via CONNECT)
-    --health-addr ADDR      Serve /healthz and /readyz here, plain and open (default 0.0.0.0:8080)
-    --metrics-addr ADDR     Serve /metrics here (default 0.0.0.0:8443; 0: not at all)
-    --metrics-secure[=false]
-                            /metrics over TLS, for callers whose bearer token a TokenReview
-                            authenticates and a SubjectAccessReview allows `get` on /metrics
-                            (the default). =false: plain and open, for development
-    --ui-addr ADDR          Serve the live status view (a page, /api/models, /events) here
-                            (default 127.0.0.1:8081; \"\" for none). Elsewhere than loopback
-                            it needs the metrics' authentication and TLS
-    --metrics-cert-dir DIR  tls.crt and tls.key for /metrics, re-read when they change
-                            (default: a self-signed certificate made at start)
-    --resync-seconds N      Re-check every resource from the caches every N seconds (default 15)
-    --liveness-window-seconds N
-                            /healthz fails once a watch loop has neither kept a watch
-                            open nor listed or watched successfully for N seconds,
-                            or a worker has been stuck that long (default 600)
-    --list-max-pages N      Give up a list after N pages of 500 (default 1000)
-    --list-max-items N      Give up a list of more than N items (default 200000)
-    --list-max-mib N        Give up a list of more than N MiB, all its pages (default 64)
-    --workers N             Resources reconciled at once (default 4; at most 64)
-    --qps Q                 Client-side rate limit: Q requests a second, as client-go's
-                            token bucket (default 0: none; the shipped manifests set 100)
-    --burst N               Requests allowed at once above the rate (default 100)
-    --allow-any-target      Any Deployment named by an OpenMedModel may be a target, as with
-                            the reference operator. By default a Deployment must carry the
-                            label openmed.ai/managed-target=true or already name the
-                            OpenMedModel as its owner; the operator's own Deployment
-                            (POD_NAMESPACE / OPENMED_OPERATOR_DEPLOYMENT) never may
-    --leader-elect          Run as one of several replicas: only the holder of a Lease
-                            writes; the others keep their caches warm and take over
-                            when it goes (the shipped manifests run two)
-    --lease-name NAME       The Lease (default openmed-operator; with --selector,
-                            openmed-operator-<digest of the selector>)
-    --lease-namespace NS    Where the Lease is (default: POD_NAMESPACE, else the
-                            service account's namespace)
-    --lease-duration-seconds N   How long a leader's lease lasts unrenewed (default 15)
-    --renew-deadline-seconds N   A leader that has not renewed within N seconds stops
-                            writing and exits (default 10; less than the duration)
-    --retry-period-seconds N     How often to renew or try to acquire (default 2)
-    --selector SELECTOR     Manage only the OpenMedModels this label selector matches
-                            (sharding: one operator Deployment per shard)
-    --log-format text|json  Log lines as text (default) or one JSON object per line.
-                            RUST_LOG sets the level (default info)
-    --help                  Print this help
-    --version               Print the version
-
-The operator connects to nothing but the Kubernetes API server (through the
-HTTP CONNECT proxy HTTPS_PROXY names, unless NO_PROXY or --no-proxy says otherwise).";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Empty: all namespaces.
-    pub namespaces: Vec<String>,
-    pub endpoint: EndpointOptions,
-    pub health_addr: SocketAddr,
-    /// `--metrics-*`: where and how /metrics is served.
-    pub metrics: MetricsServing,
-    /// `--ui-addr`: the live view (None: not served).
-    pub ui_addr: Option<SocketAddr>,
-    pub resync: Duration,
-    pub liveness_window: Duration,
-    pub log_format: LogFormat,
-    /// Bounds on one paged list (`--list-max-pages`, `--list-max-items`,
-    /// `--list-max-mib`, held in bytes).
-    pub list_max_pages: u32,
-    pub list_max_items: usize,
-    pub list_max_bytes: usize,
-    /// `--allow-any-target`: any Deployment may be a target, opted in or not.
-    pub allow_any_target: bool,
-    /// The operator's own Deployment, never a target: `POD_NAMESPACE` and
-    /// `OPENMED_OPERATOR_DEPLOYMENT` (set by the shipped manifests).
-    pub own_deployment: Option<(String, String)>,
-    /// `--workers`: resources reconciled at once.
-    pub workers: usize,
-    /// `--qps`, `--burst`: the client-side rate limit.
-    pub limits: crate::kube::ratelimit::Limits,
-    /// `--leader-elect` and its Lease (None: this replica always writes).
-    pub election: Option<crate::controller::leader::ElectionConfig>,
-    /// `--selector`: the OpenMedModels this instance manages.
-    pub selector: Option<String>,
-}
-
-/// How /metrics is served (`--metrics-addr`, `--metrics-secure`, `--metrics-cert-dir`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct MetricsServing {
-    /// None: not served (`--metrics-addr 0`).
-    pub addr: Option<SocketAddr>,
-    /// TLS with token review and access review; false: plain and open.
-    pub secure: bool,
-    /// `tls.crt`/`tls.key`; None: self-signed.
-    pub cert_dir: Option<PathBuf>,
-}
-
-impl Default for MetricsServing {
-    fn default() -> Self {
-        MetricsServing {
-            addr: Some(([0, 0, 0, 0], 8443).into()),
-            secure: true,
-            cert_dir: None,
-        }
-    }
-}
+mod flags;
 
 #[derive(Debug)]
 pub enum Command {
@@ -152,6 +20,7 @@ pub enum Command {
 }
 
 /// What the flags have set so far.
+#[derive(Default)]
 struct Settings {
     config: Config,
     all: bool,
@@ -162,32 +31,141 @@ struct Settings {
     force: bool,
     /// The election flags, used only with `--leader-elect`.
     elect: bool,
-    election: crate::controller::leader::ElectionConfig,
+    election: ElectionConfig,
     lease_name_set: bool,
 }
 
-/// The flags `release` takes: a run's endpoint flags and `--namespace` (the
-/// Deployment's), and its own `--name` and `--force`.
-const RELEASE_FLAGS: [&str; 7] = [
-    "--namespace",
-    "--name",
-    "--force",
-    "--server",
-    "--token-file",
-    "--ca-file",
-    "--no-proxy",
-];
-/// Switches that also take `=true` / `=false`, as Go's boolean flags do.
-const BOOLEAN: [&str; 1] = ["--metrics-secure"];
-/// Flags only `release` takes.
-const RELEASE_ONLY: [&str; 2] = ["--name", "--force"];
+/// Which command line takes a flag: the operator's run, `release`, or both
+/// (the Deployment's namespace and the endpoint flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Run,
+    Release,
+    Both,
+}
 
-/// One flag: its names, whether it takes a value (inline `--flag=v` or the
-/// next argument), and what it does with the value ("" for a switch).
+impl Scope {
+    fn has(self, command: Scope) -> bool {
+        self == command || self == Scope::Both
+    }
+}
+
+/// What follows a flag's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Takes {
+    Switch,
+    /// A switch that also takes `=true` / `=false`, as Go's boolean flags do.
+    Bool,
+    /// A value, inline (`--flag=v`) or the next argument, shown as this name.
+    Value(&'static str),
+}
+
+/// One flag, all that is said about it and what it does.
 struct Flag {
+    /// The first is the one shown; the rest are aliases.
     names: &'static [&'static str],
-    takes_value: bool,
+    takes: Takes,
+    scope: Scope,
+    /// As users read it, in --help (where `help` says `{default}`) and in
+    /// the README. A `release` flag that takes a value and has none must be
+    /// given, so its usage shows it unbracketed.
+    default: &'static str,
+    /// Its lines in --help, one per `\n`.
+    help: &'static str,
+    /// What it does with its value ("" for a switch).
     apply: fn(&mut Settings, String) -> Result<(), String>,
+}
+
+impl Flag {
+    /// As the help and the README show it: `--workers N`.
+    fn usage(&self) -> String {
+        let name = self.names[0];
+        match self.takes {
+            Takes::Switch => name.to_string(),
+            Takes::Bool => format!("{name}[=false]"),
+            Takes::Value(value) => format!("{name} {value}"),
+        }
+    }
+}
+
+const ABOUT: &str =
+    "openmed-operator: makes the model version served by an OpenMed REST Deployment declarative.";
+const RELEASE_ABOUT: &str = "\
+Hand a Deployment back whose OpenMedModel lost its finalizer by hand
+while the operator was away: remove the operator's marks and start the
+container that read the (now deleted) ConfigMap with no model, so its
+pods can restart. Refused while the OpenMedModel exists, unless --force.";
+const CONNECTS_TO: &str = "\
+The operator connects to nothing but the Kubernetes API server (through the
+HTTP CONNECT proxy HTTPS_PROXY names, unless NO_PROXY or --no-proxy says otherwise).";
+/// Where a flag's help starts; a longer usage gets a line of its own.
+const HELP_COLUMN: usize = 28;
+/// The widest line of `release`'s usage.
+const USAGE_WIDTH: usize = 85;
+
+/// The --help text.
+pub fn help() -> String {
+    let mut out = format!("{ABOUT}\n\nUSAGE:\n    openmed-operator [FLAGS]\n");
+    out += &release_usage();
+    for line in RELEASE_ABOUT.lines() {
+        out += &format!("\n        {line}");
+    }
+    out += "\n\nFLAGS:\n";
+    for flag in FLAGS.iter().filter(|f| f.scope.has(Scope::Run)) {
+        out += &describe(flag);
+    }
+    let shared: Vec<&str> = FLAGS
+        .iter()
+        .filter(|f| f.scope == Scope::Both)
+        .map(|f| f.names[0])
+        .collect();
+    out += &format!("\nRELEASE FLAGS (and {}):\n", shared.join(", "));
+    for flag in FLAGS.iter().filter(|f| f.scope == Scope::Release) {
+        out += &describe(flag);
+    }
+    out + "\n" + CONNECTS_TO
+}
+
+/// `release`'s usage line, wrapped: the flags it cannot do without bare,
+/// the rest in brackets.
+fn release_usage() -> String {
+    let lead = "    openmed-operator ";
+    let (mut out, mut width) = (format!("{lead}release"), lead.len() + "release".len());
+    for flag in FLAGS.iter().filter(|f| f.scope.has(Scope::Release)) {
+        let needed = matches!(flag.takes, Takes::Value(_)) && flag.default.is_empty();
+        let word = if needed {
+            flag.usage()
+        } else {
+            format!("[{}]", flag.usage())
+        };
+        if width + 1 + word.len() > USAGE_WIDTH {
+            out += &format!("\n{:1$}", "", lead.len());
+            width = lead.len();
+        } else {
+            out.push(' ');
+            width += 1;
+        }
+        width += word.len();
+        out += &word;
+    }
+    out
+}
+
+/// One flag's lines in --help: usage, then its help from [`HELP_COLUMN`].
+fn describe(flag: &Flag) -> String {
+    let usage = flag.usage();
+    let text = flag.help.replace("{default}", flag.default);
+    let mut lines = text.lines();
+    let width = HELP_COLUMN - 4;
+    let mut out = if usage.len() + 2 <= width {
+        format!("    {usage:width$}{}\n", lines.next().unwrap_or(""))
+    } else {
+        format!("    {usage}\n")
+    };
+    for line in lines {
+        out += &format!("{:HELP_COLUMN$}{line}\n", "");
+    }
+    out
 }
 
 /// `release`'s arguments, checked.
@@ -200,7 +178,7 @@ fn release_args(s: Settings) -> Result<ReleaseArgs, String> {
             ))
         }
     };
-    if !crate::kube::names::is_dns_subdomain(&s.name) {
+    if !is_dns_subdomain(&s.name) {
         return Err(format!(
             "release: --name {:?} is not a Deployment name",
             s.name
@@ -214,380 +192,31 @@ fn release_args(s: Settings) -> Result<ReleaseArgs, String> {
     })
 }
 
-const FLAGS: [Flag; 32] = [
-    Flag {
-        names: &["--help", "-h"],
-        takes_value: false,
-        apply: |s, _| {
-            s.stop = Some(Command::Help);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--version", "-V"],
-        takes_value: false,
-        apply: |s, _| {
-            s.stop = Some(Command::Version);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--all-namespaces"],
-        takes_value: false,
-        apply: |s, _| {
-            s.all = true;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--namespace"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.namespaces.push(v);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--server"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.endpoint.server = Some(v);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--token-file"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.endpoint.token_file = Some(PathBuf::from(v));
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--ca-file"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.endpoint.ca_file = Some(PathBuf::from(v));
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--no-proxy"],
-        takes_value: false,
-        apply: |s, _| {
-            s.config.endpoint.no_proxy = true;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--health-addr"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.health_addr = v
-                .parse()
-                .map_err(|_| format!("--health-addr: {v:?} is not an address like 0.0.0.0:8080"))?;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--metrics-addr"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.metrics.addr = match v.as_str() {
-                "0" => None,
-                _ => Some(v.parse().map_err(|_| {
-                    format!("--metrics-addr: {v:?} is not an address like 0.0.0.0:8443 (or 0)")
-                })?),
-            };
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--ui-addr"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.ui_addr = match v.as_str() {
-                "" => None,
-                _ => Some(v.parse().map_err(|_| {
-                    format!("--ui-addr: {v:?} is not an address like 127.0.0.1:8081 (or \"\")")
-                })?),
-            };
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--metrics-secure"],
-        takes_value: false,
-        apply: |s, v| {
-            s.config.metrics.secure = match v.as_str() {
-                "" | "true" => true,
-                "false" => false,
-                _ => return Err(format!("--metrics-secure: {v:?} is not true or false")),
-            };
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--metrics-cert-dir"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.metrics.cert_dir = Some(PathBuf::from(v));
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--resync-seconds"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.resync = Duration::from_secs(whole(&v, "--resync-seconds", MAX_WHOLE)?);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--liveness-window-seconds"],
-        takes_value: true,
-        apply: |s, v| {
-            let n = whole(&v, "--liveness-window-seconds", MAX_WHOLE)?;
-            s.config.liveness_window = Duration::from_secs(n);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--list-max-pages"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.list_max_pages = whole(&v, "--list-max-pages", MAX_WHOLE)? as u32;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--list-max-items"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.list_max_items = whole(&v, "--list-max-items", MAX_WHOLE)? as usize;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--list-max-mib"],
-        takes_value: true,
-        apply: |s, v| {
-            let mib = whole(&v, "--list-max-mib", MAX_LIST_MIB)?.max(1);
-            s.config.list_max_bytes = (mib as usize) << 20;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--workers"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.workers = whole(&v, "--workers", 64)? as usize;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--qps"],
-        takes_value: true,
-        apply: |s, v| {
-            let q: f64 = v
-                .parse()
-                .ok()
-                .filter(|q: &f64| q.is_finite() && *q >= 0.0)
-                .ok_or_else(|| format!("--qps: {v:?} is not a number of requests a second >= 0"))?;
-            s.config.limits.qps = (q > 0.0).then_some(q);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--burst"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.limits.burst = whole(&v, "--burst", MAX_WHOLE)? as u32;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--name"],
-        takes_value: true,
-        apply: |s, v| {
-            s.name = v;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--force"],
-        takes_value: false,
-        apply: |s, _| {
-            s.force = true;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--allow-any-target"],
-        takes_value: false,
-        apply: |s, _| {
-            s.config.allow_any_target = true;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--leader-elect"],
-        takes_value: false,
-        apply: |s, _| {
-            s.elect = true;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--lease-name"],
-        takes_value: true,
-        apply: |s, v| {
-            if !crate::kube::names::is_dns_subdomain(&v) {
-                return Err(format!("--lease-name: {v:?} is not a valid object name"));
-            }
-            s.election.lease_name = v;
-            s.lease_name_set = true;
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--lease-namespace"],
-        takes_value: true,
-        apply: |s, v| {
-            if !is_dns_label(&v) {
-                return Err(format!("--lease-namespace: {v:?} is not a namespace name"));
-            }
-            s.election.lease_namespace = Some(v);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--lease-duration-seconds"],
-        takes_value: true,
-        apply: |s, v| {
-            let n = whole(&v, "--lease-duration-seconds", 3600)?;
-            s.election.lease_duration = Duration::from_secs(n);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--renew-deadline-seconds"],
-        takes_value: true,
-        apply: |s, v| {
-            let n = whole(&v, "--renew-deadline-seconds", 3600)?;
-            s.election.renew_deadline = Duration::from_secs(n);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--retry-period-seconds"],
-        takes_value: true,
-        apply: |s, v| {
-            let n = whole(&v, "--retry-period-seconds", 3600)?;
-            s.election.retry_period = Duration::from_secs(n);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--selector"],
-        takes_value: true,
-        apply: |s, v| {
-            let v = v.trim().to_string();
-            let ok = !v.is_empty() && v.len() <= 1024 && v.chars().all(|c| !c.is_control());
-            if !ok {
-                return Err(
-                    "--selector: not a label selector (non-empty, at most 1024 characters)".into(),
-                );
-            }
-            s.config.selector = Some(v);
-            Ok(())
-        },
-    },
-    Flag {
-        names: &["--log-format"],
-        takes_value: true,
-        apply: |s, v| {
-            s.config.log_format = match v.as_str() {
-                "text" => LogFormat::Text,
-                "json" => LogFormat::Json,
-                _ => return Err(format!("--log-format: {v:?} is not text or json")),
-            };
-            Ok(())
-        },
-    },
-];
-
-/// The largest count or number of seconds a flag takes.
-const MAX_WHOLE: u64 = 10_000_000;
-/// A list budget above 64 GiB bounds nothing.
-const MAX_LIST_MIB: u64 = 65_536;
-
-/// A whole number from 1 to `max`.
-fn whole(v: &str, flag: &str, max: u64) -> Result<u64, String> {
-    v.parse()
-        .ok()
-        .filter(|n| (1..=max).contains(n))
-        .ok_or_else(|| format!("{flag}: {v:?} is not a whole number from 1 to {max}"))
-}
-
 /// Parse arguments (without the program name). `env` looks up environment
 /// variables. Errors are one line, meant for stderr.
 pub fn parse(
     args: impl IntoIterator<Item = String>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Command, String> {
-    let mut s = defaults();
+    let mut s = Settings::default();
     let mut it = args.into_iter().peekable();
     if it.peek().map(String::as_str) == Some("release") {
         it.next();
-        let allowed = |name: &str| RELEASE_FLAGS.contains(&name);
-        read_flags(it, &mut s, &allowed).map_err(|e| format!("release: {e}"))?;
+        read_flags(it, &mut s, Scope::Release).map_err(|e| format!("release: {e}"))?;
         return release_args(s).map(Command::Release);
     }
-    let allowed = |name: &str| !RELEASE_ONLY.contains(&name);
-    if let Some(stop) = read_flags(it, &mut s, &allowed)? {
+    if let Some(stop) = read_flags(it, &mut s, Scope::Run)? {
         return Ok(stop);
     }
     finish(s, env).map(|c| Command::Run(Box::new(c)))
 }
 
-fn defaults() -> Settings {
-    Settings {
-        config: Config {
-            namespaces: Vec::new(),
-            endpoint: EndpointOptions::default(),
-            health_addr: ([0, 0, 0, 0], 8080).into(),
-            metrics: MetricsServing::default(),
-            ui_addr: Some(([127, 0, 0, 1], 8081).into()),
-            resync: Duration::from_secs(15),
-            liveness_window: crate::controller::reflector::MAX_SILENCE,
-            log_format: LogFormat::Text,
-            allow_any_target: false,
-            own_deployment: None,
-            list_max_pages: 1_000,
-            list_max_items: 200_000,
-            list_max_bytes: 64 << 20,
-            workers: 4,
-            limits: crate::kube::ratelimit::Limits::default(),
-            election: None,
-            selector: None,
-        },
-        all: false,
-        stop: None,
-        name: String::new(),
-        force: false,
-        elect: false,
-        election: Default::default(),
-        lease_name_set: false,
-    }
-}
-
-/// Apply each flag `allowed` accepts to `s`; `--help`/`--version` stop at
+/// Apply each flag `command` takes to `s`; `--help`/`--version` stop at
 /// once with their answer.
 fn read_flags(
     args: impl Iterator<Item = String>,
     s: &mut Settings,
-    allowed: &dyn Fn(&str) -> bool,
+    command: Scope,
 ) -> Result<Option<Command>, String> {
     let mut it = args;
     while let Some(arg) = it.next() {
@@ -595,15 +224,18 @@ fn read_flags(
             Some((f, v)) if f.starts_with("--") => (f, Some(v)),
             _ => (arg.as_str(), None),
         };
-        let flag = FLAGS
-            .iter()
-            .find(|f| f.names.contains(&name) && allowed(name));
-        let value = match (flag.is_some_and(|f| f.takes_value), inline) {
-            (true, Some(v)) => v.to_string(),
-            (true, None) => it.next().ok_or_else(|| format!("{name} needs a value"))?,
-            (false, Some(v)) if BOOLEAN.contains(&name) => v.to_string(),
-            (false, Some(_)) => return Err(format!("{name} takes no value")),
-            (false, None) => String::new(),
+        let known = FLAGS.iter().find(|f| f.names.contains(&name));
+        let flag = known.filter(|f| f.scope.has(command));
+        // A boolean's `=false` is read before asking whether `command` takes it.
+        let boolean = known.is_some_and(|f| f.takes == Takes::Bool);
+        let value = match (flag.map(|f| f.takes), inline) {
+            (Some(Takes::Value(_)), Some(v)) => v.to_string(),
+            (Some(Takes::Value(_)), None) => {
+                it.next().ok_or_else(|| format!("{name} needs a value"))?
+            }
+            (_, Some(v)) if boolean => v.to_string(),
+            (_, Some(_)) => return Err(format!("{name} takes no value")),
+            (_, None) => String::new(),
         };
         let flag = flag.ok_or_else(|| format!("unknown flag {name:?} (see --help)"))?;
         (flag.apply)(s, value)?;
@@ -651,8 +283,7 @@ fn finish(s: Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, S
         }
         if let (Some(sel), false) = (&config.selector, s.lease_name_set) {
             // Each shard its own Lease, without a flag to forget.
-            let digest = crate::model::canonical::sha256_hex(sel.as_bytes());
-            e.lease_name = format!("openmed-operator-{}", &digest[..10]);
+            e.lease_name = lease_name_for(sel);
         }
         config.election = Some(e);
     }
@@ -672,6 +303,9 @@ fn finish(s: Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{LogFormat, MetricsServing};
+    use std::path::PathBuf;
+    use std::time::Duration;
 
     #[test]
     fn workers_and_the_rate_limit_are_flags() {
@@ -883,5 +517,98 @@ mod tests {
         }
         let help = parse(vec!["--help".to_string()], &|_| None).unwrap();
         assert!(matches!(help, Command::Help));
+    }
+
+    #[test]
+    fn the_help_is_the_table() {
+        let help = help();
+        let release = "    openmed-operator release --namespace NS --name DEPLOYMENT [--force]";
+        let wrapped = "[--server URL] [--token-file PATH] [--ca-file PATH] [--no-proxy]";
+        assert!(help.contains(&format!("\n{release}\n{:21}{wrapped}\n", "")));
+        assert!(help.contains(
+            "\n    --health-addr ADDR      Serve /healthz and /readyz here, \
+             plain and open (default 0.0.0.0:8080)\n"
+        ));
+        assert!(help.contains(
+            "\n    --metrics-secure[=false]\n                            /metrics over TLS"
+        ));
+        assert!(!help.contains("{default}"));
+        for flag in &FLAGS {
+            let shown = format!("\n    {}", flag.usage());
+            assert_eq!(help.matches(&shown).count(), 1, "{shown}");
+            // A flag that takes a value says its default, if it has one.
+            let says = flag.help.contains("{default}");
+            if matches!(flag.takes, Takes::Value(_)) || says {
+                assert_eq!(says, !flag.default.is_empty(), "{}", flag.names[0]);
+            }
+        }
+    }
+
+    /// The flags in the README's `### Flags` table, as shown, each with its
+    /// default. A row of several flags gives their defaults comma-separated.
+    fn readme_flags() -> Vec<(String, String)> {
+        let readme = include_str!("../README.md");
+        let section = readme.split("\n### Flags\n").nth(1).expect("### Flags");
+        let rows = section.lines().skip_while(|l| !l.starts_with('|'));
+        let mut flags = Vec::new();
+        for row in rows.take_while(|l| l.starts_with('|')).skip(2) {
+            let row = row.replace("\\|", "\u{0}");
+            let cells: Vec<String> = row.split('|').map(|c| c.replace('\u{0}', "|")).collect();
+            let names: Vec<&str> = cells[1].split('`').skip(1).step_by(2).collect();
+            let default = cells[2].replace('`', "");
+            let defaults: Vec<&str> = match (names.len(), default.trim()) {
+                (1, d) | (_, d @ "") => vec![d; names.len()],
+                (_, d) => d.split(", ").collect(),
+            };
+            assert_eq!(names.len(), defaults.len(), "{row}");
+            flags.extend(
+                names
+                    .iter()
+                    .zip(defaults)
+                    .map(|(n, d)| (n.to_string(), d.to_string())),
+            );
+        }
+        flags
+    }
+
+    #[test]
+    fn the_readme_lists_every_flag_with_its_default() {
+        let readme = readme_flags();
+        let table: Vec<(String, String)> = FLAGS
+            .iter()
+            .map(|f| (f.usage(), f.default.to_string()))
+            .collect();
+        let missing: Vec<_> = table.iter().filter(|f| !readme.contains(f)).collect();
+        let extra: Vec<_> = readme.iter().filter(|f| !table.contains(f)).collect();
+        assert!(
+            missing.is_empty(),
+            "not in the README as in FLAGS: {missing:?}"
+        );
+        assert!(extra.is_empty(), "in the README, not in FLAGS: {extra:?}");
+        assert_eq!(readme.len(), table.len(), "a flag listed twice");
+    }
+
+    #[test]
+    fn the_defaults_shown_are_the_ones_used() {
+        let base = format!("{:?}", run(&["--leader-elect"], &[]).unwrap());
+        // A one-word default is the value itself; more words describe it.
+        let stated = FLAGS.iter().filter(|f| {
+            let one_word = !f.default.is_empty() && !f.default.contains(' ');
+            f.scope.has(Scope::Run) && f.takes != Takes::Switch && one_word
+        });
+        for flag in stated {
+            let arg = format!("{}={}", flag.names[0], flag.default);
+            let c = run(&["--leader-elect", &arg], &[]).unwrap();
+            assert_eq!(format!("{c:?}"), base, "{arg}");
+        }
+    }
+
+    #[test]
+    fn a_shard_has_its_own_lease_unless_named() {
+        let lease = |args: &[&str]| run(args, &[]).unwrap().election.unwrap().lease_name;
+        assert_eq!(lease(&["--leader-elect"]), "openmed-operator");
+        let sel = ["--leader-elect", "--selector", "openmed.ai/shard=a"];
+        assert_eq!(lease(&sel), lease_name_for("openmed.ai/shard=a"));
+        assert_eq!(lease(&[&sel[..], &["--lease-name=x"]].concat()), "x");
     }
 }

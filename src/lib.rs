@@ -8,6 +8,7 @@
 pub mod backoff;
 pub mod certificate;
 pub mod cli;
+pub mod config;
 pub mod controller;
 pub mod foreign;
 pub mod health;

@@ -9,7 +9,7 @@
 //! worker reconciled that OpenMedModel ([`for_resource`]), and any key-value
 //! pairs of the call (`reason`), so a log pipeline can filter by resource.
 
-use crate::cli::LogFormat;
+use crate::config::LogFormat;
 use serde_json::{Map, Value};
 use std::cell::RefCell;
 use std::io::Write;

@@ -1,6 +1,6 @@
 //! Flags → config → run; nothing else.
 
-use openmed_operator::{cli, controller, logging, memory, release, signals};
+use openmed_operator::{cli, config, controller, logging, memory, release, signals};
 
 fn main() {
     let cmd = match cli::parse(std::env::args().skip(1), &|k| std::env::var(k).ok()) {
@@ -11,10 +11,10 @@ fn main() {
         }
     };
     match cmd {
-        cli::Command::Help => println!("{}", cli::HELP),
+        cli::Command::Help => println!("{}", cli::help()),
         cli::Command::Version => println!("openmed-operator {}", env!("CARGO_PKG_VERSION")),
         cli::Command::Release(args) => {
-            logging::init(cli::LogFormat::Text);
+            logging::init(config::LogFormat::Text);
             match release::run(&args) {
                 Ok(done) => println!("{done}"),
                 Err(e) => {

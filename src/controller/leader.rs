@@ -64,6 +64,13 @@ impl ElectionConfig {
     }
 }
 
+/// The Lease of a shard given no `--lease-name`: one per selector, so each
+/// shard elects its own leader without a flag to forget.
+pub fn lease_name_for(selector: &str) -> String {
+    let digest = crate::model::canonical::sha256_hex(selector.as_bytes());
+    format!("openmed-operator-{}", &digest[..10])
+}
+
 /// Who this process is: the pod's name (`POD_NAME`, else the host name)
 /// and a random suffix, so a restarted pod is a new candidate.
 pub fn identity(env: &dyn Fn(&str) -> Option<String>) -> String {
@@ -588,6 +595,17 @@ impl Elector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shard_lease_is_named_for_its_selector() {
+        // sha256("openmed.ai/shard=a") = 556b1391ba32088f...
+        assert_eq!(
+            lease_name_for("openmed.ai/shard=a"),
+            "openmed-operator-556b1391ba"
+        );
+        assert_ne!(lease_name_for("a=1"), lease_name_for("a=2"));
+        assert!(crate::kube::names::is_dns_label(&lease_name_for("x")));
+    }
 
     #[test]
     fn timings_must_leave_a_fencing_margin() {

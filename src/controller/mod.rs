@@ -25,7 +25,7 @@ pub mod reflector;
 pub mod sync;
 
 use crate::backoff::Backoff;
-use crate::cli::Config;
+use crate::config::Config;
 use crate::controller::outcome::Outcome;
 use crate::health::Health;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS};
