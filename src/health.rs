@@ -2,9 +2,10 @@
 //! listed, which lists fail. `/healthz` and `/readyz` report it.
 
 use crate::lock::lock;
+use crate::server::{Answer, Handler, Request};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// One loop's liveness. A watch loop is alive while its watch is open,
@@ -122,6 +123,27 @@ impl Health {
         } else {
             Err(bad.join(", "))
         }
+    }
+}
+
+/// `/healthz` and `/readyz`, for the kubelet's probes.
+impl Health {
+    pub fn handler(self: &Arc<Self>) -> Handler {
+        let health = self.clone();
+        Arc::new(move |r: &Request| {
+            if r.method != "GET" {
+                return Answer::text(405, "only GET\n");
+            }
+            let verdict = match r.path.as_str() {
+                "/healthz" => health.check().map_err(|e| format!("unhealthy: {e}\n")),
+                "/readyz" => health.readiness().map_err(|e| format!("not ready: {e}\n")),
+                _ => return Answer::text(404, "not found\n"),
+            };
+            match verdict {
+                Ok(()) => Answer::text(200, "ok\n"),
+                Err(e) => Answer::text(503, e),
+            }
+        })
     }
 }
 

@@ -5,6 +5,7 @@
 //! section: "§6.8" or "step 8" is one step of a reconcile pass, "9.21" or
 //! "§9.21" a deliberate improvement, "section 3" what the operator writes.
 
+pub mod app;
 pub mod backoff;
 pub mod certificate;
 pub mod cli;

@@ -1,6 +1,6 @@
 //! Flags → config → run; nothing else.
 
-use openmed_operator::{cli, config, controller, logging, memory, release, signals};
+use openmed_operator::{app, cli, config, logging, memory, release, signals};
 
 fn main() {
     let cmd = match cli::parse(std::env::args().skip(1), &|k| std::env::var(k).ok()) {
@@ -27,7 +27,7 @@ fn main() {
             logging::init(cfg.log_format);
             memory::limit_arenas();
             signals::install();
-            if let Err(e) = controller::run(*cfg) {
+            if let Err(e) = app::run(*cfg) {
                 eprintln!("openmed-operator: {e}");
                 std::process::exit(1);
             }

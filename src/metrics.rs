@@ -2,10 +2,12 @@
 
 use crate::controller::outcome::Outcome;
 use crate::lock::lock;
+use crate::metrics_access::{TokenAccess, Verdict, METRICS_PATH};
+use crate::server::{Answer, Handler, Request};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const BUCKETS: [f64; 12] = [
@@ -305,6 +307,29 @@ fn labelled<K: std::fmt::Display, V: std::fmt::Display>(
     items
         .map(|(k, v)| (format!("{{{label}=\"{k}\"}}"), v.to_string()))
         .collect()
+}
+
+/// `/metrics`, for callers `access` allows (everyone without it).
+impl Metrics {
+    pub fn handler(self: &Arc<Self>, access: Option<Arc<TokenAccess>>) -> Handler {
+        let metrics = self.clone();
+        Arc::new(move |r: &Request| {
+            if r.method != "GET" {
+                return Answer::text(405, "only GET\n");
+            }
+            if r.path != METRICS_PATH {
+                return Answer::text(404, "not found\n");
+            }
+            let verdict = access.as_ref().map_or(Verdict::Allowed, |a| {
+                a.check(r.authorization.as_deref(), r.peer)
+            });
+            metrics.metrics_access(verdict.as_str());
+            verdict.refusal().unwrap_or_else(|| Answer {
+                content_type: "text/plain; version=0.0.4",
+                ..Answer::text(200, metrics.render())
+            })
+        })
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use crate::kube::path::{ResourcePath, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS};
 use crate::kube::ratelimit::{Bucket, Limits};
 use crate::kube::Client;
 use crate::lock::lock;
+use crate::server::Answer;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -65,6 +66,23 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The answer to a caller this verdict does not let in (None: let in).
+    pub fn refusal(self) -> Option<Answer> {
+        Some(match self {
+            Verdict::Allowed => return None,
+            Verdict::Unauthenticated => Answer {
+                headers: vec![("WWW-Authenticate", "Bearer")],
+                ..Answer::text(401, "Unauthorized: a bearer token the API server knows\n")
+            },
+            Verdict::Forbidden => Answer::text(403, "Forbidden: your user may not get this path\n"),
+            Verdict::Throttled => Answer {
+                headers: vec![("Retry-After", "1")],
+                ..Answer::text(429, "Too many new callers; retry in a second\n")
+            },
+            Verdict::Unavailable => Answer::text(503, "cannot review the token now\n"),
+        })
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Allowed => "allowed",

@@ -29,12 +29,11 @@ use crate::config::Config;
 use crate::controller::outcome::Outcome;
 use crate::health::Health;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS};
-use crate::kube::{Client, ClientConfig, Endpoint, ResourcePath};
+use crate::kube::{Client, ResourcePath};
 use crate::metrics::Metrics;
 use crate::model::status::Phase;
 use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
-use crate::server;
 use cache::{AutoscalerView, Key, MetaView, Store};
 use error::StartError;
 use index::{Kind, TargetIndex};
@@ -61,160 +60,14 @@ fn meta_view(v: &Value) -> Option<MetaView> {
     })
 }
 
-/// The lease loop and the write gate it drives, for `--leader-elect`. The
-/// loop has its own client: no gate, each request as short as the retry
-/// period and tried once (the loop is the retry).
-fn elect(
-    cfg: &Config,
-    e: &leader::ElectionConfig,
-    identity: String,
-    metrics: &Arc<Metrics>,
-    health: &Arc<Health>,
-) -> Result<(leader::Elector, Arc<leader::Leadership>), StartError> {
-    let namespace = e
-        .lease_namespace
-        .clone()
-        .or_else(|| {
-            let f = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
-            std::fs::read_to_string(f)
-                .ok()
-                .map(|n| n.trim().to_string())
-        })
-        .filter(|n| crate::kube::names::is_dns_label(n))
-        .ok_or(StartError::NoLeaseNamespace)?;
-    let endpoint = Endpoint::resolve(&cfg.endpoint, &|k| std::env::var(k).ok())?;
-    let observer = metrics.clone();
-    let lease_client = Client::new(
-        endpoint,
-        ClientConfig {
-            request_timeout: e.retry_period.max(Duration::from_secs(1)),
-            max_attempts: 1,
-            identity: Some(identity.clone()),
-            ..ClientConfig::default()
-        },
-    )?
-    .with_observer(Arc::new(move |verb, code| {
-        observer.api_request(verb.as_str(), code)
-    }));
-    let leadership = Arc::new(leader::Leadership::new(e, metrics.clone()));
-    let check = leadership.clone();
-    health.watch_lease(Arc::new(move || check.check()));
-    let elector = leader::Elector::new(
-        lease_client,
-        e.clone(),
-        namespace,
-        identity,
-        leadership.clone(),
-    );
-    Ok((elector, leadership))
-}
-
-/// TLS and the token check that `--metrics-secure` asks of /metrics (and
-/// of the live view off loopback). The reviews go out on a client of their
-/// own, without the leader's write gate (the reviews are creates, and a
-/// standby answers scrapes too), short (a scrape does not wait for retries).
-struct Guard {
-    tls: Arc<rustls::ServerConfig>,
-    /// Token checks for `get` on /metrics, and on /live-view.
-    metrics: Arc<crate::metrics_access::TokenAccess>,
-    view: Arc<crate::metrics_access::TokenAccess>,
-}
-
-fn guard(
-    cfg: &Config,
-    metrics: &Arc<Metrics>,
-    identity: Option<String>,
-) -> Result<Guard, StartError> {
-    use crate::certificate::{default_names, CertDir, SelfSigned};
-    use crate::metrics_access::{ApiReviewer, TokenAccess};
-    let source: Arc<dyn rustls::server::ResolvesServerCert> = match &cfg.metrics.cert_dir {
-        Some(dir) => Arc::new(CertDir::open(dir).map_err(StartError::Certificate)?),
-        None => {
-            let ns = std::env::var("POD_NAMESPACE").ok();
-            Arc::new(
-                SelfSigned::new(default_names(ns.as_deref())).map_err(StartError::Certificate)?,
-            )
-        }
-    };
-    let tls = crate::certificate::server_config(source).map_err(StartError::Certificate)?;
-    let endpoint = Endpoint::resolve(&cfg.endpoint, &|k| std::env::var(k).ok())?;
-    let observer = metrics.clone();
-    let client = Client::new(
-        endpoint,
-        ClientConfig {
-            request_timeout: Duration::from_secs(5),
-            max_attempts: 1,
-            identity,
-            ..ClientConfig::default()
-        },
-    )?
-    .with_observer(Arc::new(move |verb, code| {
-        observer.api_request(verb.as_str(), code)
-    }));
-    let client = Arc::new(client);
-    let access = |path| {
-        let client = client.clone();
-        Arc::new(TokenAccess::new(Box::new(ApiReviewer { client, path })))
-    };
-    Ok(Guard {
-        tls: Arc::new(tls),
-        metrics: access(crate::metrics_access::METRICS_PATH),
-        view: access(crate::metrics_access::VIEW_PATH),
-    })
-}
-
-/// Start the /metrics server as `--metrics-*` say; where it listens, for
-/// the log.
-fn serve_metrics(
-    cfg: &Config,
-    metrics: &Arc<Metrics>,
-    guard: Option<&Guard>,
-) -> Result<String, StartError> {
-    let Some(addr) = cfg.metrics.addr else {
-        return Ok("no address (--metrics-addr 0)".into());
-    };
-    let Some(g) = guard else {
-        let open = server::metrics(metrics.clone(), None);
-        let bound = server::start("metrics", addr, None, open).map_err(StartError::Listen)?;
-        return Ok(format!("http://{bound} (open: --metrics-secure=false)"));
-    };
-    let handler = server::metrics(metrics.clone(), Some(g.metrics.clone()));
-    let bound =
-        server::start("metrics", addr, Some(g.tls.clone()), handler).map_err(StartError::Listen)?;
-    Ok(format!(
-        "https://{bound} (callers need a token allowed get on /metrics)"
-    ))
-}
-
-/// Start the live view (`--ui-addr`) over the reconciler's caches: plain on
-/// loopback, else with the metrics' TLS and token check.
-fn serve_view(
-    cfg: &Config,
-    reconciler: &sync::Reconciler,
-    guard: Option<&Guard>,
-) -> Result<String, StartError> {
-    let Some(addr) = cfg.ui_addr else {
-        return Ok("no address".into());
-    };
-    let hub = crate::view::hub::Hub::new(Box::new(crate::view::Rows::new(
-        reconciler.models.clone(),
-        reconciler.deployments.clone(),
-        reconciler.recent.clone(),
-    )));
-    hub.start().map_err(StartError::Thread)?;
-    let (tls, access, scheme) = match guard {
-        Some(g) if !addr.ip().is_loopback() => (Some(g.tls.clone()), Some(g.view.clone()), "https"),
-        _ => (None, None, "http"),
-    };
-    let handler = crate::view::page::handler(hub, access);
-    let bound = server::start("view", addr, tls, handler).map_err(StartError::Listen)?;
-    Ok(format!("{scheme}://{bound}/"))
-}
-
-/// Run until SIGTERM/SIGINT. Returns an error only for what makes the
-/// operator unable to start (bad endpoint, health port taken).
-pub fn run(cfg: Config) -> Result<(), StartError> {
-    Controller::build(cfg)?.run()
+/// What the app root ([`crate::app`]) builds for the controller: the API
+/// client (behind the write gate with `--leader-elect`), the metrics and
+/// health it reports to, and the lease loop with its gate.
+pub struct Wiring {
+    pub client: Arc<Client>,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+    pub election: Option<(leader::Elector, Arc<leader::Leadership>)>,
 }
 
 /// The controller in the stages client-go's sample-controller names: build
@@ -288,86 +141,40 @@ const AUTOSCALERS: Watch = Watch {
 };
 
 impl Controller {
-    /// Stage 1: the client, the health server, the stores, the index and
-    /// the queue. Nothing is watched yet.
-    pub fn build(cfg: Config) -> Result<Controller, StartError> {
-        let env = |k: &str| std::env::var(k).ok();
-        let endpoint = Endpoint::resolve(&cfg.endpoint, &env)?;
-        let metrics = Arc::new(Metrics::default());
-        let observer = metrics.clone();
-        let warned = metrics.clone();
-        let identity = cfg.election.as_ref().map(|_| leader::identity(&env));
-        let client_cfg = ClientConfig {
-            limits: cfg.limits,
-            max_list_pages: cfg.list_max_pages,
-            max_list_items: cfg.list_max_items,
-            max_list_bytes: cfg.list_max_bytes,
-            identity: identity.clone(),
-            ..ClientConfig::default()
-        };
-        let client = Client::new(endpoint, client_cfg)?
-            .with_observer(Arc::new(move |verb, code| {
-                observer.api_request(verb.as_str(), code)
-            }))
-            .with_warning_observer(Arc::new(move || warned.api_warning()));
-        let health = Arc::new(Health::default());
-        let (client, elector, leadership) = match (&cfg.election, identity.clone()) {
-            (Some(e), Some(id)) => {
-                let (elector, leadership) = elect(&cfg, e, id, &metrics, &health)?;
-                let gate = leadership.clone();
-                let client = client.with_write_gate(Arc::new(move || gate.write_window()));
-                (client, Some(elector), Some(leadership))
-            }
-            _ => {
-                metrics.set_sole_writer();
-                (client, None, None)
-            }
-        };
-        let client = Arc::new(client);
-
-        let bound = server::start(
-            "health",
-            cfg.health_addr,
-            None,
-            server::health(health.clone()),
-        )
-        .map_err(StartError::Listen)?;
-        let off_loopback = cfg.ui_addr.is_some_and(|a| !a.ip().is_loopback());
-        let guard = match cfg.metrics.secure && (cfg.metrics.addr.is_some() || off_loopback) {
-            true => Some(guard(&cfg, &metrics, identity.clone())?),
-            false => None,
-        };
-        let metrics_at = serve_metrics(&cfg, &metrics, guard.as_ref())?;
+    /// Stage 1: the stores, the index and the queue over what the app
+    /// root built. Nothing is watched yet.
+    pub fn new(cfg: Config, w: Wiring) -> Controller {
         let targets = crate::reconcile::TargetPolicy {
             allow_any: cfg.allow_any_target,
             own: cfg.own_deployment.clone(),
         };
-        let reconciler =
-            Arc::new(sync::Reconciler::new(client.clone(), metrics.clone()).with_targets(targets));
-        let view_at = serve_view(&cfg, &reconciler, guard.as_ref())?;
-        log::info!(
-            "openmed-operator {} starting: API server {}, {}, health on http://{bound}, metrics on {metrics_at}, live view on {view_at}",
-            env!("CARGO_PKG_VERSION"),
-            client.base_url(),
-            if cfg.namespaces.is_empty() {
-                "all namespaces".to_string()
-            } else {
-                format!("namespaces {}", cfg.namespaces.join(","))
-            },
-        );
+        let reconciler = sync::Reconciler::new(w.client.clone(), w.metrics.clone());
+        let reconciler = Arc::new(reconciler.with_targets(targets));
         let models = reconciler.models.clone();
-        metrics.set_phase_source(Arc::new(move || phase_counts(&models)));
-        Ok(Controller {
+        w.metrics
+            .set_phase_source(Arc::new(move || phase_counts(&models)));
+        let (elector, leadership) = w.election.map_or((None, None), |(e, l)| (Some(e), Some(l)));
+        Controller {
             cfg,
-            client,
+            client: w.client,
             reconciler,
             queue: Arc::new(WorkQueue::new(RETRY)),
             index: Arc::new(TargetIndex::default()),
-            metrics,
-            health,
+            metrics: w.metrics,
+            health: w.health,
             elector,
             leadership,
-        })
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The live view's rows, read from the caches.
+    pub fn view_rows(&self) -> crate::view::Rows {
+        let r = &self.reconciler;
+        crate::view::Rows::new(r.models.clone(), r.deployments.clone(), r.recent.clone())
     }
 
     /// Stage 2: watch, wait until every cache has listed, start the

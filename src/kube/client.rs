@@ -205,7 +205,7 @@ struct AgentState {
 pub struct Client {
     base: String,
     https: bool,
-    token: Option<TokenFile>,
+    token: Option<Arc<TokenFile>>,
     ca: Option<CaFile>,
     agent: Mutex<AgentState>,
     cfg: ClientConfig,
@@ -536,7 +536,12 @@ impl Client {
             self.note_pace(&err);
             if err.code() == Some(401) && !reauthed {
                 reauthed = true;
-                if self.token.as_ref().map(TokenFile::reload).unwrap_or(false) {
+                if self
+                    .token
+                    .as_deref()
+                    .map(TokenFile::reload)
+                    .unwrap_or(false)
+                {
                     log::info!("API server refused the token; re-read the token file and retrying");
                     continue;
                 }

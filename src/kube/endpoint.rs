@@ -52,10 +52,12 @@ pub struct EndpointOptions {
     pub no_proxy: bool,
 }
 
-#[derive(Debug)]
+/// Resolved once at start and cloned for each client: the clones share
+/// the token file, so a rotated token is read once for all of them.
+#[derive(Debug, Clone)]
 pub struct Endpoint {
     pub origin: Origin,
-    pub token: Option<TokenFile>,
+    pub token: Option<std::sync::Arc<TokenFile>>,
     pub ca_file: Option<PathBuf>,
     /// The proxy the environment names for this origin (see [`super::proxy`]).
     pub proxy: Option<Proxy>,
@@ -109,7 +111,7 @@ impl Endpoint {
             )));
         }
         let token = match token_path {
-            Some(p) => Some(TokenFile::open(p, TOKEN_MAX_AGE)?),
+            Some(p) => Some(std::sync::Arc::new(TokenFile::open(p, TOKEN_MAX_AGE)?)),
             None => None,
         };
         let proxy = match opts.no_proxy {

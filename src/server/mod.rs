@@ -13,9 +13,6 @@
 mod conn;
 mod event_loop;
 
-use crate::health::Health;
-use crate::metrics::Metrics;
-use crate::metrics_access::{TokenAccess, Verdict, METRICS_PATH};
 use rustls::ServerConfig;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -118,61 +115,6 @@ fn capacity() -> usize {
         lim.rlim_cur
     };
     (soft.saturating_sub(RESERVED_FDS) / 4).clamp(16, MAX_OPEN as u64) as usize
-}
-
-/// /healthz and /readyz.
-pub fn health(health: Arc<Health>) -> Handler {
-    Arc::new(move |r: &Request| {
-        if r.method != "GET" {
-            return Answer::text(405, "only GET\n");
-        }
-        let verdict = match r.path.as_str() {
-            "/healthz" => health.check().map_err(|e| format!("unhealthy: {e}\n")),
-            "/readyz" => health.readiness().map_err(|e| format!("not ready: {e}\n")),
-            _ => return Answer::text(404, "not found\n"),
-        };
-        match verdict {
-            Ok(()) => Answer::text(200, "ok\n"),
-            Err(e) => Answer::text(503, e),
-        }
-    })
-}
-
-/// /metrics, for callers `access` allows (everyone without it).
-pub fn metrics(metrics: Arc<Metrics>, access: Option<Arc<TokenAccess>>) -> Handler {
-    Arc::new(move |r: &Request| {
-        if r.method != "GET" {
-            return Answer::text(405, "only GET\n");
-        }
-        if r.path != METRICS_PATH {
-            return Answer::text(404, "not found\n");
-        }
-        let verdict = access.as_ref().map_or(Verdict::Allowed, |a| {
-            a.check(r.authorization.as_deref(), r.peer)
-        });
-        metrics.metrics_access(verdict.as_str());
-        refusal(verdict).unwrap_or_else(|| Answer {
-            content_type: "text/plain; version=0.0.4",
-            ..Answer::text(200, metrics.render())
-        })
-    })
-}
-
-/// The answer to a caller `verdict` does not let in (None: let in).
-pub fn refusal(verdict: Verdict) -> Option<Answer> {
-    Some(match verdict {
-        Verdict::Allowed => return None,
-        Verdict::Unauthenticated => Answer {
-            headers: vec![("WWW-Authenticate", "Bearer")],
-            ..Answer::text(401, "Unauthorized: a bearer token the API server knows\n")
-        },
-        Verdict::Forbidden => Answer::text(403, "Forbidden: your user may not get this path\n"),
-        Verdict::Throttled => Answer {
-            headers: vec![("Retry-After", "1")],
-            ..Answer::text(429, "Too many new callers; retry in a second\n")
-        },
-        Verdict::Unavailable => Answer::text(503, "cannot review the token now\n"),
-    })
 }
 
 /// The status line and headers of `answer` (its body follows, or its

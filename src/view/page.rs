@@ -3,7 +3,7 @@
 
 use super::hub::Hub;
 use crate::metrics_access::{TokenAccess, Verdict};
-use crate::server::{refusal, Answer, Handler, Request};
+use crate::server::{Answer, Handler, Request};
 use std::sync::Arc;
 
 /// One self-contained page: its CSS and script inline, nothing fetched from
@@ -30,7 +30,7 @@ pub fn handler(hub: Arc<Hub>, access: Option<Arc<TokenAccess>>) -> Handler {
             }
             None => Verdict::Allowed,
         };
-        if let Some(no) = refusal(verdict) {
+        if let Some(no) = verdict.refusal() {
             return no;
         }
         let secure = vec![
