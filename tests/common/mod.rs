@@ -1,5 +1,7 @@
 //! Shared fixtures for the core's tests: realistic objects as an API server
-//! would return them.
+//! would return them. Beside it, included by path where used: `world.rs`
+//! (the contract tests' in-memory cluster) and `operator.rs` (the
+//! end-to-end harness).
 #![allow(dead_code)]
 
 use serde_json::{json, Value};

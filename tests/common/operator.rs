@@ -1,7 +1,8 @@
 //! The end-to-end harness: the real operator binary as a child process,
 //! an in-process simulated cluster (kubesim) with the CRD and namespace in
 //! place, and the fixtures and waits the end-to-end tests share. Included by
-//! `tests/e2e.rs` as `#[path = "common/operator.rs"] mod harness;` (not part
+//! `tests/e2e/main.rs` as `#[path = "../common/operator.rs"] mod harness;`
+//! (and by the other process-level tests as `"common/operator.rs"`; not part
 //! of `common/mod.rs`, which holds the pure core's fixtures).
 #![allow(dead_code)]
 

@@ -2,25 +2,19 @@
 //! demos and benchmarks. Start it in-process with [`Sim::start`] or as the
 //! `kubesim` binary; see README.md (section "The simulated cluster").
 
-pub mod api;
-pub mod controller;
-pub mod deployment;
-pub mod errors;
-pub mod faults;
-pub mod http;
-pub mod kinds;
-pub mod patch;
+pub mod apiserver;
+pub mod controllers;
 pub mod rbac;
-pub mod resources;
-pub mod scale;
+pub mod registry;
 pub mod schema;
-pub mod selector;
-pub mod store;
-pub mod structural;
-pub mod table;
-pub mod time;
-pub mod tls;
-pub mod watch;
+
+// The flat module paths from before the modules were grouped into folders
+// (`kubesim::patch`, `kubesim::deployment`, ... as tests/ use them), so the
+// public API stays as it was.
+pub use apiserver::{api, errors, faults, http, patch, selector, table, time, tls, watch};
+pub use controllers::{controller, deployment};
+pub use registry::{kinds, resources, scale, store};
+pub use schema::structural;
 
 use api::{lock, Shared};
 pub use faults::CutOff;

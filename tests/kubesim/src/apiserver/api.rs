@@ -1,18 +1,18 @@
 //! Request routing and the API verbs: discovery, get, list, watch, create,
 //! update, patch, delete, plus auth, faults and accounting around them.
-//! A watch, once routed, is served by [`crate::watch`].
+//! A watch, once routed, is served by [`crate::apiserver::watch`].
 
-use crate::errors::{ApiErr, Cause};
-use crate::faults::{Faults, RequestRecord, Stats};
-use crate::http::{HttpServer, Request, Response};
-use crate::kinds::FieldValidation;
-use crate::patch;
-use crate::resources::{Registry, ResourceDef};
-use crate::scale;
-use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{Preconditions, Propagation, Store};
-use crate::table;
-use crate::watch::watch;
+use crate::apiserver::errors::{ApiErr, Cause};
+use crate::apiserver::faults::{Faults, RequestRecord, Stats};
+use crate::apiserver::http::{HttpServer, Request, Response};
+use crate::apiserver::patch;
+use crate::apiserver::selector::{FieldSelector, LabelSelector};
+use crate::apiserver::table;
+use crate::apiserver::watch::watch;
+use crate::registry::kinds::FieldValidation;
+use crate::registry::resources::{Registry, ResourceDef};
+use crate::registry::scale;
+use crate::registry::store::{Preconditions, Propagation, Store};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -278,7 +278,7 @@ pub fn handle(shared: &Arc<Shared>, req: Request) -> Response {
 fn cut_off(shared: &Arc<Shared>, req: &Request) -> Option<Response> {
     let ua = req.header("user-agent").unwrap_or("");
     let how = lock(&shared.faults).cut_off_for(ua, &req.path)?;
-    if how == crate::faults::CutOff::Hang {
+    if how == crate::apiserver::faults::CutOff::Hang {
         let t = std::time::Instant::now();
         while lock(&shared.faults).cut_off_for(ua, &req.path).is_some()
             && t.elapsed() < std::time::Duration::from_secs(120)
@@ -340,7 +340,7 @@ pub(crate) fn rbac_allows(
 }
 
 fn rbac_allows_in(
-    st: &crate::store::Store,
+    st: &crate::registry::store::Store,
     user: &crate::rbac::User,
     a: &crate::rbac::Request,
 ) -> bool {
@@ -377,7 +377,7 @@ fn owner_refs_admitted(
 }
 
 fn owner_refs_admitted_in(
-    st: &crate::store::Store,
+    st: &crate::registry::store::Store,
     user: &crate::rbac::User,
     ns: &str,
     new: &Value,
@@ -447,7 +447,7 @@ fn review(shared: &Shared, def: &ResourceDef, mut body: Value) -> Value {
     } else {
         let user = crate::rbac::User {
             name: spec["user"].as_str().unwrap_or("").to_string(),
-            groups: crate::resources::str_list(spec.get("groups")),
+            groups: crate::registry::resources::str_list(spec.get("groups")),
         };
         let a = if spec["nonResourceAttributes"].is_object() {
             let n = &spec["nonResourceAttributes"];

@@ -3,10 +3,10 @@
 //! object metadata kept as the real server keeps it, finalizers, and
 //! background garbage collection.
 
-use crate::errors::{ApiErr, Cause};
-use crate::kinds::{self, FieldValidation};
-use crate::resources::{def_from_crd, str_list, Registry, ResourceDef};
-use crate::time::rfc3339;
+use crate::apiserver::errors::{ApiErr, Cause};
+use crate::apiserver::time::rfc3339;
+use crate::registry::kinds::{self, FieldValidation};
+use crate::registry::resources::{def_from_crd, str_list, Registry, ResourceDef};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;

@@ -396,7 +396,7 @@ fn write_response(w: &mut dyn Conn, resp: Response, keep_alive: bool) -> io::Res
     }
     head.push_str(&format!(
         "Date: {}\r\n",
-        crate::time::http_date(std::time::SystemTime::now())
+        crate::apiserver::time::http_date(std::time::SystemTime::now())
     ));
     if !keep_alive {
         head.push_str("Connection: close\r\n");

@@ -1,8 +1,8 @@
 //! `as=Table` responses (what `kubectl get` prints) and the small JSONPath
 //! subset CRD printer columns use.
 
-use crate::resources::{PrinterColumn, ResourceDef};
-use crate::time::{age, parse_rfc3339};
+use crate::apiserver::time::{age, parse_rfc3339};
+use crate::registry::resources::{PrinterColumn, ResourceDef};
 use serde_json::{json, Value};
 use std::time::SystemTime;
 

@@ -10,7 +10,7 @@
 //! can trip. Works on the JSON as sent, so a key counts as "set" when it is
 //! present with a non-zero value, as the Go structs see it after decoding.
 
-use crate::errors::Cause;
+use crate::apiserver::errors::Cause;
 use serde_json::{Map, Value};
 
 /// Where a schema node stands: the messages for a missing `type` differ.
@@ -727,7 +727,7 @@ mod tests {
 
     #[test]
     fn the_shipped_crd_is_structural() {
-        let crd: Value = serde_json::from_str(include_str!("../../../manifests/base/crd.json"))
+        let crd: Value = serde_json::from_str(include_str!("../../../../manifests/base/crd.json"))
             .expect("crd.json is JSON");
         assert!(!versions(&crd).is_empty());
         for (i, v) in versions(&crd).into_iter().enumerate() {

@@ -1,6 +1,6 @@
 //! API errors rendered as real `Status` objects.
 
-use crate::resources::ResourceDef;
+use crate::registry::resources::ResourceDef;
 use serde_json::{json, Value};
 
 #[derive(Debug, Clone)]

@@ -1,14 +1,14 @@
-//! The simulated control plane's Deployment side: `deployment.rs` computes
+//! The simulated control plane's Deployment side: `deployment` computes
 //! what the upstream Deployment and ReplicaSet controllers compute; this
 //! runs it over the store, decides from a pod template whether its pods could
 //! start and load their model, and writes each Deployment's status (and its
 //! `deployment.kubernetes.io/revision` annotation) back.
 
-use crate::deployment::{
+use crate::controllers::deployment::{
     deployment_complete, template_hash, Ctx, PodOutcome, Spec, State, REVISION,
 };
-use crate::kinds::FieldValidation;
-use crate::store::Store;
+use crate::registry::kinds::FieldValidation;
+use crate::registry::store::Store;
 use regex::Regex;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -145,7 +145,7 @@ impl Controller {
 /// A status update of the Deployment, as its controller makes it.
 fn write(
     store: &mut Store,
-    def: &crate::resources::ResourceDef,
+    def: &crate::registry::resources::ResourceDef,
     ns: &str,
     name: &str,
     mut obj: Value,
@@ -184,7 +184,7 @@ mod tests {
     fn settle(
         ctl: &mut Controller,
         store: &mut Store,
-        def: &crate::resources::ResourceDef,
+        def: &crate::registry::resources::ResourceDef,
     ) -> Value {
         for _ in 0..50 {
             std::thread::sleep(Duration::from_millis(2));

@@ -9,7 +9,7 @@
 //! README: pods start and stop at once, and one `sync` runs until nothing
 //! changes instead of waiting for informer events.
 
-use crate::time::{parse_rfc3339, rfc3339};
+use crate::apiserver::time::{parse_rfc3339, rfc3339};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -998,5 +998,4 @@ pub fn template_hash(template: &Value) -> String {
 }
 
 #[cfg(test)]
-#[path = "deployment_tests.rs"]
 mod tests;

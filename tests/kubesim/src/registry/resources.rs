@@ -130,7 +130,7 @@ impl Registry {
         deploy.scale_subresource = true;
         deploy.generation = true;
         let lease = ResourceDef::builtin("coordination.k8s.io", "v1", "leases", "Lease", true);
-        // Reviews: created and answered, never stored (crate::api::review).
+        // Reviews: created and answered, never stored (crate::apiserver::api::review).
         let token_review = ResourceDef::builtin(
             "authentication.k8s.io",
             "v1",

@@ -3,7 +3,7 @@
 //! `Scale` read from the Deployment (`scaleFromDeployment`), and a new
 //! Scale turned back into the Deployment (`scaleUpdatedObjectInfo`).
 
-use crate::errors::{ApiErr, Cause};
+use crate::apiserver::errors::{ApiErr, Cause};
 use serde_json::{json, Value};
 
 /// `metav1.LabelSelectorAsSelector(..).String()`: requirements sorted by

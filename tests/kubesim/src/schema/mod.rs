@@ -1,8 +1,12 @@
 //! Structural-schema handling for custom resources, in the order the real
 //! server applies it: prune unknown fields (or refuse them under strict field
 //! validation), apply defaults, then validate. CEL rules are not evaluated.
+//! `structural` holds the rules a CRD's schema must meet before the CRD is
+//! accepted.
 
-use crate::errors::{show, Cause};
+pub mod structural;
+
+use crate::apiserver::errors::{show, Cause};
 use regex::Regex;
 use serde_json::{Map, Value};
 use std::cell::RefCell;

@@ -2,10 +2,10 @@
 //! it for the fields that matter to us: object metadata, Deployments,
 //! ConfigMaps, Events, CRDs, and custom resources through their schema.
 
-use crate::errors::{ApiErr, Cause};
-use crate::resources::ResourceDef;
+use crate::apiserver::errors::{ApiErr, Cause};
+use crate::registry::resources::ResourceDef;
 use crate::schema;
-use crate::structural;
+use crate::schema::structural;
 use serde_json::{json, Value};
 
 /// The `fieldValidation` query parameter. Absent, it is `Warn`, as
@@ -907,7 +907,7 @@ pub fn established_crd_status(crd: &Value, now: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Registry;
+    use crate::registry::resources::Registry;
 
     fn deploy_def() -> ResourceDef {
         Registry::builtin()

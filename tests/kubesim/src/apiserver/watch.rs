@@ -5,13 +5,13 @@
 //! bookmarks, selector transitions, the watch-lag fault, cuts and expiry.
 //! `api` routes a `GET ...?watch=1` here.
 
-use crate::api::{lock, output_of, partial, selectors, Output, Res, Shared};
-use crate::errors::{ApiErr, Cause};
-use crate::http::{Body, ChunkWriter, Request, Response};
-use crate::resources::ResourceDef;
-use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{EvKind, HistEvent, Store};
-use crate::table;
+use crate::apiserver::api::{lock, output_of, partial, selectors, Output, Res, Shared};
+use crate::apiserver::errors::{ApiErr, Cause};
+use crate::apiserver::http::{Body, ChunkWriter, Request, Response};
+use crate::apiserver::selector::{FieldSelector, LabelSelector};
+use crate::apiserver::table;
+use crate::registry::resources::ResourceDef;
+use crate::registry::store::{EvKind, HistEvent, Store};
 use serde_json::{json, Value};
 use std::io;
 use std::sync::atomic::Ordering;

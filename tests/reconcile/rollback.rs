@@ -1,0 +1,592 @@
+//! Rollbacks (docs/contract.md §6.5, §6.8, §6.12, 9.3, 9.21-9.24;
+//! `src/reconcile/rollback.rs`): automatic after a missed deadline, manual
+//! through `openmed.ai/rollback-to`, rejected and cleared annotations, and
+//! the state machine held to 9.21-9.24.
+
+use crate::common::*;
+use crate::world::*;
+use openmed_operator::model::EventReason;
+use serde_json::json;
+
+#[test]
+fn v2_misses_its_deadline_rolls_back_automatically() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_status(
+        &w,
+        Want {
+            active: Some(V1),
+            applied: Some(&s2),
+            last: Some(&s1),
+            ..Want::new("RollingOut", &s2, started("T:SpecChanged"))
+        },
+    );
+
+    w.rollout_misses_deadline();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_eq!(
+        ev,
+        [EventReason::RolloutFailed, EventReason::RollbackStarted]
+    );
+    let auto = format!("automatic:{V2}");
+    assert_status(
+        &w,
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            failed: Some(&s2),
+            last: Some(&s1),
+            rollback: Some(&s1),
+            request: Some(auto.as_str()),
+            count: 1,
+            ..Want::new(
+                "RolledBack",
+                &s2,
+                [
+                    "F:RolledBack",
+                    "T:RollbackInProgress",
+                    "T:RolloutFailed",
+                    "F:RollbackInProgress",
+                ],
+            )
+        },
+    );
+    assert_eq!(
+        w.config_maps["openmed-service-model-manifest"]["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
+        V1
+    );
+
+    w.rollout_completes();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::RollbackSucceeded]);
+    assert_status(
+        &w,
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            failed: Some(&s2),
+            last: Some(&s1),
+            rollback: Some(&s1),
+            request: Some(auto.as_str()),
+            count: 1,
+            ..Want::new("RolledBack", &s2, ROLLBACK_SUCCEEDED)
+        },
+    );
+    // The failed spec is not retried by itself.
+    assert!(w.plan().is_noop());
+
+    // The user fixes the spec: a new rollout.
+    let s3 = spec(V3);
+    w.set_spec(s3.clone());
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_status(
+        &w,
+        Want {
+            active: Some(V1),
+            applied: Some(&s3),
+            last: Some(&s1),
+            count: 1,
+            ..Want::new("RollingOut", &s3, started("T:SpecChanged"))
+        },
+    );
+    w.rollout_completes();
+    w.step();
+    assert_status(
+        &w,
+        Want {
+            active: Some(V3),
+            applied: Some(&s3),
+            last: Some(&s3),
+            prev: Some(&s1),
+            count: 1,
+            ..Want::new("Ready", &s3, READY)
+        },
+    );
+}
+
+#[test]
+fn rollback_also_fails_terminal_failed_no_retry() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    w.rollout_misses_deadline();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::RollbackFailed]);
+    let auto = format!("automatic:{V2}");
+    assert_status(
+        &w,
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            failed: Some(&s2),
+            last: Some(&s1),
+            rollback: Some(&s1),
+            request: Some(auto.as_str()),
+            count: 1,
+            ..Want::new(
+                "Failed",
+                &s2,
+                [
+                    "F:RollbackFailed",
+                    "F:ProgressDeadlineExceeded",
+                    "T:RollbackFailed",
+                    "F:RollbackFailed",
+                ],
+            )
+        },
+    );
+    for _ in 0..3 {
+        let (tags, ev) = w.step();
+        assert!(tags.is_empty() && ev.is_empty(), "{tags:?} {ev:?}");
+    }
+}
+
+#[test]
+fn rollback_disabled_gives_failed() {
+    let s1 = spec(V1);
+    let mut s2 = spec(V2);
+    s2["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::RolloutFailed]);
+    assert_status(
+        &w,
+        Want {
+            active: Some(V1),
+            applied: Some(&s2),
+            failed: Some(&s2),
+            last: Some(&s1),
+            ..Want::new("Failed", &s2, FAILED_NO_ROLLBACK)
+        },
+    );
+    assert!(w.plan().is_noop());
+}
+
+#[test]
+fn first_rollout_failing_has_nothing_to_roll_back_to() {
+    let s1 = spec(V1);
+    let mut w = World::new(s1.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RolloutFailed]);
+    assert_status(
+        &w,
+        Want {
+            applied: Some(&s1),
+            failed: Some(&s1),
+            ..Want::new("Failed", &s1, FAILED_NO_ROLLBACK)
+        },
+    );
+}
+
+#[test]
+fn drift_during_a_rollback_is_corrected_back_to_the_rollback_spec() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    assert_eq!(w.status()["phase"], "RolledBack");
+    w.config_maps
+        .get_mut("openmed-service-model-manifest")
+        .unwrap()["data"]["OPENMED_SERVICE_PRELOAD_MODELS"] = json!(V2);
+    let (tags, ev) = w.step();
+    // The ConfigMap is restored; status moves from "rollback started" to
+    // "rollback in progress" (step 12's conditions).
+    assert_eq!(tags, ["CM~", "S"]);
+    assert_eq!(
+        w.conds(),
+        [
+            "F:RolledBack",
+            "T:RollbackInProgress",
+            "T:DesiredVersionFailed",
+            "F:RollbackInProgress"
+        ]
+    );
+    assert!(ev.is_empty());
+    assert_eq!(
+        w.config_maps["openmed-service-model-manifest"]["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
+        V1
+    );
+    assert_eq!(w.status()["phase"], "RolledBack");
+    assert_eq!(
+        w.status()["rollbackCount"],
+        1,
+        "not counted as another rollback"
+    );
+}
+
+#[test]
+fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.converge();
+    assert_status(
+        &w,
+        Want {
+            active: Some(V2),
+            applied: Some(&s2),
+            last: Some(&s2),
+            prev: Some(&s1),
+            ..Want::new("Ready", &s2, READY)
+        },
+    );
+
+    w.annotate("openmed.ai/rollback-to", Some(&format!(" {V1} ")));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RollbackStarted]);
+    let manual = format!("manual:{V1}");
+    assert_status(
+        &w,
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            // 9.22: an override, not a verdict: v2 served, it is not failed.
+            failed: None,
+            last: Some(&s2),
+            prev: Some(&s1),
+            rollback: Some(&s1),
+            request: Some(manual.as_str()),
+            count: 1,
+            ..Want::new(
+                "RolledBack",
+                &s2,
+                [
+                    "F:ManualRollback",
+                    "T:RollbackInProgress",
+                    "T:ManualRollback",
+                    "F:RollbackInProgress",
+                ],
+            )
+        },
+    );
+
+    w.rollout_completes();
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackSucceeded]);
+    assert_status(
+        &w,
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            failed: None,
+            last: Some(&s2),
+            prev: Some(&s1),
+            rollback: Some(&s1),
+            request: Some(manual.as_str()),
+            count: 1,
+            ..Want::new("RolledBack", &s2, MANUAL_ROLLBACK_SUCCEEDED)
+        },
+    );
+    assert!(w.plan().is_noop(), "a completed manual rollback is stable");
+
+    // The user makes it permanent: the Deployment already serves v1, so it
+    // is judged at once (9.11): Ready in this pass, no rollout started.
+    w.set_spec(s1.clone());
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"], "the Deployment already serves v1");
+    assert_eq!(ev, [EventReason::RolloutSucceeded]);
+    assert_status(
+        &w,
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            last: Some(&s1),
+            prev: Some(&s2),
+            count: 1,
+            ..Want::new("Ready", &s1, READY)
+        },
+    );
+}
+
+#[test]
+fn manual_rollback_to_an_unretained_version_is_rejected_then_cleared() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.converge();
+    let ready_status = w.status().clone();
+
+    w.annotate("openmed.ai/rollback-to", Some("OpenMed/never-deployed"));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"], "a rejected rollback writes nothing but status");
+    assert_eq!(ev, [EventReason::RollbackRejected]);
+    assert_status(
+        &w,
+        Want {
+            active: Some(V2),
+            applied: Some(&s2),
+            last: Some(&s2),
+            prev: Some(&s1),
+            request: Some("manual:OpenMed/never-deployed"),
+            ..Want::new(
+                "Failed",
+                &s2,
+                [
+                    "F:RollbackTargetUnavailable",
+                    "F:Blocked",
+                    "T:RollbackTargetUnavailable",
+                    "F:RollbackRejected",
+                ],
+            )
+        },
+    );
+    let (tags, _) = w.step();
+    assert!(tags.is_empty());
+
+    // 9.3: removing the annotation returns the resource to where it was.
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(w.status()["phase"], "Ready");
+    assert_eq!(w.conds(), READY.labels());
+    assert!(w.status()["rollbackRequest"].is_null());
+    assert_eq!(
+        w.status()["lastSuccessfulSpec"],
+        ready_status["lastSuccessfulSpec"]
+    );
+    assert_eq!(
+        w.status()["previousSuccessfulSpec"],
+        ready_status["previousSuccessfulSpec"]
+    );
+
+    // Correcting it to a retained version is a manual rollback.
+    w.annotate("openmed.ai/rollback-to", Some("OpenMed/never-deployed"));
+    w.step();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackStarted]);
+    assert_eq!(w.status()["phase"], "RolledBack");
+}
+
+/// Issue 9 and 9.15: a 200 KB `rollback-to` is cut to 256 characters
+/// before it is copied anywhere (status, condition messages, Events).
+#[test]
+fn a_huge_rollback_annotation_is_cut_before_it_is_copied() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let huge = "x".repeat(200_000);
+    w.annotate("openmed.ai/rollback-to", Some(&huge));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::RollbackRejected]);
+    let request = w.status()["rollbackRequest"].as_str().unwrap().to_string();
+    assert_eq!(request.chars().count(), "manual:".len() + 256, "{request}");
+    assert!(request.ends_with("..."));
+    for c in w.status()["conditions"].as_array().unwrap() {
+        assert!(c["message"].as_str().unwrap().chars().count() <= 1024);
+    }
+    assert!(w.status().to_string().len() < 8_000);
+    let (tags, _) = w.step();
+    assert!(tags.is_empty(), "the cut value is stable: {tags:?}");
+}
+
+#[test]
+fn manual_rollback_first_match_wins() {
+    // Two retained specs with the same version: the last successful one is used.
+    let s1 = spec(V1);
+    let mut s1b = spec(V1);
+    s1b["replicas"] = json!(3);
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s1b.clone());
+    w.converge();
+    assert_eq!(w.status()["lastSuccessfulSpec"]["replicas"], 3);
+    assert_eq!(w.status()["previousSuccessfulSpec"]["replicas"], 2);
+    let s2 = spec(V2);
+    w.set_spec(s2.clone());
+    w.step();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    w.step();
+    assert_eq!(w.status()["rollbackSpec"]["replicas"], 3);
+    assert_eq!(w.dep()["spec"]["replicas"], 3);
+}
+
+#[test]
+fn a_rejected_rollback_over_a_rolled_back_resource_returns_to_rolled_back() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    w.rollout_completes();
+    w.step();
+    let rolled_back = w.conds();
+    assert_eq!(rolled_back, ROLLBACK_SUCCEEDED.labels());
+    w.annotate("openmed.ai/rollback-to", Some("OpenMed/never"));
+    w.step();
+    assert_eq!(w.conds()[0], "F:RollbackTargetUnavailable");
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, _) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(w.status()["phase"], "RolledBack");
+    assert_eq!(w.conds(), rolled_back);
+    assert_eq!(w.status()["activeVersion"], V1);
+}
+
+/// v1 Ready, then v2 Ready: two retained versions.
+fn ready_on_v2_after_v1() -> World {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.set_spec(spec(V2));
+    w.converge();
+    w
+}
+
+#[test]
+fn removing_a_manual_rollback_rolls_the_desired_spec_out_again() {
+    let mut w = ready_on_v2_after_v1();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    w.step();
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.conds(), MANUAL_ROLLBACK_SUCCEEDED.labels());
+    assert!(w.status()["failedSpecHash"].is_null());
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"], "v2 is what the resource asks for");
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_eq!(w.status()["phase"], "RollingOut");
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.status()["phase"], "Ready");
+    assert_eq!(w.status()["activeVersion"], V2);
+}
+
+#[test]
+fn a_manual_rollback_to_the_spec_named_is_no_rollback() {
+    let mut w = ready_on_v2_after_v1();
+    w.annotate("openmed.ai/rollback-to", Some(V2));
+    let (tags, ev) = w.step();
+    assert!(tags.is_empty() && ev.is_empty(), "{tags:?} {ev:?}");
+    assert_eq!(w.status()["phase"], "Ready");
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, ev) = w.step();
+    assert!(tags.is_empty() && ev.is_empty());
+}
+
+#[test]
+fn a_failed_manual_rollback_is_judged_again_and_can_be_retried() {
+    let mut w = ready_on_v2_after_v1();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    w.step();
+    w.rollout_misses_deadline();
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackFailed]);
+    assert_eq!(w.status()["phase"], "Failed");
+    // The outside cause goes: the Deployment serves v1, the rollback succeeded.
+    w.rollout_completes();
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackSucceeded]);
+    assert_eq!(w.conds(), MANUAL_ROLLBACK_SUCCEEDED.labels());
+    assert_eq!(w.status()["phase"], "RolledBack");
+    // Once it has served, a failure is an outside one (9.21); removing and
+    // re-adding the annotation is a new attempt.
+    w.rollout_misses_deadline();
+    w.step();
+    assert_eq!(w.status()["conditions"][0]["reason"], "TargetDegraded");
+    w.annotate("openmed.ai/rollback-to", None);
+    w.step();
+    assert_eq!(w.status()["phase"], "RollingOut");
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RollbackStarted]);
+    assert_eq!(w.status()["rollbackCount"], 2);
+}
+
+/// v1 Ready, v2 misses its deadline, rolled back automatically to v1.
+fn automatically_rolled_back() -> World {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.set_spec(spec(V2));
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.conds(), ROLLBACK_SUCCEEDED.labels());
+    w
+}
+
+#[test]
+fn removing_a_rejected_annotation_restores_exactly_what_it_replaced() {
+    let mut w = automatically_rolled_back();
+    let before = w.status().clone();
+    w.annotate("openmed.ai/rollback-to", Some("bogus"));
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackRejected]);
+    assert_eq!(w.status()["rollbackRequest"], "manual:bogus");
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert!(ev.is_empty(), "no new rollback, no Event: {ev:?}");
+    assert_eq!(
+        w.status(),
+        &before,
+        "request, count and messages as they were"
+    );
+}
+
+#[test]
+fn correcting_a_rejected_annotation_back_is_no_new_rollback() {
+    let mut w = ready_on_v2_after_v1();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    w.step();
+    w.rollout_completes();
+    w.step();
+    let before = w.status().clone();
+    assert_eq!(before["rollbackCount"], 1);
+    w.annotate("openmed.ai/rollback-to", Some("bogus"));
+    w.step();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"], "no Deployment write");
+    assert!(ev.is_empty(), "{ev:?}");
+    assert_eq!(w.status(), &before);
+}
+
+#[test]
+fn a_message_change_alone_posts_no_event() {
+    // RolledBack after an automatic rollback; the user edits the failed
+    // version to another unloadable one: conditions keep their reasons.
+    let mut w = automatically_rolled_back();
+    let p = w.plan();
+    assert!(p.is_noop());
+    w.model["status"]["conditions"][2]["message"] = json!("an older wording");
+    let p = w.plan();
+    assert!(!p.is_noop(), "the message is put right");
+    assert!(
+        p.events_to_post(None).is_empty(),
+        "{:?}",
+        p.events_to_post(None)
+    );
+}

@@ -1,0 +1,898 @@
+//! One seed: the simulator and the operator, the steps applied (the soak's
+//! own writes through kubesim's direct methods), quiet points waited for
+//! and judged, and the seed's summary and failure report.
+
+use crate::harness::*;
+use crate::invariants::*;
+use crate::observe::*;
+use crate::operations::*;
+use crate::{CONTAINER, HASH, MANAGED_BY, NAMES, NAMESPACES, NEVER_SET, PRELOAD, ROLLBACK_TO};
+use kubesim::Sim;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const RESYNC_SECONDS: u64 = 1;
+/// Quiet: no status change and no write for this long.
+const QUIET_FOR: Duration = Duration::from_millis(1500);
+const QUIET_TIMEOUT: Duration = Duration::from_secs(60);
+/// No model busy, but still writing or changing status after this long.
+const QUIET_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Three resync periods and a little.
+const WINDOW: Duration = Duration::from_millis(3 * 1000 * RESYNC_SECONDS + 300);
+const DELETE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A seed starts no new batch of operations this close to its budget: the
+/// last quiet point and its window need about this long.
+const TAIL: Duration = Duration::from_secs(5);
+
+// ---------------------------------------------------------------- soak ----
+
+#[derive(Default, Debug, Clone)]
+struct Stats {
+    ops: u64,
+    skipped: u64,
+    faults: u64,
+    kills: u64,
+    quiet_points: u64,
+    checks: u64,
+}
+
+struct Soak {
+    seed: u64,
+    seed_seconds: u64,
+    sim: Sim,
+    dir: PathBuf,
+    op: Operator,
+    rng: Rng,
+    start: Instant,
+    log: Vec<String>,
+    /// Every uid each (namespace, name) had, oldest first.
+    incarnations: BTreeMap<Key, Vec<String>>,
+    deploys: BTreeMap<Key, DeployRec>,
+    /// Deployment names some model has targeted at some point.
+    touched: BTreeSet<Key>,
+    /// Foreign ConfigMaps: resourceVersion at creation, creation time (ms).
+    foreign: BTreeMap<Key, (String, u64)>,
+    seen_ready: BTreeSet<String>,
+    /// When (simulator clock, ms) the operator's watches last went down:
+    /// a cut, a forced 410, the end of a pause, a restart.
+    disconnect_ms: u64,
+    /// When (simulator clock, ms) the last pause ends.
+    pause_until_ms: u64,
+    violations: Vec<Violation>,
+    stats: Stats,
+}
+
+fn operator_args() -> [&'static str; 2] {
+    ["--resync-seconds", "1"]
+}
+
+impl Soak {
+    fn new(seed: u64, seed_seconds: u64) -> Soak {
+        let sim = start_sim(fast());
+        let dir = tmpdir(&format!("soak-{seed}"));
+        for ns in NAMESPACES {
+            create_namespace(&sim, ns);
+        }
+        let op = Operator::start(&sim.url(), &dir, &operator_args());
+        let mut soak = Soak {
+            seed,
+            seed_seconds,
+            sim,
+            dir,
+            op,
+            rng: Rng(seed),
+            start: Instant::now(),
+            log: Vec::new(),
+            incarnations: BTreeMap::new(),
+            deploys: BTreeMap::new(),
+            touched: BTreeSet::new(),
+            foreign: BTreeMap::new(),
+            seen_ready: BTreeSet::new(),
+            disconnect_ms: 0,
+            pause_until_ms: 0,
+            violations: Vec::new(),
+            stats: Stats::default(),
+        };
+        for ns in 0..NAMESPACES.len() {
+            for name in 0..NAMES.len() {
+                soak.create_deployment(Key { ns, name });
+            }
+        }
+        soak.op.wait_ready();
+        soak
+    }
+
+    fn note(&mut self, text: String) {
+        let line = format!("{:7.2}s {text}", self.start.elapsed().as_secs_f64());
+        self.log.push(line);
+    }
+
+    fn violate(&mut self, inv: &'static str, msg: String) {
+        self.record(Violation { inv, msg });
+    }
+
+    /// Keeps a violation once, however many quiet points see it again.
+    fn record(&mut self, v: Violation) {
+        if !self
+            .violations
+            .iter()
+            .any(|x| x.inv == v.inv && x.msg == v.msg)
+        {
+            self.violations.push(v);
+        }
+    }
+
+    fn model(&self, m: Key) -> Option<Value> {
+        self.sim
+            .object("openmed.ai", "openmedmodels", m.ns(), m.name())
+    }
+
+    fn live(&self, m: Key) -> Option<Value> {
+        self.model(m)
+            .filter(|o| o["metadata"]["deletionTimestamp"].is_null())
+    }
+
+    fn deployment(&self, d: Key) -> Option<Value> {
+        self.sim.object("apps", "deployments", d.ns(), d.name())
+    }
+
+    fn touch(&mut self, ns: usize, spec: &Value, owner: Key) {
+        let target = spec["targetRef"]["name"].as_str().unwrap_or(owner.name());
+        if let Some(k) = Key::of(NAMESPACES[ns], target) {
+            self.touched.insert(k);
+        }
+    }
+
+    fn create_deployment(&mut self, d: Key) -> String {
+        match self.sim.create(deployment_in(d.ns(), d.name(), 2)) {
+            Ok(obj) => {
+                self.deploys.insert(
+                    d,
+                    DeployRec {
+                        view: user_view(&obj),
+                        created_ms: self.sim.clock_ms(),
+                    },
+                );
+                format!("created uid {}", s(&obj["metadata"]["uid"]))
+            }
+            Err(e) => format!("refused: {e}"),
+        }
+    }
+
+    fn create_model(&mut self, m: Key, spec: &Value) -> String {
+        let obj = json!({
+            "apiVersion": MODEL.0, "kind": MODEL.1,
+            "metadata": {"name": m.name(), "namespace": m.ns()},
+            "spec": spec,
+        });
+        match self.sim.create(obj) {
+            Ok(o) => {
+                let uid = s(&o["metadata"]["uid"]).to_string();
+                self.incarnations.entry(m).or_default().push(uid.clone());
+                self.touch(m.ns, spec, m);
+                format!("created uid {uid}")
+            }
+            Err(e) => format!("refused: {e}"),
+        }
+    }
+
+    /// Delete a model and wait (bounded) for the operator to let it go.
+    fn delete_model(&mut self, m: Key) -> String {
+        if let Err(e) = self.sim.delete(MODEL.0, MODEL.1, m.ns(), m.name()) {
+            return format!("refused: {e}");
+        }
+        let t = Instant::now();
+        while t.elapsed() < DELETE_TIMEOUT {
+            if self.model(m).is_none() {
+                return format!("gone after {} ms", t.elapsed().as_millis());
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let left = self.model(m).unwrap_or_default();
+        self.violate(
+            INV3,
+            format!(
+                "deleting {m} did not finish within {DELETE_TIMEOUT:?}; finalizers {} status {}",
+                left["metadata"]["finalizers"], left["status"]
+            ),
+        );
+        "NOT GONE".into()
+    }
+
+    /// Read-modify-write of a Deployment with a resourceVersion
+    /// precondition, as `kubectl edit` does; records what the user left.
+    fn edit_deployment(&mut self, d: Key, edit: impl Fn(&mut Value)) -> String {
+        for _ in 0..8 {
+            let Some(mut obj) = self.deployment(d) else {
+                return "skipped: no Deployment".into();
+            };
+            let rv = obj["metadata"]["resourceVersion"].clone();
+            edit(&mut obj);
+            let patch = json!({
+                "metadata": {"resourceVersion": rv, "annotations": obj["metadata"]["annotations"]},
+                "spec": {"template": obj["spec"]["template"]},
+            });
+            match self
+                .sim
+                .merge_patch("apps/v1", "Deployment", d.ns(), d.name(), &patch)
+            {
+                Ok(after) => {
+                    if let Some(rec) = self.deploys.get_mut(&d) {
+                        rec.view = user_view(&after);
+                    }
+                    return format!("edited (generation {})", after["metadata"]["generation"]);
+                }
+                Err(e) if e.contains("modified") || e.contains("onflict") => continue,
+                Err(e) => return format!("refused: {e}"),
+            }
+        }
+        "gave up after 8 conflicts".into()
+    }
+
+    fn patch_model(&mut self, m: Key, patch: &Value) -> String {
+        if self.live(m).is_none() {
+            return "skipped: no live model".into();
+        }
+        match self
+            .sim
+            .merge_patch(MODEL.0, MODEL.1, m.ns(), m.name(), patch)
+        {
+            Ok(o) => format!("generation {}", o["metadata"]["generation"]),
+            Err(e) => format!("refused: {e}"),
+        }
+    }
+
+    fn annotate(&mut self, m: Key, value: Option<&str>) -> String {
+        self.patch_model(
+            m,
+            &json!({"metadata": {"annotations": {ROLLBACK_TO: value}}}),
+        )
+    }
+
+    fn apply_op(&mut self, op: &Op) -> String {
+        match op {
+            Op::CreateModel { m, spec } => {
+                if self.model(*m).is_some() {
+                    return "skipped: exists".into();
+                }
+                self.create_model(*m, spec)
+            }
+            Op::RecreateModel { m, spec } => {
+                let mut out = String::new();
+                if self.model(*m).is_some() {
+                    out = format!("deleted ({}), ", self.delete_model(*m));
+                }
+                out + &self.create_model(*m, spec)
+            }
+            Op::DeleteModel { m } => {
+                if self.model(*m).is_none() {
+                    return "skipped: no model".into();
+                }
+                self.delete_model(*m)
+            }
+            Op::PatchSpec { m, what, spec } => {
+                let out = self.patch_model(*m, &json!({ "spec": spec }));
+                if spec["targetRef"]["name"].is_string() {
+                    self.touch(m.ns, spec, *m);
+                }
+                format!("{what}: {out}")
+            }
+            Op::RollbackTo { m, pick } => {
+                let Some(model) = self.live(*m) else {
+                    return "skipped: no live model".into();
+                };
+                match pick {
+                    Pick::Retained(k) => {
+                        let st = &model["status"];
+                        let retained: Vec<String> =
+                            [&st["lastSuccessfulSpec"], &st["previousSuccessfulSpec"]]
+                                .into_iter()
+                                .filter_map(|sp| sp["version"].as_str().map(str::to_string))
+                                .collect();
+                        if retained.is_empty() {
+                            return "skipped: nothing retained yet".into();
+                        }
+                        // The previous version mostly: the last one is
+                        // usually what the spec asks for (no rollback).
+                        let t = if k % 4 == 0 {
+                            retained[0].clone()
+                        } else {
+                            retained[retained.len() - 1].clone()
+                        };
+                        format!("to {t}: {}", self.annotate(*m, Some(&t)))
+                    }
+                    Pick::NotRetained => self.annotate(*m, Some(NEVER_SET)),
+                    Pick::Garbage => self.annotate(*m, Some("no such version at all!")),
+                    Pick::Blank => self.annotate(*m, Some("   ")),
+                    Pick::Remove => self.annotate(*m, None),
+                    Pick::MakePermanent { annotation_first } => {
+                        let Some(t) = rollback_to(&model) else {
+                            return "skipped: no rollback-to".into();
+                        };
+                        let version = json!({"spec": {"version": t}});
+                        let (a, b) = if *annotation_first {
+                            let a = self.annotate(*m, None);
+                            std::thread::sleep(Duration::from_millis(200));
+                            (a, self.patch_model(*m, &version))
+                        } else {
+                            let a = self.patch_model(*m, &version);
+                            std::thread::sleep(Duration::from_millis(200));
+                            (a, self.annotate(*m, None))
+                        };
+                        format!("version {t}: {a}, {b}")
+                    }
+                }
+            }
+            Op::DeleteDeployment { d } => {
+                if self.deployment(*d).is_none() {
+                    return "skipped: no Deployment".into();
+                }
+                self.deploys.remove(d);
+                match self.sim.delete("apps/v1", "Deployment", d.ns(), d.name()) {
+                    Ok(()) => "deleted".into(),
+                    Err(e) => format!("refused: {e}"),
+                }
+            }
+            Op::CreateDeployment { d } => {
+                if self.deployment(*d).is_some() {
+                    return "skipped: exists".into();
+                }
+                self.create_deployment(*d)
+            }
+            Op::RecreateDeployment { d } => {
+                if self.deployment(*d).is_some() {
+                    self.deploys.remove(d);
+                    let _ = self.sim.delete("apps/v1", "Deployment", d.ns(), d.name());
+                }
+                self.create_deployment(*d)
+            }
+            Op::ForeignConfigMap { m } => {
+                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": m.cm(), "namespace": m.ns(), "labels": {"team": "someone-else"}},
+                    "data": {"owner": "someone else"}});
+                match self.sim.create(cm) {
+                    Ok(o) => {
+                        let rv = s(&o["metadata"]["resourceVersion"]).to_string();
+                        self.foreign.insert(*m, (rv, self.sim.clock_ms()));
+                        "created".into()
+                    }
+                    Err(e) => format!("refused: {e}"),
+                }
+            }
+            Op::ForeignThenCreate { m, spec } => {
+                let mut out = String::new();
+                if self.model(*m).is_some() {
+                    out = format!("deleted ({}), ", self.delete_model(*m));
+                }
+                out += &format!(
+                    "foreign ConfigMap {}, ",
+                    self.apply_op(&Op::ForeignConfigMap { m: *m })
+                );
+                out + &self.create_model(*m, spec)
+            }
+            Op::RemoveForeignConfigMap { m } => {
+                if self.foreign.remove(m).is_none() {
+                    return "skipped: no foreign ConfigMap".into();
+                }
+                match self.sim.delete("v1", "ConfigMap", m.ns(), &m.cm()) {
+                    Ok(()) => "deleted".into(),
+                    Err(e) => format!("refused: {e}"),
+                }
+            }
+            Op::EditEnv {
+                d,
+                level,
+                toggle_extra,
+            } => self.edit_deployment(*d, |obj| {
+                let cs = &mut obj["spec"]["template"]["spec"]["containers"];
+                let Some(c) = cs
+                    .as_array_mut()
+                    .and_then(|cs| cs.iter_mut().find(|c| c["name"] == CONTAINER))
+                else {
+                    return;
+                };
+                let Some(env) = c["env"].as_array_mut() else {
+                    return;
+                };
+                for e in env.iter_mut() {
+                    if e["name"] == "LOG_LEVEL" {
+                        e["value"] = json!(level);
+                    }
+                }
+                if *toggle_extra {
+                    if env.iter().any(|e| e["name"] == "EXTRA_FLAG") {
+                        env.retain(|e| e["name"] != "EXTRA_FLAG");
+                    } else {
+                        env.push(json!({"name": "EXTRA_FLAG", "value": "on"}));
+                    }
+                }
+            }),
+            Op::EditSidecar { d, tag } => self.edit_deployment(*d, |obj| {
+                if let Some(c) = obj["spec"]["template"]["spec"]["containers"]
+                    .as_array_mut()
+                    .and_then(|cs| cs.iter_mut().find(|c| c["name"] == "proxy"))
+                {
+                    c["image"] = json!(format!("envoy:1.{}", 28 + tag % 4));
+                    if tag % 2 == 0 {
+                        c["env"] =
+                            json!([{"name": "PROXY_MODE", "value": format!("m{}", tag % 7)}]);
+                    }
+                }
+            }),
+            Op::EditReplicas { d, replicas } => {
+                if self.deployment(*d).is_none() {
+                    return "skipped: no Deployment".into();
+                }
+                let patch = json!({"spec": {"replicas": replicas}});
+                match self
+                    .sim
+                    .merge_patch("apps/v1", "Deployment", d.ns(), d.name(), &patch)
+                {
+                    Ok(_) => "scaled".into(),
+                    Err(e) => format!("refused: {e}"),
+                }
+            }
+            Op::EditAnnotation { d, template, n } => {
+                let template = *template;
+                let n = *n;
+                self.edit_deployment(*d, move |obj| {
+                    let at = if template {
+                        &mut obj["spec"]["template"]["metadata"]["annotations"]
+                    } else {
+                        &mut obj["metadata"]["annotations"]
+                    };
+                    if !at.is_object() {
+                        *at = json!({});
+                    }
+                    at["team.example/note"] = json!(format!("edit-{n}"));
+                })
+            }
+            Op::GarbleHash { d } => {
+                let Some(dep) = self.deployment(*d) else {
+                    return "skipped: no Deployment".into();
+                };
+                if dep["spec"]["template"]["metadata"]["annotations"][HASH].is_null() {
+                    return "skipped: no hash annotation".into();
+                }
+                self.edit_deployment(*d, |obj| {
+                    obj["spec"]["template"]["metadata"]["annotations"][HASH] = json!(
+                        "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+                    );
+                })
+            }
+            Op::EditConfigMap { m, kind } => {
+                let Some(cm) = self.sim.object("", "configmaps", m.ns(), &m.cm()) else {
+                    return "skipped: no ConfigMap".into();
+                };
+                if cm["metadata"]["labels"][MANAGED_BY] != "openmed-operator" {
+                    return "skipped: not the operator's".into();
+                }
+                let data = match kind {
+                    0 => json!({ PRELOAD: "OpenMed/hand-edited" }),
+                    1 => json!({"manifest.json": "{}"}),
+                    _ => json!({"note": "added by hand"}),
+                };
+                match self.sim.merge_patch(
+                    "v1",
+                    "ConfigMap",
+                    m.ns(),
+                    &m.cm(),
+                    &json!({ "data": data }),
+                ) {
+                    Ok(_) => format!("data {data}"),
+                    Err(e) => format!("refused: {e}"),
+                }
+            }
+        }
+    }
+
+    fn restart_operator(&mut self, down: Duration) {
+        self.check_log();
+        self.op.kill();
+        std::thread::sleep(down);
+        self.op = Operator::start(&self.sim.url(), &self.dir, &operator_args());
+        self.disconnect_ms = self.sim.clock_ms();
+    }
+
+    fn check_log(&mut self) {
+        let log = self.op.log();
+        self.stats.checks += 1;
+        if let Some(at) = log.find("panicked") {
+            let from = log[..at].rfind('\n').map_or(0, |i| i + 1);
+            let excerpt: String = log[from..].chars().take(2000).collect();
+            self.violate(
+                INV7,
+                format!(
+                    "the operator panicked ({}):\n{excerpt}",
+                    self.op.log_path().display()
+                ),
+            );
+        }
+    }
+
+    /// Apply a fault; what happened, for the log.
+    fn apply_fault(&mut self, f: &Fault) -> &'static str {
+        let now = self.sim.clock_ms();
+        // kubesim does not extend a pause under way (its accept loop keeps
+        // the first deadline), so pauses never overlap here.
+        if matches!(f, Fault::Pause { .. }) && now < self.pause_until_ms + 100 {
+            return "skipped: a pause is under way";
+        }
+        if let Fault::Pause { ms } = f {
+            self.pause_until_ms = now + ms;
+        }
+        self.disconnect_ms = match f {
+            Fault::CutWatches | Fault::Expire { .. } | Fault::KillRestart { .. } => now,
+            Fault::Pause { ms } => now + ms,
+            _ => self.disconnect_ms,
+        }
+        .max(self.disconnect_ms);
+        let sim = &self.sim;
+        match f {
+            Fault::CutWatches => sim.cut_watches(),
+            Fault::Expire { n, in_stream } => {
+                sim.expire_next_watches(*n, *in_stream);
+                sim.cut_watches();
+            }
+            Fault::Compact => sim.compact(),
+            Fault::Fail {
+                method,
+                path,
+                code,
+                count,
+            } => sim.fail_next(*method, path, *code, *count, (*code == 429).then_some(1)),
+            Fault::Pause { ms } => sim.pause(Duration::from_millis(*ms)),
+            Fault::WatchLag { path, ms } => sim.set_watch_lag(path, Duration::from_millis(*ms)),
+            Fault::KillRestart { down_ms } => {
+                self.stats.kills += 1;
+                self.restart_operator(Duration::from_millis(*down_ms));
+            }
+        }
+        "applied"
+    }
+
+    fn step(&mut self) {
+        match random_step(&mut self.rng) {
+            Step::Op(op) => {
+                self.stats.ops += 1;
+                let n = self.stats.ops + self.stats.faults;
+                let out = self.apply_op(&op);
+                if out.starts_with("skipped") {
+                    self.stats.skipped += 1;
+                }
+                self.note(format!("#{n} {op} -> {out}"));
+            }
+            Step::Fault(f) => {
+                self.stats.faults += 1;
+                let n = self.stats.ops + self.stats.faults;
+                let at = self.start.elapsed();
+                let out = self.apply_fault(&f);
+                if out.starts_with("skipped") {
+                    self.stats.skipped += 1;
+                }
+                let line = format!("{:7.2}s #{n} FAULT {f:?} -> {out}", at.as_secs_f64());
+                self.log.push(line);
+            }
+        }
+        let pause = self.rng.below(400) as u64;
+        std::thread::sleep(Duration::from_millis(pause));
+    }
+
+    /// Wait (bounded) until no model is busy and nothing has changed or
+    /// been written for QUIET_FOR.
+    fn wait_quiet(&mut self) -> Result<Duration, Violation> {
+        self.sim.clear_faults();
+        let t = Instant::now();
+        let mut last = String::new();
+        let mut last_writes = u64::MAX;
+        let mut since = Instant::now();
+        let mut waiting_for = Vec::new();
+        loop {
+            let models = self.sim.objects("openmed.ai", "openmedmodels", None);
+            let busy_now: Vec<String> = models
+                .iter()
+                .filter_map(|m| {
+                    busy(m).map(|why| {
+                        format!(
+                            "{}/{}: {why}",
+                            s(&m["metadata"]["namespace"]),
+                            s(&m["metadata"]["name"])
+                        )
+                    })
+                })
+                .collect();
+            let fingerprint = serde_json::to_string(
+                &models
+                    .iter()
+                    .map(|m| {
+                        (
+                            &m["metadata"]["uid"],
+                            &m["metadata"]["generation"],
+                            &m["status"],
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or_default();
+            let w = writes(&self.sim);
+            if fingerprint != last || w != last_writes || !busy_now.is_empty() {
+                since = Instant::now();
+                last = fingerprint;
+                last_writes = w;
+            }
+            if busy_now.is_empty() && since.elapsed() >= QUIET_FOR {
+                // Idle only counts once every watch is back since the last
+                // disconnect, and has been for QUIET_FOR: before that the
+                // operator may simply not have seen the last changes.
+                let now = self.sim.clock_ms();
+                match watches_back_at(&self.sim.requests(), self.disconnect_ms) {
+                    Ok(at) if now.saturating_sub(at) >= QUIET_FOR.as_millis() as u64 => {
+                        return Ok(t.elapsed());
+                    }
+                    Ok(_) => waiting_for.clear(),
+                    Err(missing) => waiting_for = missing,
+                }
+            }
+            if let Some(st) = self.op.exited() {
+                return Err(Violation {
+                    inv: INV7,
+                    msg: format!("the operator exited by itself: {st:?}\n{}", self.op.log()),
+                });
+            }
+            // Nothing busy, yet writes or status changes keep coming: many
+            // resync periods are proof enough.
+            let idle_but_writing = busy_now.is_empty() && t.elapsed() > QUIET_IDLE_TIMEOUT;
+            if t.elapsed() > QUIET_TIMEOUT || idle_but_writing {
+                let inv = if !waiting_for.is_empty() {
+                    LIVENESS
+                } else if busy_now.is_empty() {
+                    INV6
+                } else if busy_now.iter().all(|b| b.ends_with("being deleted")) {
+                    INV3
+                } else {
+                    LIVENESS
+                };
+                let recent: Vec<String> = self
+                    .sim
+                    .requests()
+                    .iter()
+                    .rev()
+                    .filter(|r| is_write(r))
+                    .take(20)
+                    .map(describe)
+                    .collect();
+                let targets: Vec<String> = models
+                    .iter()
+                    .filter(|m| busy(m).is_some())
+                    .filter_map(|m| {
+                        let ns = s(&m["metadata"]["namespace"]);
+                        let target = desired(m)["targetRef"]["name"].clone();
+                        let dep = self.sim.object("apps", "deployments", ns, s(&target))?;
+                        Some(format!(
+                            "{ns}/{}: {}",
+                            s(&target),
+                            deployment_diagnosis(&dep)
+                        ))
+                    })
+                    .collect();
+                return Err(Violation {
+                    inv,
+                    msg: format!(
+                        "no quiet point within {:.1?}; busy: {busy_now:?}; their Deployments: {targets:#?}; watches not back since the last disconnect at {} ms: {waiting_for:?}; last writes: {recent:?}",
+                        t.elapsed(),
+                        self.disconnect_ms
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// One quiet point: wait for it, watch three resyncs, check everything.
+    /// Returns whether every invariant held.
+    fn quiet_point(&mut self) -> bool {
+        self.stats.quiet_points += 1;
+        let broken_before = self.violations.len();
+        match self.wait_quiet() {
+            Err(v) => {
+                self.note(format!(
+                    "QUIET POINT {} never came",
+                    self.stats.quiet_points
+                ));
+                self.record(v);
+                return false;
+            }
+            Ok(took) => self.note(format!(
+                "QUIET POINT {} after {} ms",
+                self.stats.quiet_points,
+                took.as_millis()
+            )),
+        }
+        let before = Snap::take(&self.sim);
+        let (w0, t0) = (writes(&self.sim), self.sim.clock_ms());
+        std::thread::sleep(WINDOW);
+        let w1 = writes(&self.sim);
+        let snap = Snap::take(&self.sim);
+        let requests = self.sim.requests();
+        self.stats.checks += 1;
+        if w1 != w0 {
+            let during: Vec<String> = requests
+                .iter()
+                .filter(|r| r.at_ms >= t0 && is_write(r))
+                .map(describe)
+                .collect();
+            self.violate(
+                INV6,
+                format!(
+                    "{} writes during {WINDOW:?} of quiet ({RESYNC_SECONDS} s resync): {during:#?}",
+                    w1 - w0
+                ),
+            );
+        }
+        let mut ctx = Ctx {
+            snap: &snap,
+            before: &before,
+            incarnations: &self.incarnations,
+            deploys: &self.deploys,
+            touched: &self.touched,
+            foreign: &self.foreign,
+            seen_ready: &self.seen_ready,
+            requests: &requests,
+            out: Vec::new(),
+            checks: 0,
+        };
+        ctx.judge_window();
+        for m in &snap.models {
+            if m["metadata"]["deletionTimestamp"].is_null() {
+                ctx.judge_model(m);
+            }
+        }
+        ctx.judge_release();
+        ctx.judge_events();
+        ctx.judge_hands_off();
+        let (out, checks) = (ctx.out, ctx.checks);
+        self.stats.checks += checks;
+        for v in out {
+            self.record(v);
+        }
+        self.check_log();
+        for m in &snap.models {
+            if m["status"]["phase"] == "Ready" {
+                self.seen_ready.insert(s(&m["metadata"]["uid"]).to_string());
+            }
+        }
+        let phases: Vec<String> = snap
+            .models
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}/{}={}/{}",
+                    s(&m["metadata"]["namespace"]),
+                    s(&m["metadata"]["name"]),
+                    s(&m["status"]["phase"]),
+                    cond(&m["status"], 0).1
+                )
+            })
+            .collect();
+        self.note(format!("  state: {}", phases.join(" ")));
+        self.violations.len() == broken_before
+    }
+
+    fn run(&mut self, budget: Duration, keep_going: bool) {
+        // A first wave of models, then batches of operations and faults,
+        // each ending in a quiet point.
+        for ns in 0..NAMESPACES.len() {
+            for name in 0..NAMES.len() {
+                if self.rng.pct(60) {
+                    let m = Key { ns, name };
+                    let spec = random_spec(&mut self.rng, m);
+                    self.stats.ops += 1;
+                    let out = self.create_model(m, &spec);
+                    self.note(format!(
+                        "#{} {} -> {out}",
+                        self.stats.ops,
+                        Op::CreateModel { m, spec }
+                    ));
+                }
+            }
+        }
+        loop {
+            let batch = 3 + self.rng.below(8);
+            for _ in 0..batch {
+                self.step();
+            }
+            if !self.quiet_point() && !keep_going {
+                return;
+            }
+            if self.start.elapsed() + TAIL >= budget {
+                break;
+            }
+        }
+        self.check_log();
+        let exit = catch_unwind(AssertUnwindSafe(|| self.op.assert_clean_exit()));
+        self.stats.checks += 1;
+        if let Err(p) = exit {
+            self.violate(INV7, format!("SIGTERM: {}", panic_text(&p)));
+        }
+    }
+
+    fn summary(&self) -> String {
+        let st = &self.stats;
+        format!(
+            "SOAK seed={} seconds={:.1} ops={} skipped={} faults={} kills={} quiet_points={} checks={} violations={}",
+            self.seed,
+            self.start.elapsed().as_secs_f64(),
+            st.ops,
+            st.skipped,
+            st.faults,
+            st.kills,
+            st.quiet_points,
+            st.checks,
+            self.violations.len()
+        )
+    }
+
+    fn report(&self) -> String {
+        let mut out = format!(
+            "==== SOAK FAILURE seed {seed} ====\nreplay: OMO_SOAK_SEED={seed} OMO_SOAK_SECONDS={secs} cargo test --test soak -- --nocapture\n   (or scripts/soak.sh --seconds {secs} --seed {seed})\nbroken invariants ({}):\n",
+            self.violations.len(),
+            seed = self.seed,
+            secs = self.seed_seconds,
+        );
+        for v in &self.violations {
+            out.push_str(&format!("  - {v}\n"));
+        }
+        let ops_file = self.dir.join("operations.log");
+        let _ = std::fs::write(&ops_file, self.log.join("\n") + "\n");
+        out.push_str(&format!(
+            "operation log ({} lines, all in {}):\n",
+            self.log.len(),
+            ops_file.display()
+        ));
+        for line in self.log.iter().skip(self.log.len().saturating_sub(120)) {
+            out.push_str(&format!("  {line}\n"));
+        }
+        out.push_str(&format!("operator logs in {}\n", self.dir.display()));
+        out
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic".into())
+}
+
+/// One seed: its summary line and, if it broke something, the report.
+pub fn soak_one(seed: u64, secs: u64, keep_going: bool) -> (String, Option<String>) {
+    eprintln!(
+        "SOAK seed {seed}: {secs} s (replay with OMO_SOAK_SEED={seed} OMO_SOAK_SECONDS={secs})"
+    );
+    let mut soak = Soak::new(seed, secs);
+    let run = catch_unwind(AssertUnwindSafe(|| {
+        soak.run(Duration::from_secs(secs), keep_going)
+    }));
+    if let Err(p) = run {
+        soak.violate(
+            LIVENESS,
+            format!("the soak itself panicked: {}", panic_text(&p)),
+        );
+    }
+    let summary = soak.summary();
+    if std::env::var("OMO_SOAK_VERBOSE").is_ok_and(|v| v == "1") {
+        eprintln!("{}", soak.log.join("\n"));
+    }
+    eprintln!("{summary}");
+    if soak.violations.is_empty() {
+        let _ = std::fs::remove_dir_all(&soak.dir);
+        (summary, None)
+    } else {
+        let report = soak.report();
+        eprintln!("{report}");
+        (summary, Some(report))
+    }
+}
