@@ -12,8 +12,8 @@ use crate::controller::{Controller, Wiring};
 use crate::health::Health;
 use crate::kube::{Client, ClientConfig, Endpoint};
 use crate::metrics::Metrics;
-use crate::metrics_access::{ApiReviewer, TokenAccess, METRICS_PATH, VIEW_PATH};
 use crate::server;
+use crate::token_access::{ApiReviewer, TokenAccess, METRICS_PATH, VIEW_PATH};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -217,13 +217,13 @@ fn serve_view(
     let Some(addr) = cfg.ui_addr else {
         return Ok("no address".into());
     };
-    let hub = crate::view::hub::Hub::new(Box::new(controller.view_rows()));
+    let hub = crate::live_view::hub::Hub::new(Box::new(controller.live_view_rows()));
     hub.start().map_err(StartError::Thread)?;
     let (tls, access, scheme) = match security {
         Some(s) if !addr.ip().is_loopback() => (Some(s.tls.clone()), Some(s.view.clone()), "https"),
         _ => (None, None, "http"),
     };
-    let handler = crate::view::page::handler(hub, access);
+    let handler = crate::live_view::page::handler(hub, access);
     let bound = server::start("view", addr, tls, handler).map_err(StartError::Listen)?;
     Ok(format!("{scheme}://{bound}/"))
 }

@@ -2,8 +2,8 @@
 
 use crate::controller::outcome::Outcome;
 use crate::lock::lock;
-use crate::metrics_access::{TokenAccess, Verdict, METRICS_PATH};
 use crate::server::{Answer, Handler, Request};
+use crate::token_access::{TokenAccess, Verdict, METRICS_PATH};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, Ordering};

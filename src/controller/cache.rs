@@ -79,7 +79,6 @@ impl std::fmt::Display for ObjectKey {
 }
 
 /// The caches' key.
-pub type Key = ObjectKey;
 
 pub trait Versioned {
     fn resource_version(&self) -> &str;
@@ -105,6 +104,18 @@ pub fn regresses<V: Versioned>(new: &V, old: &V) -> bool {
         _ => false,
     }
 }
+
+/// Each cached object's key in its store, from its own namespace and name.
+macro_rules! keyed {
+    ($($view:ty),*) => {$(
+        impl $view {
+            pub fn key(&self) -> ObjectKey {
+                ObjectKey::new(&self.namespace, &self.name)
+            }
+        }
+    )*};
+}
+keyed!(ModelView, DeploymentView, ConfigMapView);
 
 impl Versioned for ModelView {
     fn resource_version(&self) -> &str {
@@ -187,22 +198,22 @@ impl Versioned for MetaView {
 /// claimed soon after and dropped; the table shrinks with them, so the
 /// burst of a cold start does not stay resident as empty slots.
 #[derive(Default)]
-pub struct Fetched(Mutex<HashMap<Key, Box<DeploymentView>>>);
+pub struct Fetched(Mutex<HashMap<ObjectKey, Box<DeploymentView>>>);
 
 impl Fetched {
     /// The copy read at `resource_version`, if that is the one held.
-    pub fn get(&self, k: &Key, resource_version: &str) -> Option<DeploymentView> {
+    pub fn get(&self, k: &ObjectKey, resource_version: &str) -> Option<DeploymentView> {
         lock(&self.0)
             .get(k)
             .filter(|d| d.resource_version == resource_version)
             .map(|d| DeploymentView::clone(d))
     }
 
-    pub fn insert(&self, k: Key, d: DeploymentView) {
+    pub fn insert(&self, k: ObjectKey, d: DeploymentView) {
         lock(&self.0).insert(k, Box::new(d));
     }
 
-    pub fn remove(&self, k: &Key) {
+    pub fn remove(&self, k: &ObjectKey) {
         let mut map = lock(&self.0);
         if map.remove(k).is_some() && map.capacity() > 4 * map.len().max(8) {
             map.shrink_to_fit();
@@ -286,17 +297,17 @@ pub type IndexFn<V> = fn(&V) -> Vec<String>;
 /// entries, and an empty slot of a boxed map costs a pointer, not a view
 /// (docs/performance.md, memory per resource).
 struct Items<V> {
-    map: HashMap<Key, Box<V>>,
+    map: HashMap<ObjectKey, Box<V>>,
     /// Bumped by every change: equal counts mean nothing changed between.
     changes: u64,
     /// Name -> the keys indexed under it: a few per name, so a short list
     /// (a hash set per name would cost a table for its one key).
-    index: HashMap<String, Vec<Key>>,
+    index: HashMap<String, Vec<ObjectKey>>,
     index_fn: Option<IndexFn<V>>,
 }
 
 impl<V> Items<V> {
-    fn get(&self, k: &Key) -> Option<&V> {
+    fn get(&self, k: &ObjectKey) -> Option<&V> {
         self.map.get(k).map(|b| &**b)
     }
 
@@ -304,7 +315,7 @@ impl<V> Items<V> {
         self.map.values().map(|b| &**b)
     }
 
-    fn insert(&mut self, k: Key, v: V) -> Option<V> {
+    fn insert(&mut self, k: ObjectKey, v: V) -> Option<V> {
         self.changes += 1;
         if let Some(f) = self.index_fn {
             for name in f(&v) {
@@ -319,7 +330,7 @@ impl<V> Items<V> {
         old
     }
 
-    fn remove(&mut self, k: &Key) -> Option<V> {
+    fn remove(&mut self, k: &ObjectKey) -> Option<V> {
         self.changes += 1;
         let old = self.map.remove(k).map(|b| *b);
         self.unindex(k, old.as_ref());
@@ -328,7 +339,7 @@ impl<V> Items<V> {
 
     /// Drop `k` from the names `old` was indexed under and the value now
     /// held is not.
-    fn unindex(&mut self, k: &Key, old: Option<&V>) {
+    fn unindex(&mut self, k: &ObjectKey, old: Option<&V>) {
         let (Some(f), Some(old)) = (self.index_fn, old) else {
             return;
         };
@@ -429,15 +440,15 @@ impl<V: Clone + Versioned> Store<V> {
         keys.iter().filter_map(|k| items.get(k).cloned()).collect()
     }
 
-    pub fn get(&self, k: &Key) -> Option<V> {
+    pub fn get(&self, k: &ObjectKey) -> Option<V> {
         self.read().get(k).cloned()
     }
 
-    pub fn contains(&self, k: &Key) -> bool {
+    pub fn contains(&self, k: &ObjectKey) -> bool {
         self.read().map.contains_key(k)
     }
 
-    pub fn keys(&self) -> Vec<Key> {
+    pub fn keys(&self) -> Vec<ObjectKey> {
         self.read().map.keys().cloned().collect()
     }
 
@@ -453,7 +464,7 @@ impl<V: Clone + Versioned> Store<V> {
     /// The values `keep` accepts, cloning only those: cloning every value
     /// to pick a few made a resync cost seconds of CPU (docs/performance.md).
     /// An index, [`Store::by_index`], avoids even the scan.
-    pub fn select(&self, keep: impl Fn(&Key, &V) -> bool) -> Vec<V> {
+    pub fn select(&self, keep: impl Fn(&ObjectKey, &V) -> bool) -> Vec<V> {
         self.read()
             .map
             .iter()
@@ -477,7 +488,7 @@ impl<V: Clone + Versioned> Store<V> {
     /// A watch stream is ordered, so an event for a uid it reported DELETED
     /// means the object came back under the watch's label selector (a
     /// Deployment released and claimed again): it lifts the tombstone.
-    pub fn put(&self, k: Key, v: V) -> Result<Option<V>, Stale> {
+    pub fn put(&self, k: ObjectKey, v: V) -> Result<Option<V>, Stale> {
         lock(&self.gone).lift(v.uid());
         let mut items = self.write();
         if items.get(&k).is_some_and(|old| regresses(&v, old)) {
@@ -492,7 +503,7 @@ impl<V: Clone + Versioned> Store<V> {
 
     /// A watch's DELETED event: only for the incarnation it names, so a
     /// late deletion of an object since created again removes nothing.
-    pub fn remove_object(&self, k: &Key, uid: &str) -> Option<V> {
+    pub fn remove_object(&self, k: &ObjectKey, uid: &str) -> Option<V> {
         lock(&self.gone).bury(uid);
         let mut items = self.write();
         let same = items
@@ -505,13 +516,13 @@ impl<V: Clone + Versioned> Store<V> {
         }
     }
 
-    pub fn remove(&self, k: &Key) -> Option<V> {
+    pub fn remove(&self, k: &ObjectKey) -> Option<V> {
         self.write().remove(k)
     }
 
     /// The response to our own write: kept only if newer than the cache,
     /// so the next pass sees our write even before its watch event.
-    pub fn put_if_newer(&self, k: Key, v: V) -> bool {
+    pub fn put_if_newer(&self, k: ObjectKey, v: V) -> bool {
         if self.is_gone(&v) {
             return false;
         }
@@ -528,14 +539,14 @@ impl<V: Clone + Versioned> Store<V> {
 
     /// After a list: make the entries of `namespace` (None: all) exactly
     /// `items`, returning what changed.
-    pub fn replace(&self, namespace: Option<&str>, items: Vec<(Key, V)>) -> Vec<Change<V>>
+    pub fn replace(&self, namespace: Option<&str>, items: Vec<(ObjectKey, V)>) -> Vec<Change<V>>
     where
         V: PartialEq,
     {
         let mut map = self.write();
         let mut changes = Vec::new();
-        let fresh: HashMap<Key, V> = items.into_iter().collect();
-        let gone: Vec<Key> = map
+        let fresh: HashMap<ObjectKey, V> = items.into_iter().collect();
+        let gone: Vec<ObjectKey> = map
             .map
             .keys()
             .filter(|k| namespace.is_none_or(|ns| k.namespace() == ns) && !fresh.contains_key(*k))
@@ -604,7 +615,7 @@ mod tests {
         }
     }
 
-    fn k(ns: &str, n: &str) -> Key {
+    fn k(ns: &str, n: &str) -> ObjectKey {
         ObjectKey::new(ns, n)
     }
 

@@ -121,7 +121,7 @@ impl Poster<'_> {
         }
         Err(Error::Config(format!(
             "both names for Event {reason} of {} are taken by other objects",
-            model.owner()
+            model.qualified_name()
         )))
     }
 

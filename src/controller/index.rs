@@ -1,7 +1,7 @@
 //! Which OpenMedModels care about a given Deployment or ConfigMap, so a
 //! change to either wakes exactly those resources.
 
-use super::cache::Key;
+use super::cache::ObjectKey;
 use crate::lock::lock;
 use crate::reconcile::Lookups;
 use std::collections::HashMap;
@@ -13,14 +13,14 @@ pub enum Kind {
     ConfigMap,
 }
 
-type Target = (Kind, Key);
+type Target = (Kind, ObjectKey);
 
 /// A target is looked up by one model or a few, so its models are a short
 /// list: a hash set per target would cost a table for its one key.
 #[derive(Default)]
 struct Maps {
-    by_target: HashMap<Target, Vec<Key>>,
-    by_model: HashMap<Key, Vec<Target>>,
+    by_target: HashMap<Target, Vec<ObjectKey>>,
+    by_model: HashMap<ObjectKey, Vec<Target>>,
 }
 
 #[derive(Default)]
@@ -30,7 +30,7 @@ pub struct TargetIndex {
 
 impl TargetIndex {
     /// Record what `model` looks up now (None: the model is gone).
-    pub fn update(&self, model: &Key, lookups: Option<&Lookups>) {
+    pub fn update(&self, model: &ObjectKey, lookups: Option<&Lookups>) {
         let mut maps = lock(&self.maps);
         if let Some(old) = maps.by_model.remove(model) {
             for t in old {
@@ -47,11 +47,11 @@ impl TargetIndex {
         let targets: Vec<Target> = l
             .deployments
             .iter()
-            .map(|d| (Kind::Deployment, Key::new(ns, d)))
+            .map(|d| (Kind::Deployment, ObjectKey::new(ns, d)))
             .chain(
                 l.config_maps
                     .iter()
-                    .map(|c| (Kind::ConfigMap, Key::new(ns, c))),
+                    .map(|c| (Kind::ConfigMap, ObjectKey::new(ns, c))),
             )
             .collect();
         for t in &targets {
@@ -63,11 +63,11 @@ impl TargetIndex {
         maps.by_model.insert(model.clone(), targets);
     }
 
-    pub fn models_for(&self, namespace: &str, kind: Kind, name: &str) -> Vec<Key> {
+    pub fn models_for(&self, namespace: &str, kind: Kind, name: &str) -> Vec<ObjectKey> {
         let maps = lock(&self.maps);
-        let mut out: Vec<Key> = maps
+        let mut out: Vec<ObjectKey> = maps
             .by_target
-            .get(&(kind, Key::new(namespace, name)))
+            .get(&(kind, ObjectKey::new(namespace, name)))
             .cloned()
             .unwrap_or_default();
         out.sort();
@@ -82,8 +82,8 @@ mod tests {
     #[test]
     fn tracks_targets_per_model() {
         let idx = TargetIndex::default();
-        let a = Key::new("ns", "a");
-        let b = Key::new("ns", "b");
+        let a = ObjectKey::new("ns", "a");
+        let b = ObjectKey::new("ns", "b");
         let l = |d: &str| Lookups {
             deployments: vec![d.to_string()],
             config_maps: vec![format!("{d}-cm")],
@@ -96,7 +96,7 @@ mod tests {
         );
         assert_eq!(
             idx.models_for("other", Kind::Deployment, "svc"),
-            Vec::<Key>::new()
+            Vec::<ObjectKey>::new()
         );
         idx.update(&a, Some(&l("other")));
         assert_eq!(

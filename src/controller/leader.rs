@@ -250,7 +250,7 @@ fn judge(lease: Option<&Value>, j: &Judging) -> Verdict {
 
 /// The lease as last read or written, and when (on our clock) its record
 /// was last seen to change.
-struct Observed {
+struct LeaseRecord {
     lease: Value,
     changed_at: Instant,
 }
@@ -269,7 +269,7 @@ pub struct Elector {
     namespace: String,
     identity: String,
     leadership: Arc<Leadership>,
-    observed: Option<Observed>,
+    observed: Option<LeaseRecord>,
     /// The resourceVersion our last confirmed write of the Lease got.
     written: Option<String>,
     /// renewTimes of our writes sent since, not confirmed (a few at most).
@@ -325,7 +325,7 @@ impl Elector {
             Some(o) if !changed => o.changed_at,
             _ => Instant::now(),
         };
-        self.observed = Some(Observed { lease, changed_at });
+        self.observed = Some(LeaseRecord { lease, changed_at });
     }
 
     /// Our record: held by us from now, transitions counted on a change

@@ -34,7 +34,7 @@ use crate::metrics::Metrics;
 use crate::model::status::Phase;
 use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
-use cache::{AutoscalerView, Key, MetaView, Store};
+use cache::{AutoscalerView, MetaView, ObjectKey, Store};
 use error::StartError;
 use index::{Kind, TargetIndex};
 use queue::WorkQueue;
@@ -78,7 +78,7 @@ pub struct Controller {
     cfg: Config,
     client: Arc<Client>,
     reconciler: Arc<sync::Reconciler>,
-    queue: Arc<WorkQueue<Key>>,
+    queue: Arc<WorkQueue<ObjectKey>>,
     index: Arc<TargetIndex>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
@@ -172,9 +172,9 @@ impl Controller {
     }
 
     /// The live view's rows, read from the caches.
-    pub fn view_rows(&self) -> crate::view::Rows {
+    pub fn live_view_rows(&self) -> crate::live_view::Rows {
         let r = &self.reconciler;
-        crate::view::Rows::new(r.models.clone(), r.deployments.clone(), r.recent.clone())
+        crate::live_view::Rows::new(r.models.clone(), r.deployments.clone(), r.recent.clone())
     }
 
     /// Stage 2: watch, wait until every cache has listed, start the
@@ -289,7 +289,7 @@ impl Controller {
     /// the index and queues it; a change to a ConfigMap or Deployment wakes
     /// the models that look it up.
     fn start_watches(&self) -> Result<(), StartError> {
-        let rc = &self.reconciler;
+        let r = &self.reconciler;
         for scope in &self.scopes() {
             let (q, idx) = (self.queue.clone(), self.index.clone());
             let on_model: reflector::OnChange<ModelView> =
@@ -300,13 +300,13 @@ impl Controller {
             self.spawn(
                 &MODELS,
                 scope,
-                rc.models.clone(),
+                r.models.clone(),
                 ModelView::from_json,
                 on_model,
             )?;
             let w = self.waker(Kind::ConfigMap);
             let on_cm: reflector::OnChange<ConfigMapView> = Arc::new(move |c| w(&c.key));
-            let cms = rc.config_maps.clone();
+            let cms = r.config_maps.clone();
             self.spawn(
                 &OUR_CONFIG_MAPS,
                 scope,
@@ -316,7 +316,7 @@ impl Controller {
             )?;
             let w = self.waker(Kind::Deployment);
             let on_deploy: reflector::OnChange<DeploymentView> = Arc::new(move |c| w(&c.key));
-            let ds = rc.deployments.clone();
+            let ds = r.deployments.clone();
             self.spawn(
                 &CLAIMED_DEPLOYMENTS,
                 scope,
@@ -324,7 +324,7 @@ impl Controller {
                 DeploymentView::from_json,
                 on_deploy,
             )?;
-            let meta = rc.deployment_meta.clone();
+            let meta = r.deployment_meta.clone();
             self.spawn(
                 &ALL_DEPLOYMENTS,
                 scope,
@@ -332,7 +332,7 @@ impl Controller {
                 meta_view,
                 self.on_deployment_meta(),
             )?;
-            let hpas = rc.autoscalers.clone();
+            let hpas = r.autoscalers.clone();
             let on_hpa = self.on_autoscaler();
             self.spawn(&AUTOSCALERS, scope, hpas, AutoscalerView::from_json, on_hpa)?;
         }
@@ -346,15 +346,15 @@ impl Controller {
         Arc::new(move |c: cache::Change<AutoscalerView>| {
             let targets = [&c.old, &c.new].into_iter().flatten();
             for d in targets.filter_map(|a| a.deployment.clone()) {
-                w(&Key::new(c.key.namespace(), d));
+                w(&ObjectKey::new(c.key.namespace(), d));
             }
         })
     }
 
     /// Queue the models that look up a `kind` object by this key.
-    fn waker(&self, kind: Kind) -> impl Fn(&Key) + Send + Sync + 'static {
+    fn waker(&self, kind: Kind) -> impl Fn(&ObjectKey) + Send + Sync + 'static {
         let (index, queue) = (self.index.clone(), self.queue.clone());
-        move |key: &Key| {
+        move |key: &ObjectKey| {
             for m in index.models_for(key.namespace(), kind, key.name()) {
                 queue.add(m);
             }
@@ -365,10 +365,10 @@ impl Controller {
     /// appearance, disappearance and changes of unclaimed ones matter.
     fn on_deployment_meta(&self) -> reflector::OnChange<MetaView> {
         let w = self.waker(Kind::Deployment);
-        let rc = self.reconciler.clone();
+        let reconciler = self.reconciler.clone();
         Arc::new(move |c: cache::Change<MetaView>| {
             if c.new.is_none() {
-                rc.fetched.remove(&c.key);
+                reconciler.fetched.remove(&c.key);
             }
             let unclaimed = c.new.as_ref().map(|n| !n.claimed).unwrap_or(true);
             if c.old.is_none() || unclaimed {
@@ -381,14 +381,14 @@ impl Controller {
     /// yet" for "absent": wait until every loop has listed. False if told
     /// to stop first.
     fn wait_for_sync(&self) -> bool {
-        let rc = &self.reconciler;
+        let r = &self.reconciler;
         let unsynced = || {
             [
-                rc.models.unsynced(),
-                rc.deployments.unsynced(),
-                rc.deployment_meta.unsynced(),
-                rc.config_maps.unsynced(),
-                rc.autoscalers.unsynced(),
+                r.models.unsynced(),
+                r.deployments.unsynced(),
+                r.deployment_meta.unsynced(),
+                r.config_maps.unsynced(),
+                r.autoscalers.unsynced(),
             ]
             .concat()
         };
@@ -413,9 +413,9 @@ impl Controller {
         self.health.set_ready();
         log::info!(
             "caches synced: {} OpenMedModels, {} claimed Deployments, {} managed ConfigMaps",
-            rc.models.len(),
-            rc.deployments.len(),
-            rc.config_maps.len()
+            r.models.len(),
+            r.deployments.len(),
+            r.config_maps.len()
         );
         true
     }
@@ -449,7 +449,7 @@ impl Controller {
     fn start_workers(&self) -> Result<Vec<JoinHandle<()>>, StartError> {
         let mut workers = Vec::new();
         for i in 0..self.cfg.workers.max(1) {
-            let (rc, queue, metrics, health) = (
+            let (reconciler, queue, metrics, health) = (
                 self.reconciler.clone(),
                 self.queue.clone(),
                 self.metrics.clone(),
@@ -463,7 +463,7 @@ impl Controller {
                 .name(name.clone())
                 .spawn(
                     move || {
-                        while process_next(&name, &rc, &queue, &metrics, &health) {}
+                        while process_next(&name, &reconciler, &queue, &metrics, &health) {}
                     },
                 )
                 .map_err(StartError::Thread)?;
@@ -519,8 +519,8 @@ impl Controller {
 /// with backoff. False once the queue has shut down.
 fn process_next(
     name: &str,
-    rc: &sync::Reconciler,
-    queue: &WorkQueue<Key>,
+    reconciler: &sync::Reconciler,
+    queue: &WorkQueue<ObjectKey>,
     metrics: &Metrics,
     health: &Health,
 ) -> bool {
@@ -529,20 +529,22 @@ fn process_next(
         return !crate::signals::stop_requested();
     };
     let started = Instant::now();
-    crate::logging::for_resource(key.namespace(), key.name(), || match rc.sync(&key) {
-        Ok(outcome) => {
-            queue.forget(&key);
-            metrics.reconciled(outcome, started.elapsed());
-        }
-        Err(e) => {
-            metrics.reconciled(Outcome::Error, started.elapsed());
-            metrics.error(&e.kind_label());
-            let delay = queue.add_rate_limited(key.clone(), e.retry_after());
-            log::warn!(
-                reason = e.kind_label().as_str();
-                "{key}: reconcile failed, retrying in {} ms: {e}",
-                delay.as_millis()
-            );
+    crate::logging::for_resource(key.namespace(), key.name(), || {
+        match reconciler.sync(&key) {
+            Ok(outcome) => {
+                queue.forget(&key);
+                metrics.reconciled(outcome, started.elapsed());
+            }
+            Err(e) => {
+                metrics.reconciled(Outcome::Error, started.elapsed());
+                metrics.error(&e.kind_label());
+                let delay = queue.add_rate_limited(key.clone(), e.retry_after());
+                log::warn!(
+                    reason = e.kind_label().as_str();
+                    "{key}: reconcile failed, retrying in {} ms: {e}",
+                    delay.as_millis()
+                );
+            }
         }
     });
     queue.done(&key);

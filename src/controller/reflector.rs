@@ -138,12 +138,12 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
     /// Every retry goes through one [`Reconnect`], so no path loops hot.
     fn run(&self) {
         let name = self.loop_name();
-        let mut rc = Reconnect::new(self.reconnect);
+        let mut reconnect = Reconnect::new(self.reconnect);
         while !self.stopped() {
-            let Some(rv) = self.list(&name, &mut rc) else {
+            let Some(rv) = self.list(&name, &mut reconnect) else {
                 continue;
             };
-            self.watch_from(&name, rv, &mut rc);
+            self.watch_from(&name, rv, &mut reconnect);
         }
     }
 
@@ -155,7 +155,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
 
     /// One full list into the store; its resourceVersion, or None after a
     /// failure (backed off, and reported to /readyz).
-    fn list(&self, name: &str, rc: &mut Reconnect) -> Option<String> {
+    fn list(&self, name: &str, reconnect: &mut Reconnect) -> Option<String> {
         let params = ListParams {
             label_selector: self.label_selector.clone(),
             metadata_only: self.metadata_only,
@@ -165,8 +165,8 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
             Ok(l) => l,
             Err(e) => {
                 let delay = match e {
-                    Error::ListBound(_) => rc.gave_up(),
-                    _ => rc.failed(e.retry_after()),
+                    Error::ListBound(_) => reconnect.gave_up(),
+                    _ => reconnect.failed(e.retry_after()),
                 };
                 log::warn!(
                     "{name}: list failed, retrying in {} ms: {e}",
@@ -192,7 +192,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
 
     /// Watch from `rv`, resuming after breaks, until a relist is needed
     /// (410, in the answer or in the stream) or the operator stops.
-    fn watch_from(&self, name: &str, mut rv: String, rc: &mut Reconnect) {
+    fn watch_from(&self, name: &str, mut rv: String, reconnect: &mut Reconnect) {
         while !self.stopped() {
             let wp = WatchParams {
                 label_selector: self.label_selector.clone(),
@@ -214,19 +214,19 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
                     Some(WatchEnd::Expired)
                 }
                 Err(e) => {
-                    let delay = rc.failed(e.retry_after());
+                    let delay = reconnect.failed(e.retry_after());
                     log::warn!(
                         "{name}: watch failed, retrying in {} ms: {e}",
                         delay.as_millis()
                     );
-                    self.restarted(rc);
+                    self.restarted(reconnect);
                     self.pause(delay);
                     continue;
                 }
             };
             let Some(end) = end else { return };
-            let delay = rc.watch_ended(opened.elapsed(), end);
-            self.restarted(rc);
+            let delay = reconnect.watch_ended(opened.elapsed(), end);
+            self.restarted(reconnect);
             if !delay.is_zero() {
                 log::debug!(
                     "{name}: watch ended after {} ms; again in {} ms",
@@ -243,11 +243,11 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
 
     /// A watch ended or failed: counted, and a loop that keeps failing is
     /// reported to /readyz until a watch works again.
-    fn restarted(&self, rc: &Reconnect) {
+    fn restarted(&self, reconnect: &Reconnect) {
         self.metrics.watch_restarted(self.resource);
-        if rc.failures() >= FAILING_AFTER {
+        if reconnect.failures() >= FAILING_AFTER {
             self.health.list_failed(&self.loop_name());
-        } else if rc.failures() == 0 {
+        } else if reconnect.failures() == 0 {
             self.health.list_ok(&self.loop_name());
         }
     }

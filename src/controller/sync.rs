@@ -1,7 +1,7 @@
 //! The sync handler: read the caches, ask the core for a plan, carry its
 //! writes out in order, then the status, then the Events.
 
-use super::cache::{AutoscalerView, Fetched, Key, MetaView, ObjectKey, Store};
+use super::cache::{AutoscalerView, Fetched, MetaView, ObjectKey, Store};
 use super::error::SyncError;
 use super::events::{Posted, Poster};
 use crate::controller::outcome::Outcome;
@@ -11,7 +11,7 @@ use crate::lock::lock;
 use crate::metrics::Metrics;
 use crate::reconcile::{
     execute, lookups, note_autoscaled, patches, plan, plan_refused, Cluster, ConfigMapView,
-    DeploymentView, EventSpec, Executed, ModelView, Observed, Plan, Refused, TargetPolicy,
+    DeploymentView, EventSpec, Executed, ModelView, Observed, Plan, RefusedWrite, TargetPolicy,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -36,16 +36,16 @@ pub struct Reconciler {
     /// Events written, by (namespace, name), with their object's uid.
     pub posted: Mutex<Posted>,
     /// The Events written lately, per model, for the live view.
-    pub recent: Arc<crate::view::RecentEvents>,
+    pub recent: Arc<crate::live_view::RecentEvents>,
     pub metrics: Arc<Metrics>,
     /// The highest generation of each OpenMedModel (by uid) a pass has
     /// written for: a view older than that is never acted on (9.17).
-    pub acted: Mutex<HashMap<Key, (String, i64)>>,
+    pub acted: Mutex<HashMap<ObjectKey, (String, i64)>>,
     /// Which Deployments may become targets (9.8).
     pub targets: TargetPolicy,
     /// Resources whose last pass changed nothing, with where the caches
     /// stood then ([`Reconciler::sync`]).
-    settled: Mutex<HashMap<Key, [u64; 5]>>,
+    settled: Mutex<HashMap<ObjectKey, [u64; 5]>>,
 }
 
 /// The plan reports a block about the target that the status did not
@@ -115,11 +115,11 @@ enum Failed {
     Api(Error),
     /// The API refused a Deployment or ConfigMap write with an error that
     /// retrying will not cure.
-    Refused(Refused, Error),
+    Refused(RefusedWrite, Error),
 }
 
 impl Failed {
-    fn of(e: Error, what: Refused) -> Failed {
+    fn of(e: Error, what: RefusedWrite) -> Failed {
         if e.is_refusal() {
             Failed::Refused(what, e)
         } else {
@@ -183,7 +183,7 @@ impl Reconciler {
     /// [`Reconciler::unsettle_all`] forces full passes now and then, for
     /// what no cache shows (a foreign ConfigMap, an owner in a namespace not
     /// watched).
-    pub fn sync(&self, key: &Key) -> Result<Outcome, SyncError> {
+    pub fn sync(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
         let world = self.world();
         if lock(&self.settled).get(key) == Some(&world) {
             return Ok(Outcome::Unchanged);
@@ -215,7 +215,7 @@ impl Reconciler {
         ]
     }
 
-    fn sync_now(&self, key: &Key) -> Result<Outcome, SyncError> {
+    fn sync_now(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
         let mut extra_cms: Vec<ConfigMapView> = Vec::new();
         let mut last_conflict = None;
         for _ in 0..MAX_REPLANS {
@@ -251,14 +251,12 @@ impl Reconciler {
         match self.client.get(&path) {
             Ok(v) => {
                 if let Some(m) = ModelView::from_json(&v) {
-                    self.models
-                        .put_if_newer(ObjectKey::new(m.namespace.clone(), m.name.clone()), m);
+                    self.models.put_if_newer(m.key(), m);
                 }
                 Ok(())
             }
             Err(e) if e.is_not_found() => {
-                self.models
-                    .remove(&ObjectKey::new(model.namespace.clone(), model.name.clone()));
+                self.models.remove(&model.key());
                 Ok(())
             }
             Err(e) => Err(e),
@@ -301,7 +299,7 @@ impl Reconciler {
     /// the owners named on them that are gone (orphans, to adopt).
     fn observe(&self, model: &ModelView, extra_cms: &[ConfigMapView]) -> Result<Seen, Error> {
         let ns = model.namespace.as_str();
-        let owner = model.owner();
+        let owner = model.qualified_name();
         let l = lookups(model);
         let mut deployments = Vec::new();
         for name in &l.deployments {
@@ -465,12 +463,12 @@ impl Reconciler {
     /// A view of `model` older than one a previous pass acted on.
     fn is_behind(&self, model: &ModelView) -> bool {
         lock(&self.acted)
-            .get(&ObjectKey::new(model.namespace.clone(), model.name.clone()))
+            .get(&model.key())
             .is_some_and(|(uid, g)| *uid == model.uid && model.generation < *g)
     }
 
     fn remember_acted(&self, model: &ModelView) {
-        let k = ObjectKey::new(model.namespace.clone(), model.name.clone());
+        let k = model.key();
         let mut acted = lock(&self.acted);
         let newer = acted
             .get(&k)
@@ -494,10 +492,10 @@ impl Reconciler {
         let model_path =
             ResourcePath::object(crate::model::RESOURCE, Some(&model.namespace), &model.name)?;
         let mut api = ApiCluster {
-            rc: self,
+            reconciler: self,
             model,
             model_path,
-            who: model.owner(),
+            who: model.qualified_name(),
             now,
         };
         match execute(&mut api, p, &model.resource_version)? {
@@ -545,7 +543,7 @@ impl Reconciler {
                 let found = self.read_config_map(ns, name)?;
                 Ok(Some(found.ok_or(e)?))
             }
-            Err(e) => Err(Failed::of(e, Refused::ConfigMap)),
+            Err(e) => Err(Failed::of(e, RefusedWrite::ConfigMap)),
         }
     }
 
@@ -580,7 +578,7 @@ impl Reconciler {
         } else {
             log::Level::Info
         };
-        log::log!(level, "{}: {reason}: {message}", model.owner());
+        log::log!(level, "{}: {reason}: {message}", model.qualified_name());
         let poster = Poster {
             client: &self.client,
             posted: &self.posted,
@@ -588,7 +586,7 @@ impl Reconciler {
         match poster.post(model, reason, generation, message, now) {
             Ok(count) => {
                 self.metrics.event_posted();
-                let event = crate::view::EventRow {
+                let event = crate::live_view::EventRow {
                     reason: reason.as_str().to_string(),
                     type_: if reason.is_warning() {
                         "Warning"
@@ -605,7 +603,7 @@ impl Reconciler {
             }
             Err(e) => {
                 self.metrics.event_failed();
-                log::warn!(reason = reason.as_str(); "{}: could not post Event {reason}: {e}", model.owner());
+                log::warn!(reason = reason.as_str(); "{}: could not post Event {reason}: {e}", model.qualified_name());
                 Err(e)
             }
         }
@@ -614,7 +612,7 @@ impl Reconciler {
     /// The Events the model's status says its last transition required
     /// (`status.lastEvents`) and that were not posted for this object: a
     /// post that failed, or a crash between the status write and the post.
-    fn post_owed_events(&self, key: &Key) -> Result<(), Error> {
+    fn post_owed_events(&self, key: &ObjectKey) -> Result<(), Error> {
         let Some(model) = self.models.get(key) else {
             return Ok(());
         };
@@ -635,7 +633,7 @@ impl Reconciler {
             {
                 continue;
             }
-            log::info!(reason = owed.reason.as_str(); "{}: posting the owed Event {}", model.owner(), owed.reason);
+            log::info!(reason = owed.reason.as_str(); "{}: posting the owed Event {}", model.qualified_name(), owed.reason);
             self.post_event(&model, owed.reason, owed.generation, &owed.message, &now)?;
         }
         Ok(())
@@ -644,16 +642,14 @@ impl Reconciler {
     fn remember_model(&self, v: &Value) -> Option<String> {
         let m = ModelView::from_json(v)?;
         let rv = m.resource_version.clone();
-        self.models
-            .put_if_newer(ObjectKey::new(m.namespace.clone(), m.name.clone()), m);
+        self.models.put_if_newer(m.key(), m);
         Some(rv)
     }
 
     fn remember_cm(&self, v: &Value) {
         if let Some(cm) = ConfigMapView::from_json(v) {
             if cm.managed_by.as_deref() == Some(crate::model::MANAGED_BY_LABEL.1) {
-                self.config_maps
-                    .put_if_newer(ObjectKey::new(cm.namespace.clone(), cm.name.clone()), cm);
+                self.config_maps.put_if_newer(cm.key(), cm);
             }
         }
     }
@@ -662,7 +658,7 @@ impl Reconciler {
         let Some(d) = DeploymentView::from_json(v) else {
             return;
         };
-        let k = ObjectKey::new(d.namespace.clone(), d.name.clone());
+        let k = d.key();
         if d.claimed {
             self.deployments.put_if_newer(k, d);
         } else {
@@ -675,7 +671,7 @@ impl Reconciler {
 /// The API server as [`execute`] sees it, for one model: every answer is
 /// remembered in the caches, every write logged.
 struct ApiCluster<'a> {
-    rc: &'a Reconciler,
+    reconciler: &'a Reconciler,
     model: &'a ModelView,
     model_path: ResourcePath,
     who: String,
@@ -691,10 +687,12 @@ impl Cluster for ApiCluster<'_> {
         finalizers: &[String],
     ) -> Result<Option<String>, Failed> {
         let body = patches::finalizers_patch(rv, finalizers);
-        let resp = self
-            .rc
-            .client
-            .patch(&self.model_path, PatchType::Merge, &body, Retry::Write)?;
+        let resp = self.reconciler.client.patch(
+            &self.model_path,
+            PatchType::Merge,
+            &body,
+            Retry::Write,
+        )?;
         let adding = finalizers.iter().any(|f| f == crate::model::FINALIZER);
         log::info!(
             "{}: finalizer {}",
@@ -704,30 +702,30 @@ impl Cluster for ApiCluster<'_> {
         if finalizers.is_empty() && self.model.deleting {
             // The server deletes it now: the answer is a last view of a
             // gone object, never to be cached (docs/contract.md §9.17).
-            let key = ObjectKey::new(self.model.namespace.clone(), self.model.name.clone());
-            self.rc.models.remove_object(&key, &self.model.uid);
+            let key = self.model.key();
+            self.reconciler.models.remove_object(&key, &self.model.uid);
             return Ok(None);
         }
         Ok(Some(
-            self.rc
+            self.reconciler
                 .remember_model(&resp)
                 .unwrap_or_else(|| rv.to_string()),
         ))
     }
 
     fn create_config_map(&mut self, body: &Value) -> Result<Option<ConfigMapView>, Failed> {
-        self.rc
+        self.reconciler
             .create_config_map(&self.model.namespace, body, &self.who)
     }
 
     fn patch_config_map(&mut self, name: &str, body: &Value) -> Result<(), Failed> {
         let path = ResourcePath::object(CONFIG_MAPS, Some(&self.model.namespace), name)?;
         let resp = self
-            .rc
+            .reconciler
             .client
             .patch(&path, PatchType::Merge, body, Retry::Idempotent)
-            .map_err(|e| Failed::of(e, Refused::ConfigMap))?;
-        self.rc.remember_cm(&resp);
+            .map_err(|e| Failed::of(e, RefusedWrite::ConfigMap))?;
+        self.reconciler.remember_cm(&resp);
         log::info!("{}: updated ConfigMap {name}", self.who);
         Ok(())
     }
@@ -735,12 +733,12 @@ impl Cluster for ApiCluster<'_> {
     fn patch_deployment(&mut self, name: &str, body: &Value) -> Result<i64, Failed> {
         let path = ResourcePath::object(DEPLOYMENTS, Some(&self.model.namespace), name)?;
         let resp = self
-            .rc
+            .reconciler
             .client
             .patch(&path, PatchType::Strategic, body, Retry::Idempotent)
-            .map_err(|e| Failed::of(e, Refused::Deployment))?;
+            .map_err(|e| Failed::of(e, RefusedWrite::Deployment))?;
         let generation = resp["metadata"]["generation"].as_i64().unwrap_or(0);
-        self.rc.remember_deployment(&resp);
+        self.reconciler.remember_deployment(&resp);
         log::info!(
             "{}: patched Deployment {name} (generation {generation})",
             self.who
@@ -749,18 +747,18 @@ impl Cluster for ApiCluster<'_> {
     }
 
     fn delete_config_map(&mut self, name: &str, uid: &str) -> Result<(), Failed> {
-        self.rc
+        self.reconciler
             .delete_config_map(&self.model.namespace, name, uid, &self.who)
     }
 
     fn patch_status(&mut self, body: &Value) -> Result<(), Failed> {
         let path = self.model_path.clone().status();
         let resp = self
-            .rc
+            .reconciler
             .client
             .patch(&path, PatchType::Merge, body, Retry::Write)?;
-        self.rc.remember_model(&resp);
-        self.rc.remember_acted(self.model);
+        self.reconciler.remember_model(&resp);
+        self.reconciler.remember_acted(self.model);
         if let Some(phase) = body["status"]["phase"].as_str() {
             let reason = ready_reason(body).unwrap_or_default();
             log::info!(reason; "{}: phase {phase} ({reason})", self.who);
@@ -769,7 +767,7 @@ impl Cluster for ApiCluster<'_> {
     }
 
     fn post_event(&mut self, e: &EventSpec) -> Result<(), Failed> {
-        self.rc
+        self.reconciler
             .post_event(
                 self.model,
                 e.reason,

@@ -18,12 +18,12 @@ pub(super) enum Block {
     ConfigMapConflict(String),
     /// A write the API refuses every time, or one the operator knows it
     /// would refuse (9.19): the message says why.
-    Refused(Refused, String),
+    Refused(RefusedWrite, String),
 }
 
 /// Which write was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub enum RefusedWrite {
     Deployment,
     ConfigMap,
 }
@@ -42,11 +42,11 @@ impl Block {
             Block::ConfigMapConflict(_) => {
                 (Reason::ConfigMapConflict, EventReason::ConfigMapConflict)
             }
-            Block::Refused(Refused::Deployment, _) => (
+            Block::Refused(RefusedWrite::Deployment, _) => (
                 Reason::TargetPatchRejected,
                 EventReason::TargetPatchRejected,
             ),
-            Block::Refused(Refused::ConfigMap, _) => {
+            Block::Refused(RefusedWrite::ConfigMap, _) => {
                 (Reason::ConfigMapRejected, EventReason::ConfigMapRejected)
             }
         }

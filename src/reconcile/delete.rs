@@ -45,7 +45,7 @@ pub fn plan_delete(obs: Observed<'_>) -> Plan {
     if let Some(s) = cleanup_spec(m) {
         let mut c = Cleanup {
             obs,
-            owner: m.owner(),
+            owner: m.qualified_name(),
             plan,
             removed: Vec::new(),
             skipped: Vec::new(),

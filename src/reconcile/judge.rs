@@ -145,12 +145,12 @@ pub fn deployment_foreign(d: &DeploymentView, owner: &str) -> bool {
 
 /// Ours to write: our owner annotation or a controller reference to us.
 pub fn cm_ours(cm: &ConfigMapView, m: &ModelView) -> bool {
-    cm.owner.as_deref() == Some(m.owner().as_str()) || cm.controlled_by(&m.uid)
+    cm.owner.as_deref() == Some(m.qualified_name().as_str()) || cm.controlled_by(&m.uid)
 }
 
 /// Ours to delete: both the annotation and the controller reference.
 pub fn cm_fully_ours(cm: &ConfigMapView, m: &ModelView) -> bool {
-    cm.owner.as_deref() == Some(m.owner().as_str()) && cm.controlled_by(&m.uid)
+    cm.owner.as_deref() == Some(m.qualified_name().as_str()) && cm.controlled_by(&m.uid)
 }
 
 /// The pointer the pods read is right (docs/contract.md §6.9).
@@ -169,7 +169,7 @@ pub fn cm_needs_patch(cm: &ConfigMapView, s: &DesiredSpec, m: &ModelView) -> boo
             && r.kind == crate::model::KIND
     });
     !cm_content_matches(cm, s)
-        || cm.owner.as_deref() != Some(m.owner().as_str())
+        || cm.owner.as_deref() != Some(m.qualified_name().as_str())
         || cm.managed_by.as_deref() != Some(crate::model::MANAGED_BY_LABEL.1)
         || cm.family.as_deref() != Some(s.family.as_str())
         || !our_ref

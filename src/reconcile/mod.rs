@@ -13,7 +13,7 @@ mod pass;
 pub mod patches;
 pub mod plan;
 
-pub use block::Refused;
+pub use block::RefusedWrite;
 pub use execute::{execute, Cluster, Executed};
 pub use observed::{ConfigMapView, DeploymentView, ModelView};
 pub use pass::{plan, plan_refused};

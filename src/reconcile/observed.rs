@@ -186,7 +186,7 @@ impl ModelView {
     }
 
     /// `<namespace>/<name>`: the value of the owner annotation.
-    pub fn owner(&self) -> String {
+    pub fn qualified_name(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
 }

@@ -27,7 +27,7 @@ pub fn owner_reference(m: &ModelView) -> OwnerRef {
 
 fn config_map_meta(m: &ModelView, s: &DesiredSpec) -> (Value, Value) {
     let labels = json!({MANAGED_BY_LABEL.0: MANAGED_BY_LABEL.1, FAMILY_LABEL: s.family});
-    let annotations = json!({OWNER_ANNOTATION: m.owner()});
+    let annotations = json!({OWNER_ANNOTATION: m.qualified_name()});
     (labels, annotations)
 }
 
@@ -91,7 +91,7 @@ fn strategy(s: &DesiredSpec) -> Value {
 /// Under an autoscaler (`autoscaled`) `spec.replicas` is left out: it is the
 /// autoscaler's.
 pub fn deployment_apply(m: &ModelView, s: &DesiredSpec, autoscaled: bool) -> Value {
-    let owner = m.owner();
+    let owner = m.qualified_name();
     let mut patch = json!({
         "metadata": {
             "annotations": {OWNER_ANNOTATION: owner},

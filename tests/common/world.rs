@@ -82,7 +82,7 @@ impl World {
     pub fn view(&self) -> (ModelView, Vec<DeploymentView>, Vec<ConfigMapView>) {
         let m = ModelView::from_json(&self.model).unwrap();
         let l = lookups(&m);
-        let owner = m.owner();
+        let owner = m.qualified_name();
         let mut ds: Vec<DeploymentView> = self
             .deployment
             .iter()

@@ -7,7 +7,7 @@
 use crate::common::*;
 use crate::world::*;
 use openmed_operator::model::EventReason;
-use openmed_operator::reconcile::{plan_refused, Observed, Refused, TargetPolicy, Write};
+use openmed_operator::reconcile::{plan_refused, Observed, RefusedWrite, TargetPolicy, Write};
 use serde_json::{json, Value};
 
 #[test]
@@ -352,7 +352,7 @@ fn a_refused_write_is_reported_with_the_api_message() {
             now: &now,
             targets: &TargetPolicy::default(),
         },
-        Refused::Deployment,
+        RefusedWrite::Deployment,
         &why,
     );
     assert!(p

@@ -4,7 +4,7 @@
 use super::Pass;
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{states, Messages, Phase};
-use crate::reconcile::block::{Block, Refused};
+use crate::reconcile::block::{Block, RefusedWrite};
 use crate::reconcile::judge::cm_ours;
 use crate::reconcile::messages::NO_ROLLBACK;
 use crate::reconcile::observed::DeploymentView;
@@ -35,7 +35,7 @@ impl Pass<'_> {
                 "Deployment {}/{} has minReadySeconds {}, which must be less than progressDeadlineSeconds {deadline}: the API server would refuse the patch",
                 d.namespace, d.name, d.min_ready_seconds
             );
-            return Some(Block::Refused(Refused::Deployment, why));
+            return Some(Block::Refused(RefusedWrite::Deployment, why));
         }
         match self.obs.config_map(&s.manifest_config_map_name) {
             Some(cm) if !cm_ours(cm, self.m) => Some(Block::ConfigMapConflict(cm.name.clone())),

@@ -8,7 +8,7 @@ mod rollback;
 mod rollout;
 mod targets;
 
-use super::block::{Block, Refused};
+use super::block::{Block, RefusedWrite};
 use super::facts::before_rejection;
 use super::messages::NO_ROLLBACK;
 use super::observed::ModelView;
@@ -126,7 +126,7 @@ pub fn plan(obs: Observed<'_>) -> Plan {
 
 /// The plan after the API refused a write of the last plan with an error
 /// retrying will not cure (9.19): the block is reported with the API's words.
-pub fn plan_refused(obs: Observed<'_>, what: Refused, message: &str) -> Plan {
+pub fn plan_refused(obs: Observed<'_>, what: RefusedWrite, message: &str) -> Plan {
     plan_with(obs, Some(Block::Refused(what, message.to_string())))
 }
 
@@ -142,7 +142,7 @@ fn plan_with(obs: Observed<'_>, refusal: Option<Block>) -> Plan {
     let mut pass = Pass {
         obs,
         m: obs.model,
-        owner: obs.model.owner(),
+        owner: obs.model.qualified_name(),
         plan,
         refusal,
         kept: None,

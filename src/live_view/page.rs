@@ -2,8 +2,8 @@
 //! (`/api/models`) and the change stream (`/events`).
 
 use super::hub::Hub;
-use crate::metrics_access::{TokenAccess, Verdict};
 use crate::server::{Answer, Handler, Request};
+use crate::token_access::{TokenAccess, Verdict};
 use std::sync::Arc;
 
 /// One self-contained page: its CSS and script inline, nothing fetched from
@@ -85,7 +85,7 @@ fn local_host(host: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics_access::Reviewer;
+    use crate::token_access::Reviewer;
 
     /// Knows one token, allowed.
     struct One;

@@ -188,7 +188,7 @@ impl hub::Source for Rows {
         {
             let built = lock(&self.built);
             self.models.for_each(|stored| {
-                let key = ObjectKey::new(&stored.namespace, &stored.name);
+                let key = stored.key();
                 let same = built
                     .get(key.as_str())
                     .is_some_and(|b| b.from.0 == stored.resource_version);
