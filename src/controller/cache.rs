@@ -78,8 +78,8 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
-/// The caches' key.
-
+/// What a store compares to keep the newer of two views of one object
+/// (docs/contract.md §9.17).
 pub trait Versioned {
     fn resource_version(&self) -> &str;
     /// `metadata.uid`, when the view keeps it.

@@ -18,11 +18,13 @@ pub mod error;
 pub mod events;
 pub mod index;
 pub mod leader;
+mod observe;
 pub mod outcome;
 pub mod queue;
 pub mod reconnect;
 pub mod reflector;
 pub mod sync;
+mod writer;
 
 use crate::backoff::Backoff;
 use crate::config::Config;

@@ -1,0 +1,295 @@
+//! One observation of one OpenMedModel, gathered in one step before the
+//! core is asked for a plan: the model from its cache, the Deployments and
+//! ConfigMaps its lookups name and every other one it still claims, each
+//! Deployment's autoscaler, and the owners named on them that are gone.
+//! The caches answer; the API is read only for what they do not hold (an
+//! unclaimed target, a foreign ConfigMap, an orphan's owner).
+
+use super::cache::{MetaView, ObjectKey};
+use super::sync::Reconciler;
+use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
+use crate::kube::{Error, ResourcePath};
+use crate::lock::lock;
+use crate::reconcile::{
+    lookups, note_autoscaled, ConfigMapView, DeploymentView, ModelView, Observed, TargetPolicy,
+};
+
+/// The status already reports a foreign ConfigMap of our name. The caches
+/// hold only ours, so the shell reads that name each pass rather than retry a
+/// create bound to meet AlreadyExists on every resync: a read, not a write.
+pub(super) fn reports_config_map_conflict(model: &ModelView) -> bool {
+    use crate::model::status::Reason::ConfigMapConflict;
+    let was = model.status().ready_reason();
+    was == Some(ConfigMapConflict)
+}
+
+/// Everything one plan is made from (docs/contract.md §6).
+pub(super) struct Observation {
+    pub model: ModelView,
+    pub deployments: Vec<DeploymentView>,
+    pub config_maps: Vec<ConfigMapView>,
+    pub orphans: Vec<String>,
+    /// The time the plan stamps on what it writes.
+    pub now: String,
+}
+
+/// What observing a key found.
+pub(super) enum Observing {
+    /// The model is not in its cache: nothing to do.
+    Gone,
+    /// Its view was older than one already acted on, and has been read
+    /// afresh (9.17): observe again.
+    Behind,
+    Seen(Box<Observation>),
+}
+
+impl Observation {
+    /// The core's view of it.
+    pub fn observed<'a>(&'a self, targets: &'a TargetPolicy) -> Observed<'a> {
+        Observed {
+            model: &self.model,
+            deployments: &self.deployments,
+            config_maps: &self.config_maps,
+            orphans: &self.orphans,
+            now: &self.now,
+            targets,
+        }
+    }
+}
+
+impl Reconciler {
+    /// The observation a plan for `key` is made from, in one step.
+    /// `extra_cms`: ConfigMaps an earlier attempt found that the caches do
+    /// not hold.
+    pub(super) fn observe(
+        &self,
+        key: &ObjectKey,
+        extra_cms: &[ConfigMapView],
+    ) -> Result<Observing, Error> {
+        let Some(model) = self.models.get(key) else {
+            return Ok(Observing::Gone);
+        };
+        if self.is_behind(&model) {
+            // An older view than one already acted on (a lagging watch):
+            // read the model afresh rather than apply an older spec (9.17).
+            self.refresh_model(key)?;
+            return Ok(Observing::Behind);
+        }
+        self.gather(model, extra_cms)
+            .map(|o| Observing::Seen(Box::new(o)))
+    }
+
+    /// Read the model afresh into the cache (a conflict, or a lagging
+    /// watch: 9.17).
+    pub(super) fn refresh_model(&self, key: &ObjectKey) -> Result<(), Error> {
+        let path = ResourcePath::object(crate::model::RESOURCE, Some(key.namespace()), key.name())?;
+        match self.client.get(&path) {
+            Ok(v) => {
+                if let Some(m) = ModelView::from_json(&v) {
+                    self.models.put_if_newer(m.key(), m);
+                }
+                Ok(())
+            }
+            Err(e) if e.is_not_found() => {
+                self.models.remove(key);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A Deployment by name: from the claimed cache, else (if the metadata
+    /// watch says it exists) from the API, cached by resourceVersion.
+    fn deployment(&self, ns: &str, name: &str) -> Result<Option<DeploymentView>, Error> {
+        let k = ObjectKey::new(ns, name);
+        if let Some(d) = self.deployments.get(&k) {
+            // Claimed now: its read-on-demand copy is not needed again.
+            self.fetched.remove(&k);
+            return Ok(Some(d));
+        }
+        let Some(meta) = self.deployment_meta.get(&k) else {
+            return Ok(None);
+        };
+        if let Some(d) = self.fetched.get(&k, &meta.resource_version) {
+            return Ok(Some(d));
+        }
+        match self
+            .client
+            .get(&ResourcePath::object(DEPLOYMENTS, Some(ns), name)?)
+        {
+            Ok(v) => {
+                let d = DeploymentView::from_json(&v);
+                if let Some(d) = &d {
+                    self.fetched.insert(k, d.clone());
+                }
+                Ok(d)
+            }
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What one pass looks at: the Deployments and ConfigMaps its lookups
+    /// name, every other one this owner still claims (to release them), and
+    /// the owners named on them that are gone (orphans, to adopt).
+    fn gather(&self, seen: ModelView, extra_cms: &[ConfigMapView]) -> Result<Observation, Error> {
+        let model = &seen;
+        let ns = model.namespace.as_str();
+        let owner = model.qualified_name();
+        let l = lookups(model);
+        let mut deployments = Vec::new();
+        for name in &l.deployments {
+            if let Some(d) = self.deployment(ns, name)? {
+                deployments.push(d);
+            }
+        }
+        let claimed = self.deployments.by_index(&owner);
+        for d in claimed.into_iter().filter(|d| d.namespace == ns) {
+            if !deployments.iter().any(|x| x.name == d.name) {
+                deployments.push(d);
+            }
+        }
+        let mut config_maps: Vec<ConfigMapView> = l
+            .config_maps
+            .iter()
+            .filter_map(|n| self.config_maps.get(&ObjectKey::new(ns, n.clone())))
+            .collect();
+        let extra = self
+            .config_maps
+            .by_index(&owner)
+            .into_iter()
+            .filter(|c| c.namespace == ns);
+        for cm in extra_cms.iter().cloned().chain(extra) {
+            if !config_maps.iter().any(|c| c.name == cm.name) {
+                config_maps.push(cm);
+            }
+        }
+        if reports_config_map_conflict(model) {
+            for name in &l.config_maps {
+                if !config_maps.iter().any(|c| &c.name == name) {
+                    config_maps.extend(self.read_config_map(ns, name)?);
+                }
+            }
+        }
+        for d in deployments.iter_mut() {
+            d.autoscaler = self.autoscaler_of(ns, &d.name);
+        }
+        note_autoscaled(model, &mut deployments);
+        let orphans = self.orphans(&owner, &deployments)?;
+        Ok(Observation {
+            model: seen,
+            deployments,
+            config_maps,
+            orphans,
+            now: crate::time::now(),
+        })
+    }
+
+    /// The HorizontalPodAutoscaler scaling Deployment `ns/name`, as
+    /// `HorizontalPodAutoscaler/<name>` (the first by name if several).
+    fn autoscaler_of(&self, ns: &str, name: &str) -> Option<String> {
+        let mut by: Vec<String> = self
+            .autoscalers
+            .select(|k, a| k.namespace() == ns && a.deployment.as_deref() == Some(name))
+            .into_iter()
+            .map(|a| a.name)
+            .collect();
+        by.sort();
+        by.first().map(|n| format!("HorizontalPodAutoscaler/{n}"))
+    }
+
+    /// Owners named on these Deployments, other than `owner`, whose
+    /// OpenMedModel is gone: not in the cache and confirmed by a read.
+    fn orphans(&self, owner: &str, deployments: &[DeploymentView]) -> Result<Vec<String>, Error> {
+        let mut out = Vec::new();
+        let named = deployments
+            .iter()
+            .flat_map(|d| [d.owner.clone(), d.template_owner.clone()])
+            .flatten();
+        for other in named {
+            if other == owner || out.contains(&other) {
+                continue;
+            }
+            let Some((ns, name)) = other.split_once('/') else {
+                continue;
+            };
+            let key = ObjectKey::new(ns, name);
+            if ns.is_empty() || name.is_empty() || self.models.contains(&key) {
+                continue;
+            }
+            let path = ResourcePath::object(crate::model::RESOURCE, Some(ns), name)?;
+            match self.client.get(&path) {
+                Err(e) if e.is_not_found() => out.push(other),
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// Before reporting a block the caches suggest (9.14), read the target
+    /// Deployments: true when what is there differs from what was seen
+    /// (the caches are put right).
+    pub(super) fn confirm_targets(
+        &self,
+        model: &ModelView,
+        seen: &[DeploymentView],
+    ) -> Result<bool, Error> {
+        let ns = model.namespace.as_str();
+        let mut changed = false;
+        for name in lookups(model).deployments {
+            let path = ResourcePath::object(DEPLOYMENTS, Some(ns), &name)?;
+            let was = seen.iter().find(|d| d.name == name);
+            let key = ObjectKey::new(ns, name.clone());
+            match self.client.get(&path) {
+                Ok(v) => {
+                    let Some(d) = DeploymentView::from_json(&v) else {
+                        continue;
+                    };
+                    if was.is_none_or(|w| w.resource_version != d.resource_version) {
+                        let meta = MetaView {
+                            resource_version: d.resource_version.clone(),
+                            claimed: d.claimed,
+                        };
+                        self.deployment_meta.put_if_newer(key, meta);
+                        self.remember_deployment(&v);
+                        changed = true;
+                    }
+                }
+                Err(e) if e.is_not_found() => {
+                    if let Some(w) = was {
+                        self.deployment_meta.remove_object(&key, &w.uid);
+                        self.deployments.remove_object(&key, &w.uid);
+                        self.fetched.remove(&key);
+                        changed = true;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(changed)
+    }
+
+    /// A view of `model` older than one a previous pass acted on.
+    fn is_behind(&self, model: &ModelView) -> bool {
+        lock(&self.acted)
+            .get(&model.key())
+            .is_some_and(|(uid, g)| *uid == model.uid && model.generation < *g)
+    }
+
+    /// Read one ConfigMap the caches do not hold (they hold only ours).
+    pub(super) fn read_config_map(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<ConfigMapView>, Error> {
+        match self
+            .client
+            .get(&ResourcePath::object(CONFIG_MAPS, Some(ns), name)?)
+        {
+            Ok(v) => Ok(ConfigMapView::from_json(&v)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! How a sync writes: [`Writer`], the one path for a plan's writes and
+//! its Events, and what the answers teach the caches.
+
+use super::cache::ObjectKey;
+use super::events::Poster;
+use super::sync::{Attempt, Reconciler};
+use crate::controller::outcome::Outcome;
+use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
+use crate::kube::{Error, PatchType, Preconditions, ResourcePath, Retry};
+use crate::lock::lock;
+use crate::reconcile::{
+    execute, patches, Cluster, ConfigMapView, DeploymentView, EventSpec, Executed, ModelView, Plan,
+    RefusedWrite,
+};
+use serde_json::Value;
+
+/// Why carrying a plan out stopped.
+pub(super) enum Failed {
+    Api(Error),
+    /// The API refused a Deployment or ConfigMap write with an error that
+    /// retrying will not cure.
+    Refused(RefusedWrite, Error),
+}
+
+impl Failed {
+    pub fn of(e: Error, what: RefusedWrite) -> Failed {
+        if e.is_refusal() {
+            Failed::Refused(what, e)
+        } else {
+            Failed::Api(e)
+        }
+    }
+
+    pub fn into_error(self) -> Error {
+        match self {
+            Failed::Api(e) | Failed::Refused(_, e) => e,
+        }
+    }
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Failed {
+        Failed::Api(e)
+    }
+}
+
+impl Reconciler {
+    fn remember_acted(&self, model: &ModelView) {
+        let k = model.key();
+        let mut acted = lock(&self.acted);
+        let newer = acted
+            .get(&k)
+            .is_none_or(|(uid, g)| *uid != model.uid || model.generation > *g);
+        if newer {
+            acted.insert(k, (model.uid.clone(), model.generation));
+        }
+    }
+
+    /// Create the ConfigMap. `Some(found)` when one of that name exists that
+    /// the caches (which hold only ours) did not know: plan again with it.
+    fn create_config_map(
+        &self,
+        ns: &str,
+        body: &Value,
+        who: &str,
+    ) -> Result<Option<ConfigMapView>, Failed> {
+        let name = body["metadata"]["name"].as_str().unwrap_or("");
+        match self
+            .client
+            .create(&ResourcePath::collection(CONFIG_MAPS, Some(ns))?, body)
+        {
+            Ok(resp) => {
+                self.remember_cm(&resp);
+                log::info!("{who}: created ConfigMap {name}");
+                Ok(None)
+            }
+            Err(e) if e.is_already_exists() => {
+                // Gone again by now: the create is retried with the sync.
+                let found = self.read_config_map(ns, name)?;
+                Ok(Some(found.ok_or(e)?))
+            }
+            Err(e) => Err(Failed::of(e, RefusedWrite::ConfigMap)),
+        }
+    }
+
+    fn delete_config_map(&self, ns: &str, name: &str, uid: &str, who: &str) -> Result<(), Failed> {
+        let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
+        let pre = Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        };
+        match self.client.delete(&path, Some(&pre)) {
+            Ok(_) => log::info!("{who}: deleted ConfigMap {name}"),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.config_maps.remove(&ObjectKey::new(ns, name));
+        Ok(())
+    }
+
+    /// Post an Event for `model` in its current generation (see
+    /// `events.rs`). A failure is logged with the namespace, counted, and
+    /// returned: the sync is retried, the Event never dropped.
+    fn post_event(
+        &self,
+        model: &ModelView,
+        reason: crate::model::EventReason,
+        generation: i64,
+        message: &str,
+        now: &str,
+    ) -> Result<(), Error> {
+        let level = if reason.is_warning() {
+            log::Level::Warn
+        } else {
+            log::Level::Info
+        };
+        log::log!(level, "{}: {reason}: {message}", model.qualified_name());
+        let poster = Poster {
+            client: &self.client,
+            posted: &self.posted,
+        };
+        match poster.post(model, reason, generation, message, now) {
+            Ok(count) => {
+                self.metrics.event_posted();
+                let event = crate::live_view::EventRow {
+                    reason: reason.as_str().to_string(),
+                    type_: if reason.is_warning() {
+                        "Warning"
+                    } else {
+                        "Normal"
+                    }
+                    .to_string(),
+                    count,
+                    last: now.to_string(),
+                    message: message.to_string(),
+                };
+                self.recent.record(&model.namespace, &model.name, event);
+                Ok(())
+            }
+            Err(e) => {
+                self.metrics.event_failed();
+                log::warn!(reason = reason.as_str(); "{}: could not post Event {reason}: {e}", model.qualified_name());
+                Err(e)
+            }
+        }
+    }
+
+    /// The Events the model's status says its last transition required
+    /// (`status.lastEvents`) and that were not posted for this object: a
+    /// post that failed, or a crash between the status write and the post.
+    pub(super) fn post_owed_events(&self, key: &ObjectKey) -> Result<(), Error> {
+        let Some(model) = self.models.get(key) else {
+            return Ok(());
+        };
+        let st = model.status();
+        let poster = Poster {
+            client: &self.client,
+            posted: &self.posted,
+        };
+        let now = crate::time::now();
+        // Under the generation of the transition that owed it, even when the
+        // spec has changed since without a new transition: the Event of the
+        // state the status shows is still owed (docs/contract.md §9.7), as
+        // after a status write whose answer a cut connection lost, then a
+        // spec change that kept the same block.
+        for owed in st.last_events() {
+            if owed.generation > model.generation
+                || poster.was_posted(&model, owed.reason, owed.generation)
+            {
+                continue;
+            }
+            log::info!(reason = owed.reason.as_str(); "{}: posting the owed Event {}", model.qualified_name(), owed.reason);
+            self.post_event(&model, owed.reason, owed.generation, &owed.message, &now)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn remember_model(&self, v: &Value) -> Option<String> {
+        let m = ModelView::from_json(v)?;
+        let rv = m.resource_version.clone();
+        self.models.put_if_newer(m.key(), m);
+        Some(rv)
+    }
+
+    pub(super) fn remember_cm(&self, v: &Value) {
+        if let Some(cm) = ConfigMapView::from_json(v) {
+            if cm.managed_by.as_deref() == Some(crate::model::MANAGED_BY_LABEL.1) {
+                self.config_maps.put_if_newer(cm.key(), cm);
+            }
+        }
+    }
+
+    pub(super) fn remember_deployment(&self, v: &Value) {
+        let Some(d) = DeploymentView::from_json(v) else {
+            return;
+        };
+        let k = d.key();
+        if d.claimed {
+            self.deployments.put_if_newer(k, d);
+        } else {
+            self.deployments.remove(&k);
+            self.fetched.insert(k, d);
+        }
+    }
+}
+
+/// The one path by which a sync writes, for one model: every write of a
+/// plan ([`execute`] orders them, docs/contract.md §6.16) and its Events,
+/// through the API client, which holds the leader's write gate, so each
+/// attempt is fenced. Every answer is remembered in the caches, every write
+/// logged.
+pub(super) struct Writer<'a> {
+    reconciler: &'a Reconciler,
+    model: &'a ModelView,
+    model_path: ResourcePath,
+    who: String,
+    now: &'a str,
+}
+
+impl<'a> Writer<'a> {
+    pub fn new(
+        reconciler: &'a Reconciler,
+        model: &'a ModelView,
+        now: &'a str,
+    ) -> Result<Writer<'a>, Error> {
+        let model_path =
+            ResourcePath::object(crate::model::RESOURCE, Some(&model.namespace), &model.name)?;
+        Ok(Writer {
+            reconciler,
+            model,
+            model_path,
+            who: model.qualified_name(),
+            now,
+        })
+    }
+
+    /// Carry `p` out. A ConfigMap the caches did not know is added to
+    /// `extra_cms` for the next attempt.
+    pub fn carry_out(
+        &mut self,
+        p: &Plan,
+        extra_cms: &mut Vec<ConfigMapView>,
+    ) -> Result<Attempt, Failed> {
+        if !p.writes.is_empty() {
+            self.reconciler.remember_acted(self.model);
+        }
+        let rv = self.model.resource_version.clone();
+        match execute(self, p, &rv)? {
+            Executed::Done => Ok(Attempt::Done(Outcome::Applied)),
+            Executed::Replan(cm) => {
+                extra_cms.retain(|c| c.name != cm.name);
+                extra_cms.push(*cm);
+                Ok(Attempt::Again)
+            }
+        }
+    }
+}
+
+impl Cluster for Writer<'_> {
+    type Error = Failed;
+
+    fn set_finalizers(
+        &mut self,
+        rv: &str,
+        finalizers: &[String],
+    ) -> Result<Option<String>, Failed> {
+        let body = patches::finalizers_patch(rv, finalizers);
+        let resp = self.reconciler.client.patch(
+            &self.model_path,
+            PatchType::Merge,
+            &body,
+            Retry::Write,
+        )?;
+        let adding = finalizers.iter().any(|f| f == crate::model::FINALIZER);
+        log::info!(
+            "{}: finalizer {}",
+            self.who,
+            if adding { "added" } else { "released" }
+        );
+        if finalizers.is_empty() && self.model.deleting {
+            // The server deletes it now: the answer is a last view of a
+            // gone object, never to be cached (docs/contract.md §9.17).
+            let key = self.model.key();
+            self.reconciler.models.remove_object(&key, &self.model.uid);
+            return Ok(None);
+        }
+        Ok(Some(
+            self.reconciler
+                .remember_model(&resp)
+                .unwrap_or_else(|| rv.to_string()),
+        ))
+    }
+
+    fn create_config_map(&mut self, body: &Value) -> Result<Option<ConfigMapView>, Failed> {
+        self.reconciler
+            .create_config_map(&self.model.namespace, body, &self.who)
+    }
+
+    fn patch_config_map(&mut self, name: &str, body: &Value) -> Result<(), Failed> {
+        let path = ResourcePath::object(CONFIG_MAPS, Some(&self.model.namespace), name)?;
+        let resp = self
+            .reconciler
+            .client
+            .patch(&path, PatchType::Merge, body, Retry::Idempotent)
+            .map_err(|e| Failed::of(e, RefusedWrite::ConfigMap))?;
+        self.reconciler.remember_cm(&resp);
+        log::info!("{}: updated ConfigMap {name}", self.who);
+        Ok(())
+    }
+
+    fn patch_deployment(&mut self, name: &str, body: &Value) -> Result<i64, Failed> {
+        let path = ResourcePath::object(DEPLOYMENTS, Some(&self.model.namespace), name)?;
+        let resp = self
+            .reconciler
+            .client
+            .patch(&path, PatchType::Strategic, body, Retry::Idempotent)
+            .map_err(|e| Failed::of(e, RefusedWrite::Deployment))?;
+        let generation = resp["metadata"]["generation"].as_i64().unwrap_or(0);
+        self.reconciler.remember_deployment(&resp);
+        log::info!(
+            "{}: patched Deployment {name} (generation {generation})",
+            self.who
+        );
+        Ok(generation)
+    }
+
+    fn delete_config_map(&mut self, name: &str, uid: &str) -> Result<(), Failed> {
+        self.reconciler
+            .delete_config_map(&self.model.namespace, name, uid, &self.who)
+    }
+
+    fn patch_status(&mut self, body: &Value) -> Result<(), Failed> {
+        let path = self.model_path.clone().status();
+        let resp = self
+            .reconciler
+            .client
+            .patch(&path, PatchType::Merge, body, Retry::Write)?;
+        self.reconciler.remember_model(&resp);
+        self.reconciler.remember_acted(self.model);
+        if let Some(phase) = body["status"]["phase"].as_str() {
+            let reason = ready_reason(body).unwrap_or_default();
+            log::info!(reason; "{}: phase {phase} ({reason})", self.who);
+        }
+        Ok(())
+    }
+
+    fn post_event(&mut self, e: &EventSpec) -> Result<(), Failed> {
+        self.reconciler
+            .post_event(
+                self.model,
+                e.reason,
+                self.model.generation,
+                &e.message,
+                self.now,
+            )
+            .map_err(Failed::Api)
+    }
+}
+
+/// The reason of the Ready condition a status patch writes, if it writes one.
+fn ready_reason(body: &Value) -> Option<&str> {
+    body["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?
+        .get("reason")?
+        .as_str()
+}
