@@ -1,7 +1,7 @@
 //! The sync handler: read the caches, ask the core for a plan, carry its
 //! writes out in order, then the status, then the Events.
 
-use super::cache::{AutoscalerView, Fetched, MetaView, ObjectKey, Store};
+use super::cache::{AutoscalerView, Fetched, MetaView};
 use super::error::SyncError;
 use super::events::{Posted, Poster};
 use crate::controller::outcome::Outcome;
@@ -13,6 +13,7 @@ use crate::reconcile::{
     execute, lookups, note_autoscaled, patches, plan, plan_refused, Cluster, ConfigMapView,
     DeploymentView, EventSpec, Executed, ModelView, Observed, Plan, RefusedWrite, TargetPolicy,
 };
+use crate::runtime::{ObjectKey, Store};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
