@@ -12,14 +12,15 @@ use crate::controller::{Controller, Wiring};
 use crate::health::Health;
 use crate::kube::{Client, ClientConfig, Endpoint};
 use crate::metrics::Metrics;
+use crate::runtime::Stop;
 use crate::server;
 use crate::token_access::{ApiReviewer, TokenAccess, METRICS_PATH, VIEW_PATH};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Run until SIGTERM/SIGINT. Returns an error only for what makes the
-/// operator unable to start (bad endpoint, a port taken).
-pub fn run(cfg: Config) -> Result<(), StartError> {
+/// Run until `stop` (SIGTERM/SIGINT). Returns an error only for what
+/// makes the operator unable to start (bad endpoint, a port taken).
+pub fn run(cfg: Config, stop: Arc<Stop>) -> Result<(), StartError> {
     let env = |k: &str| std::env::var(k).ok();
     let endpoint = Endpoint::resolve(&cfg.endpoint, &env)?;
     let metrics = Arc::new(Metrics::default());
@@ -55,6 +56,7 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
         metrics,
         health,
         election,
+        stop,
     };
     let controller = Controller::new(cfg, wiring);
     let view_at = serve_view(controller.config(), &controller, security.as_ref())?;

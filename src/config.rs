@@ -57,7 +57,7 @@ impl Default for Config {
             metrics: MetricsServing::default(),
             ui_addr: Some(([127, 0, 0, 1], 8081).into()),
             resync: Duration::from_secs(15),
-            liveness_window: crate::controller::reflector::MAX_SILENCE,
+            liveness_window: crate::runtime::reflector::MAX_SILENCE,
             log_format: LogFormat::Text,
             list_max_pages: 1_000,
             list_max_items: 200_000,

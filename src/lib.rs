@@ -23,6 +23,7 @@ pub mod model;
 pub mod reconcile;
 pub mod redact;
 pub mod release;
+pub mod runtime;
 pub mod server;
 pub mod signals;
 pub mod time;

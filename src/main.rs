@@ -1,6 +1,8 @@
 //! Flags → config → run; nothing else.
 
+use openmed_operator::runtime::Stop;
 use openmed_operator::{app, cli, config, logging, memory, release, signals};
+use std::sync::Arc;
 
 fn main() {
     let cmd = match cli::parse(std::env::args().skip(1), &|k| std::env::var(k).ok()) {
@@ -26,8 +28,12 @@ fn main() {
         cli::Command::Run(cfg) => {
             logging::init(cfg.log_format);
             memory::limit_arenas();
-            signals::install();
-            if let Err(e) = app::run(*cfg) {
+            let stop = Arc::new(Stop::new());
+            if let Err(e) = signals::install(stop.clone()) {
+                eprintln!("openmed-operator: cannot handle SIGTERM/SIGINT: {e}");
+                std::process::exit(1);
+            }
+            if let Err(e) = app::run(*cfg, stop) {
                 eprintln!("openmed-operator: {e}");
                 std::process::exit(1);
             }

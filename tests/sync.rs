@@ -6,13 +6,14 @@ mod common;
 
 use common::{deployment, model, spec, NAME, NS, V1, V2};
 use kubesim::{Sim, SimConfig};
-use openmed_operator::controller::cache::{MetaView, ObjectKey};
+use openmed_operator::controller::cache::MetaView;
 use openmed_operator::controller::error::SyncError;
 use openmed_operator::controller::outcome::Outcome;
 use openmed_operator::controller::sync::Reconciler;
 use openmed_operator::kube::{Client, ClientConfig, Endpoint, EndpointOptions};
 use openmed_operator::metrics::Metrics;
 use openmed_operator::reconcile::{ConfigMapView, DeploymentView, ModelView};
+use openmed_operator::runtime::ObjectKey;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -81,7 +82,7 @@ impl Fixture {
             .iter()
             .map(|o| (key(o), ModelView::from_json(o).unwrap()))
             .collect();
-        self.rc.models.replace(None, items);
+        self.rc.models.writer().replace(None, items);
         let deployments = self.sim.objects("apps", "deployments", Some(NS));
         let metas = deployments
             .iter()
@@ -100,13 +101,13 @@ impl Fixture {
                 )
             })
             .collect();
-        self.rc.deployment_meta.replace(None, metas);
+        self.rc.deployment_meta.writer().replace(None, metas);
         let claimed = deployments
             .iter()
             .filter(|o| o["metadata"]["labels"]["openmed.ai/managed"] == "true")
             .map(|o| (key(o), DeploymentView::from_json(o).unwrap()))
             .collect();
-        self.rc.deployments.replace(None, claimed);
+        self.rc.deployments.writer().replace(None, claimed);
         let cms = self.sim.objects("", "configmaps", Some(NS));
         let ours = cms
             .iter()
@@ -115,7 +116,7 @@ impl Fixture {
             })
             .map(|o| (key(o), ConfigMapView::from_json(o).unwrap()))
             .collect();
-        self.rc.config_maps.replace(None, ours);
+        self.rc.config_maps.writer().replace(None, ours);
     }
 
     fn sync(&self) -> Result<Outcome, SyncError> {
@@ -404,7 +405,7 @@ fn an_event_name_held_by_another_object_is_never_bumped() {
 fn a_target_missing_from_the_caches_is_read_before_it_is_reported_absent() {
     let f = Fixture::new();
     // The metadata cache has not caught up with the Deployment.
-    f.rc.deployment_meta.replace(None, vec![]);
+    f.rc.deployment_meta.writer().replace(None, vec![]);
     f.sync().unwrap();
     let status = &f
         .sim

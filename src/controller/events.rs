@@ -14,13 +14,13 @@
 //!   write carries (`status.lastEvents`), so a crash between the status write
 //!   and the post is repaired on the next pass.
 
-use super::cache::ObjectKey;
 use crate::kube::path::EVENTS;
 use crate::kube::{Client, Error, PatchType, ResourcePath, Retry};
 use crate::lock::lock;
 use crate::model::names::event_name;
 use crate::model::EventReason;
 use crate::reconcile::{patches, ModelView};
+use crate::runtime::ObjectKey;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;

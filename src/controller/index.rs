@@ -1,9 +1,9 @@
 //! Which OpenMedModels care about a given Deployment or ConfigMap, so a
 //! change to either wakes exactly those resources.
 
-use super::cache::ObjectKey;
 use crate::lock::lock;
 use crate::reconcile::Lookups;
+use crate::runtime::ObjectKey;
 use std::collections::HashMap;
 use std::sync::Mutex;
 

@@ -1,5 +1,7 @@
-//! The shell around the core: list+watch caches, a work queue, workers that
-//! carry out plans, a resync tick evaluated from the caches, and shutdown.
+//! The shell around the core: which resources are watched and what each
+//! change wakes, workers that carry out plans, a resync tick evaluated from
+//! the caches, and shutdown. The list/watch loops, stores, queue and stop
+//! token it runs on are [`crate::runtime`]'s.
 //!
 //! Data flows one way: watch events fill caches → keys enter the queue → a
 //! worker reads the caches, asks the core for a plan, carries out its writes
@@ -20,9 +22,6 @@ pub mod index;
 pub mod leader;
 mod observe;
 pub mod outcome;
-pub mod queue;
-pub mod reconnect;
-pub mod reflector;
 pub mod sync;
 mod writer;
 
@@ -36,21 +35,27 @@ use crate::metrics::Metrics;
 use crate::model::status::Phase;
 use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
-use cache::{AutoscalerView, MetaView, ObjectKey, Store};
+use crate::runtime::queue::WorkQueue;
+use crate::runtime::reflector::{self, Reflector};
+use crate::runtime::{reconnect, Change, ObjectKey, Reader, Stop, Store, Versioned};
+use cache::{AutoscalerView, MetaView};
 use error::StartError;
 use index::{Kind, TargetIndex};
-use queue::WorkQueue;
-use reflector::Reflector;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Backoff per failing key: about half a second up to about five minutes.
 const RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
 /// How long shutdown waits for reconciles in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How often the controller looks again at what it waits for (every cache
+/// listed, the lease held); a stop ends the wait at once.
+const LOOK: Duration = Duration::from_millis(50);
+/// How often the resync loop sets the queue gauges and looks at the clock;
+/// a stop ends it at once.
+const TICK: Duration = Duration::from_millis(100);
 /// Every this many resync periods, every resource gets a full pass even if
 /// no cache changed (2 minutes at the default 15 s).
 const FULL_RESYNC: u32 = 8;
@@ -64,12 +69,14 @@ fn meta_view(v: &Value) -> Option<MetaView> {
 
 /// What the app root ([`crate::app`]) builds for the controller: the API
 /// client (behind the write gate with `--leader-elect`), the metrics and
-/// health it reports to, and the lease loop with its gate.
+/// health it reports to, the lease loop with its gate, and the stop token
+/// every loop obeys.
 pub struct Wiring {
     pub client: Arc<Client>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
     pub election: Option<(leader::Elector, Arc<leader::Leadership>)>,
+    pub stop: Arc<Stop>,
 }
 
 /// The controller in the stages client-go's sample-controller names: build
@@ -87,6 +94,7 @@ pub struct Controller {
     /// With `--leader-elect`: the lease loop, until it runs.
     elector: Option<leader::Elector>,
     leadership: Option<Arc<leader::Leadership>>,
+    stop: Arc<Stop>,
 }
 
 /// One list+watch per watched namespace, declared once.
@@ -152,7 +160,7 @@ impl Controller {
         };
         let reconciler = sync::Reconciler::new(w.client.clone(), w.metrics.clone());
         let reconciler = Arc::new(reconciler.with_targets(targets));
-        let models = reconciler.models.clone();
+        let models = reconciler.models.reader();
         w.metrics
             .set_phase_source(Arc::new(move || phase_counts(&models)));
         let (elector, leadership) = w.election.map_or((None, None), |(e, l)| (Some(e), Some(l)));
@@ -166,6 +174,7 @@ impl Controller {
             health: w.health,
             elector,
             leadership,
+            stop: w.stop,
         }
     }
 
@@ -176,19 +185,21 @@ impl Controller {
     /// The live view's rows, read from the caches.
     pub fn live_view_rows(&self) -> crate::live_view::Rows {
         let r = &self.reconciler;
-        crate::live_view::Rows::new(r.models.clone(), r.deployments.clone(), r.recent.clone())
+        crate::live_view::Rows::new(r.models.reader(), r.deployments.reader(), r.recent.clone())
     }
 
     /// Stage 2: watch, wait until every cache has listed, start the
     /// workers, resync until told to stop, then shut down.
     pub fn run(mut self) -> Result<(), StartError> {
         let elector = match self.elector.take() {
-            Some(e) => Some(
-                std::thread::Builder::new()
+            Some(e) => {
+                let stop = self.stop.clone();
+                let lease_loop = std::thread::Builder::new()
                     .name("leader-election".into())
-                    .spawn(move || e.run(crate::signals::stop_requested))
-                    .map_err(StartError::Thread)?,
-            ),
+                    .spawn(move || e.run(&stop))
+                    .map_err(StartError::Thread)?;
+                Some(lease_loop)
+            }
             None => None,
         };
         self.start_watches()?;
@@ -225,10 +236,9 @@ impl Controller {
             log::info!("standby: caches synced, waiting for the leader lease");
         }
         while !l.may_write() {
-            if crate::signals::stop_requested() {
+            if self.stop.wait(LOOK) {
                 return false;
             }
-            std::thread::sleep(Duration::from_millis(50));
         }
         self.reconciler.unsettle_all();
         for k in self.reconciler.models.keys() {
@@ -250,18 +260,18 @@ impl Controller {
         &self,
         w: &Watch,
         scope: &Option<String>,
-        store: Arc<Store<V>>,
+        store: &Store<V>,
         parse: fn(&Value) -> Option<V>,
         on_change: reflector::OnChange<V>,
     ) -> Result<(), StartError>
     where
-        V: Clone + PartialEq + cache::Versioned + Send + Sync + 'static,
+        V: Clone + PartialEq + Versioned + Send + Sync + 'static,
     {
         let common = reflector::Common {
             client: self.client.clone(),
             metrics: self.metrics.clone(),
             health: self.health.clone(),
-            stop: crate::signals::stop_requested,
+            stop: self.stop.clone(),
             liveness_window: self.cfg.liveness_window,
             reconnect: reconnect::Policy::DEFAULT,
         };
@@ -271,7 +281,7 @@ impl Controller {
             w.resource,
             path,
             scope.clone(),
-            store,
+            store.writer(),
             parse,
             on_change,
         );
@@ -294,21 +304,14 @@ impl Controller {
         let r = &self.reconciler;
         for scope in &self.scopes() {
             let (q, idx) = (self.queue.clone(), self.index.clone());
-            let on_model: reflector::OnChange<ModelView> =
-                Arc::new(move |c: cache::Change<ModelView>| {
-                    idx.update(&c.key, c.new.as_ref().map(lookups).as_ref());
-                    q.add(c.key);
-                });
-            self.spawn(
-                &MODELS,
-                scope,
-                r.models.clone(),
-                ModelView::from_json,
-                on_model,
-            )?;
+            let on_model: reflector::OnChange<ModelView> = Arc::new(move |c: Change<ModelView>| {
+                idx.update(&c.key, c.new.as_ref().map(lookups).as_ref());
+                q.add(c.key);
+            });
+            self.spawn(&MODELS, scope, &r.models, ModelView::from_json, on_model)?;
             let w = self.waker(Kind::ConfigMap);
             let on_cm: reflector::OnChange<ConfigMapView> = Arc::new(move |c| w(&c.key));
-            let cms = r.config_maps.clone();
+            let cms = &r.config_maps;
             self.spawn(
                 &OUR_CONFIG_MAPS,
                 scope,
@@ -318,23 +321,13 @@ impl Controller {
             )?;
             let w = self.waker(Kind::Deployment);
             let on_deploy: reflector::OnChange<DeploymentView> = Arc::new(move |c| w(&c.key));
-            let ds = r.deployments.clone();
-            self.spawn(
-                &CLAIMED_DEPLOYMENTS,
-                scope,
-                ds,
-                DeploymentView::from_json,
-                on_deploy,
-            )?;
-            let meta = r.deployment_meta.clone();
-            self.spawn(
-                &ALL_DEPLOYMENTS,
-                scope,
-                meta,
-                meta_view,
-                self.on_deployment_meta(),
-            )?;
-            let hpas = r.autoscalers.clone();
+            let ds = &r.deployments;
+            let parse = DeploymentView::from_json;
+            self.spawn(&CLAIMED_DEPLOYMENTS, scope, ds, parse, on_deploy)?;
+            let meta = &r.deployment_meta;
+            let on_meta = self.on_deployment_meta();
+            self.spawn(&ALL_DEPLOYMENTS, scope, meta, meta_view, on_meta)?;
+            let hpas = &r.autoscalers;
             let on_hpa = self.on_autoscaler();
             self.spawn(&AUTOSCALERS, scope, hpas, AutoscalerView::from_json, on_hpa)?;
         }
@@ -345,7 +338,7 @@ impl Controller {
     /// models of the Deployments it scaled and scales.
     fn on_autoscaler(&self) -> reflector::OnChange<AutoscalerView> {
         let w = self.waker(Kind::Deployment);
-        Arc::new(move |c: cache::Change<AutoscalerView>| {
+        Arc::new(move |c: Change<AutoscalerView>| {
             let targets = [&c.old, &c.new].into_iter().flatten();
             for d in targets.filter_map(|a| a.deployment.clone()) {
                 w(&ObjectKey::new(c.key.namespace(), d));
@@ -368,7 +361,7 @@ impl Controller {
     fn on_deployment_meta(&self) -> reflector::OnChange<MetaView> {
         let w = self.waker(Kind::Deployment);
         let reconciler = self.reconciler.clone();
-        Arc::new(move |c: cache::Change<MetaView>| {
+        Arc::new(move |c: Change<MetaView>| {
             if c.new.is_none() {
                 reconciler.fetched.remove(&c.key);
             }
@@ -400,9 +393,6 @@ impl Controller {
             if waiting.is_empty() {
                 break;
             }
-            if crate::signals::stop_requested() {
-                return false;
-            }
             if Instant::now() >= next_warning {
                 next_warning += Duration::from_secs(30);
                 log::warn!(
@@ -410,7 +400,9 @@ impl Controller {
                     waiting.join(", ")
                 );
             }
-            std::thread::sleep(Duration::from_millis(50));
+            if self.stop.wait(LOOK) {
+                return false;
+            }
         }
         self.health.set_ready();
         log::info!(
@@ -448,28 +440,31 @@ impl Controller {
         }
     }
 
-    fn start_workers(&self) -> Result<Vec<JoinHandle<()>>, StartError> {
+    /// The workers, each with a token of its own that says it has ended.
+    fn start_workers(&self) -> Result<Vec<Arc<Stop>>, StartError> {
         let mut workers = Vec::new();
         for i in 0..self.cfg.workers.max(1) {
-            let (reconciler, queue, metrics, health) = (
+            let (reconciler, queue, metrics, health, stop) = (
                 self.reconciler.clone(),
                 self.queue.clone(),
                 self.metrics.clone(),
                 self.health.clone(),
+                self.stop.clone(),
             );
+            let ended = Arc::new(Stop::new());
+            let guard = ended.on_drop();
             let name = format!("worker-{i}");
             // A pass can spend minutes in request retries against a black-holed
             // API server; only a worker silent longer than a watch is stuck.
             health.register(&name, self.cfg.liveness_window);
-            let handle = std::thread::Builder::new()
+            std::thread::Builder::new()
                 .name(name.clone())
-                .spawn(
-                    move || {
-                        while process_next(&name, &reconciler, &queue, &metrics, &health) {}
-                    },
-                )
+                .spawn(move || {
+                    let _ended = guard;
+                    while process_next(&name, &reconciler, &queue, &metrics, &health, &stop) {}
+                })
                 .map_err(StartError::Thread)?;
-            workers.push(handle);
+            workers.push(ended);
         }
         Ok(workers)
     }
@@ -481,8 +476,7 @@ impl Controller {
     fn resync_until_stopped(&self) {
         let mut next_resync = Instant::now() + self.cfg.resync;
         let mut periods = 0u32;
-        while !crate::signals::stop_requested() {
-            std::thread::sleep(Duration::from_millis(100));
+        while !self.stop.wait(TICK) {
             self.metrics.set_queue_depth(self.queue.len());
             self.metrics.set_queue_retries(self.queue.waiting());
             if Instant::now() >= next_resync {
@@ -501,16 +495,13 @@ impl Controller {
     /// After the stop signal (which the watches obey too): stop taking work
     /// and give reconciles in flight a few seconds to finish. Whether all
     /// did.
-    fn shut_down(&self, workers: Vec<JoinHandle<()>>) -> bool {
+    fn shut_down(&self, workers: Vec<Arc<Stop>>) -> bool {
         log::info!("shutting down: finishing reconciles in flight");
         self.queue.shutdown();
         let deadline = Instant::now() + SHUTDOWN_GRACE;
         let mut all = true;
-        for w in workers {
-            while !w.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            all &= w.is_finished();
+        for ended in workers {
+            all &= ended.wait(deadline.saturating_duration_since(Instant::now()));
         }
         log::info!("stopped");
         all
@@ -525,10 +516,11 @@ fn process_next(
     queue: &WorkQueue<ObjectKey>,
     metrics: &Metrics,
     health: &Health,
+    stop: &Stop,
 ) -> bool {
     health.beat(name);
     let Some(key) = queue.get(Duration::from_secs(1)) else {
-        return !crate::signals::stop_requested();
+        return !stop.is_stopped();
     };
     let started = Instant::now();
     crate::logging::for_resource(key.namespace(), key.name(), || {
@@ -555,7 +547,7 @@ fn process_next(
 
 /// Managed resources per phase, every phase present (0 included); a model
 /// not yet given a phase counts as Pending.
-fn phase_counts(models: &Store<ModelView>) -> BTreeMap<String, i64> {
+fn phase_counts(models: &Reader<ModelView>) -> BTreeMap<String, i64> {
     let mut out: BTreeMap<String, i64> = Phase::ALL
         .iter()
         .map(|p| (p.as_str().to_string(), 0))

@@ -5,7 +5,7 @@
 //! The caches answer; the API is read only for what they do not hold (an
 //! unclaimed target, a foreign ConfigMap, an orphan's owner).
 
-use super::cache::{MetaView, ObjectKey};
+use super::cache::MetaView;
 use super::sync::Reconciler;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Error, ResourcePath};
@@ -13,6 +13,7 @@ use crate::lock::lock;
 use crate::reconcile::{
     lookups, note_autoscaled, ConfigMapView, DeploymentView, ModelView, Observed, TargetPolicy,
 };
+use crate::runtime::ObjectKey;
 
 /// The status already reports a foreign ConfigMap of our name. The caches
 /// hold only ours, so the shell reads that name each pass rather than retry a

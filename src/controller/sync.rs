@@ -2,7 +2,7 @@
 //! from the core, then its writes carried out in order, then the status,
 //! then the Events ([`super::writer`]).
 
-use super::cache::{AutoscalerView, Fetched, MetaView, ObjectKey, Store};
+use super::cache::{AutoscalerView, Fetched, MetaView};
 use super::error::SyncError;
 use super::events::Posted;
 use super::observe::{reports_config_map_conflict, Observing};
@@ -14,6 +14,7 @@ use crate::metrics::Metrics;
 use crate::reconcile::{
     plan, plan_refused, ConfigMapView, DeploymentView, ModelView, Plan, TargetPolicy,
 };
+use crate::runtime::{ObjectKey, Store};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -1,7 +1,6 @@
 //! How a sync writes: [`Writer`], the one path for a plan's writes and
 //! its Events, and what the answers teach the caches.
 
-use super::cache::ObjectKey;
 use super::events::Poster;
 use super::sync::{Attempt, Reconciler};
 use crate::controller::outcome::Outcome;
@@ -12,6 +11,7 @@ use crate::reconcile::{
     execute, patches, Cluster, ConfigMapView, DeploymentView, EventSpec, Executed, ModelView, Plan,
     RefusedWrite,
 };
+use crate::runtime::ObjectKey;
 use serde_json::Value;
 
 /// Why carrying a plan out stopped.

@@ -12,10 +12,10 @@
 pub mod hub;
 pub mod page;
 
-use crate::controller::cache::{ObjectKey, Store};
 use crate::lock::lock;
 use crate::model::status::Field;
 use crate::reconcile::{DeploymentView, ModelView};
+use crate::runtime::{ObjectKey, Reader};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -143,8 +143,8 @@ pub fn row(model: &ModelView, deployment: Option<&DeploymentView>, events: Vec<E
 /// its Events changed (unpacking a model's status costs more than copying a
 /// row), and a whole pass skipped when no cache changed at all.
 pub struct Rows {
-    models: std::sync::Arc<Store<ModelView>>,
-    deployments: std::sync::Arc<Store<DeploymentView>>,
+    models: Reader<ModelView>,
+    deployments: Reader<DeploymentView>,
     recent: std::sync::Arc<RecentEvents>,
     built: Mutex<HashMap<String, Built>>,
 }
@@ -158,8 +158,8 @@ struct Built {
 
 impl Rows {
     pub fn new(
-        models: std::sync::Arc<Store<ModelView>>,
-        deployments: std::sync::Arc<Store<DeploymentView>>,
+        models: Reader<ModelView>,
+        deployments: Reader<DeploymentView>,
         recent: std::sync::Arc<RecentEvents>,
     ) -> Rows {
         Rows {

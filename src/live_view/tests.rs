@@ -1,5 +1,6 @@
 use super::hub::{Hub, Source, MAX_VIEWERS, QUEUE};
 use super::*;
+use crate::runtime::Store;
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
@@ -235,15 +236,16 @@ fn viewers_are_bounded() {
 
 #[test]
 fn nothing_is_rebuilt_or_sent_while_no_cache_changes() {
-    let models = Arc::new(Store::<ModelView>::default());
-    let deployments = Arc::new(Store::<DeploymentView>::default());
+    let models = Store::<ModelView>::default();
+    let deployments = Store::<DeploymentView>::default();
     let recent = Arc::new(RecentEvents::default());
     let m = model("a", "Ready", "v1");
     models
+        .writer()
         .put(ObjectKey::new("team-a", "a"), m.clone())
         .unwrap();
     let looks = Arc::new(AtomicUsize::new(0));
-    let rows = Rows::new(models.clone(), deployments, recent.clone());
+    let rows = Rows::new(models.reader(), deployments.reader(), recent.clone());
     let hub = Hub::new(Box::new(Counted(rows, looks.clone())));
     let viewer = hub.join().unwrap();
     for _ in 0..10 {

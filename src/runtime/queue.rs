@@ -205,7 +205,6 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         }
     }
 
-    /// Keys waiting (now or later), for the queue-depth gauge.
     /// Keys ready to be processed (client-go's `workqueue_depth`).
     pub fn len(&self) -> usize {
         lock(&self.inner).queue.len()

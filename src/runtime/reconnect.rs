@@ -1,9 +1,11 @@
 //! When a list/watch loop tries again: at once after a watch that worked,
 //! with growing jittered delays after one that did not. Pure (durations in,
-//! delays out) so the rules are tested without sockets or clocks.
+//! delays out) so the rules are tested without sockets or clocks; the
+//! [`super::watcher`] machine measures the durations on the instants it is
+//! given.
 //!
 //! The rules, as client-go's Reflector has them, tightened against a broken
-//! or hostile server (issues 9 and 22):
+//! or hostile server:
 //! - A watch that ends, cleanly or cut mid-stream (a load balancer's idle
 //!   timeout, a reset, our read limit), after it stayed open at least
 //!   [`Policy::short`] is reopened at once from its last resourceVersion.

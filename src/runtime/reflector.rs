@@ -1,10 +1,14 @@
-//! List, then watch from the list's resourceVersion, keeping a cache and
-//! reporting every change. Relists on 410; resumes a watch from the last
-//! resourceVersion or bookmark; backs off with jitter on failures.
-//! (kube-runtime's watcher + reflector, client-go's Reflector.)
+//! The thin loop that drives a [`Watcher`]: it makes the request each
+//! [`Action`] asks for, feeds what comes back into a store's [`Writer`],
+//! reports every change, and tells the machine how it went. What is
+//! watched, with which selectors, and what a change wakes is the caller's
+//! (kube-runtime's watcher + reflector, client-go's Reflector).
 
-use super::cache::{apply_event, Change, Event, ObjectKey, Store, Versioned};
-use super::reconnect::{Policy, Reconnect, WatchEnd};
+use super::reconnect::{Policy, WatchEnd};
+use super::stop::Stop;
+use super::store::{Change, Event, Writer};
+use super::watcher::{Action, Outcome, Watcher};
+use super::{ObjectKey, Versioned};
 use crate::health::Health;
 use crate::kube::client::random_watch_timeout;
 use crate::kube::{Client, Error, ListParams, ResourcePath, WatchEvent, WatchParams};
@@ -26,8 +30,8 @@ pub struct Common {
     pub client: Arc<Client>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
-    /// The one stop signal (SIGTERM/SIGINT), read by every loop.
-    pub stop: fn() -> bool,
+    /// The one stop token (SIGTERM/SIGINT), obeyed by every loop.
+    pub stop: Arc<Stop>,
     /// How long a loop may go without a working list or watch before
     /// /healthz calls it stuck.
     pub liveness_window: Duration,
@@ -42,12 +46,12 @@ pub struct Reflector<V> {
     pub label_selector: Option<String>,
     pub metadata_only: bool,
     pub client: Arc<Client>,
-    pub store: Arc<Store<V>>,
+    pub store: Writer<V>,
     pub parse: fn(&Value) -> Option<V>,
     pub on_change: OnChange<V>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
-    pub stop: fn() -> bool,
+    pub stop: Arc<Stop>,
     pub liveness_window: Duration,
     pub reconnect: Policy,
 }
@@ -63,7 +67,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         resource: &'static str,
         path: ResourcePath,
         namespace: Option<String>,
-        store: Arc<Store<V>>,
+        store: Writer<V>,
         parse: fn(&Value) -> Option<V>,
         on_change: OnChange<V>,
     ) -> Reflector<V> {
@@ -79,7 +83,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
             on_change,
             metrics: common.metrics.clone(),
             health: common.health.clone(),
-            stop: common.stop,
+            stop: common.stop.clone(),
             liveness_window: common.liveness_window,
             reconnect: common.reconnect,
         }
@@ -111,51 +115,46 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         self.store.register_loop(&name);
         std::thread::Builder::new().name(name).spawn(move || {
             self.run();
-            if !self.stopped() {
+            if !self.stop.is_stopped() {
                 self.health.died(&self.loop_name());
             }
         })?;
         Ok(())
     }
 
-    fn stopped(&self) -> bool {
-        (self.stop)()
-    }
-
-    /// Wait before the next attempt, waking for a stop.
-    fn pause(&self, d: Duration) {
-        let until = Instant::now() + d;
-        while !self.stopped() {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            std::thread::sleep(left.min(Duration::from_millis(200)));
-        }
-    }
-
-    /// List, then watch from the list's resourceVersion; relist on 410.
-    /// Every retry goes through one [`Reconnect`], so no path loops hot.
+    /// Do what the machine asks until told to stop. Every retry goes
+    /// through the machine's one [`super::reconnect::Reconnect`], so no
+    /// path loops hot.
     fn run(&self) {
         let name = self.loop_name();
-        let mut reconnect = Reconnect::new(self.reconnect);
-        while !self.stopped() {
-            let Some(rv) = self.list(&name, &mut reconnect) else {
-                continue;
+        let mut machine = Watcher::new(self.reconnect);
+        let mut action = Action::List;
+        while !self.stop.is_stopped() {
+            action = match action {
+                Action::List => self.list(&name, &mut machine),
+                Action::Watch(rv) => match self.watch(&name, rv, &mut machine) {
+                    Some(next) => next,
+                    None => return,
+                },
+                Action::Wait(d) => {
+                    if self.stop.wait(d) {
+                        return;
+                    }
+                    machine.step(Outcome::Waited, Instant::now())
+                }
             };
-            self.watch_from(&name, rv, &mut reconnect);
         }
     }
 
     fn feed(&self, ev: Event<V>) {
-        for change in apply_event(&self.store, ev) {
+        for change in self.store.apply(ev) {
             (self.on_change)(change);
         }
     }
 
-    /// One full list into the store; its resourceVersion, or None after a
-    /// failure (backed off, and reported to /readyz).
-    fn list(&self, name: &str, reconnect: &mut Reconnect) -> Option<String> {
+    /// One full list into the store (a failure is backed off, and reported
+    /// to /readyz).
+    fn list(&self, name: &str, machine: &mut Watcher) -> Action {
         let params = ListParams {
             label_selector: self.label_selector.clone(),
             metadata_only: self.metadata_only,
@@ -164,17 +163,17 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         let list = match self.client.list_all(&self.path, &params) {
             Ok(l) => l,
             Err(e) => {
-                let delay = match e {
-                    Error::ListBound(_) => reconnect.gave_up(),
-                    _ => reconnect.failed(e.retry_after()),
+                let failed = Outcome::ListFailed {
+                    retry_after: e.retry_after(),
+                    too_big: matches!(e, Error::ListBound(_)),
                 };
+                let next = machine.step(failed, Instant::now());
                 log::warn!(
                     "{name}: list failed, retrying in {} ms: {e}",
-                    delay.as_millis()
+                    next.delay().as_millis()
                 );
                 self.health.list_failed(name);
-                self.pause(delay);
-                return None;
+                return next;
             }
         };
         self.health.list_ok(name);
@@ -187,67 +186,68 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         self.feed(Event::Listed(self.namespace.clone(), items));
         self.store.mark_synced(name);
         self.health.beat(name);
-        Some(list.resource_version)
+        machine.step(Outcome::Listed(list.resource_version), Instant::now())
     }
 
-    /// Watch from `rv`, resuming after breaks, until a relist is needed
-    /// (410, in the answer or in the stream) or the operator stops.
-    fn watch_from(&self, name: &str, mut rv: String, reconnect: &mut Reconnect) {
-        while !self.stopped() {
-            let wp = WatchParams {
-                label_selector: self.label_selector.clone(),
-                field_selector: None,
-                resource_version: rv.clone(),
-                timeout: random_watch_timeout(),
-                metadata_only: self.metadata_only,
-            };
-            let opened = Instant::now();
-            let end = match self.client.watch(&self.path, &wp) {
-                Ok(stream) => {
-                    self.health.watching(name, true);
-                    let end = self.consume(name, stream, &mut rv);
-                    self.health.watching(name, false);
-                    end
-                }
-                Err(e) if e.is_gone() => {
-                    log::info!("{name}: resourceVersion {rv} expired; relisting");
-                    Some(WatchEnd::Expired)
-                }
-                Err(e) => {
-                    let delay = reconnect.failed(e.retry_after());
-                    log::warn!(
-                        "{name}: watch failed, retrying in {} ms: {e}",
-                        delay.as_millis()
-                    );
-                    self.restarted(reconnect);
-                    self.pause(delay);
-                    continue;
-                }
-            };
-            let Some(end) = end else { return };
-            let delay = reconnect.watch_ended(opened.elapsed(), end);
-            self.restarted(reconnect);
-            if !delay.is_zero() {
-                log::debug!(
-                    "{name}: watch ended after {} ms; again in {} ms",
-                    opened.elapsed().as_millis(),
-                    delay.as_millis()
+    /// One watch from `rv`, its events applied until it ends (a 410, in
+    /// the answer or in the stream, ends it too). None when the operator
+    /// stops.
+    fn watch(&self, name: &str, mut rv: String, machine: &mut Watcher) -> Option<Action> {
+        let wp = WatchParams {
+            label_selector: self.label_selector.clone(),
+            field_selector: None,
+            resource_version: rv.clone(),
+            timeout: random_watch_timeout(),
+            metadata_only: self.metadata_only,
+        };
+        let opened = Instant::now();
+        let end = match self.client.watch(&self.path, &wp) {
+            Ok(stream) => {
+                self.health.watching(name, true);
+                let end = self.consume(name, stream, &mut rv);
+                self.health.watching(name, false);
+                end?
+            }
+            Err(e) if e.is_gone() => {
+                log::info!("{name}: resourceVersion {rv} expired; relisting");
+                WatchEnd::Expired
+            }
+            Err(e) => {
+                let failed = Outcome::WatchFailed {
+                    retry_after: e.retry_after(),
+                };
+                let next = machine.step(failed, Instant::now());
+                log::warn!(
+                    "{name}: watch failed, retrying in {} ms: {e}",
+                    next.delay().as_millis()
                 );
+                self.restarted(machine);
+                return Some(next);
             }
-            self.pause(delay);
-            if end == WatchEnd::Expired {
-                return;
-            }
+        };
+        let ended = Outcome::WatchEnded {
+            end,
+            resource_version: rv,
+        };
+        let next = machine.step(ended, Instant::now());
+        self.restarted(machine);
+        if !next.delay().is_zero() {
+            log::debug!(
+                "{name}: watch ended after {} ms; again in {} ms",
+                opened.elapsed().as_millis(),
+                next.delay().as_millis()
+            );
         }
+        Some(next)
     }
 
     /// A watch ended or failed: counted, and a loop that keeps failing is
     /// reported to /readyz until a watch works again.
-    fn restarted(&self, reconnect: &Reconnect) {
+    fn restarted(&self, machine: &Watcher) {
         self.metrics.watch_restarted(self.resource);
-        if reconnect.failures() >= FAILING_AFTER {
+        if machine.failures() >= FAILING_AFTER {
             self.health.list_failed(&self.loop_name());
-        } else if reconnect.failures() == 0 {
+        } else if machine.failures() == 0 {
             self.health.list_ok(&self.loop_name());
         }
     }
@@ -257,7 +257,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
     fn consume(
         &self,
         name: &str,
-        stream: impl Iterator<Item = Result<WatchEvent, crate::kube::Error>>,
+        stream: impl Iterator<Item = Result<WatchEvent, Error>>,
         rv: &mut String,
     ) -> Option<WatchEnd> {
         for ev in stream {
@@ -282,7 +282,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
                 }
                 // Cut mid-stream or gone idle: a normal close (client-go's
                 // StreamWatcher treats EOF and unexpected EOF alike).
-                Err(e @ (crate::kube::Error::Transport(_) | crate::kube::Error::Timeout(_))) => {
+                Err(e @ (Error::Transport(_) | Error::Timeout(_))) => {
                     log::debug!("{name}: watch cut, resuming from {rv}: {e}");
                     return Some(WatchEnd::Closed);
                 }
@@ -292,7 +292,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
                 }
             }
             self.health.beat(name);
-            if self.stopped() {
+            if self.stop.is_stopped() {
                 return None;
             }
         }

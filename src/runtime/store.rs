@@ -1,0 +1,459 @@
+//! A cache of compact views keyed by [`ObjectKey`], in three handles:
+//! a [`Writer`] for the list/watch loops that fill it (the one way their
+//! events come in), a [`Reader`] for whoever only looks, and the [`Store`]
+//! itself for its owner, which reads and also keeps the answers to its own
+//! writes (kube-runtime's `reflector::store` splits it the same way).
+//!
+//! Both ways in keep one rule (docs/contract.md §9.17): never backwards. A
+//! view older by generation never replaces a newer one, and a deletion
+//! removes only the incarnation (uid) it names.
+
+use super::object::{newer, regresses, ObjectKey, Versioned};
+use crate::lock::lock;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// What one applied event did to a store entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change<V> {
+    pub key: ObjectKey,
+    pub old: Option<V>,
+    pub new: Option<V>,
+}
+
+/// One thing a list/watch loop saw, ready to apply to a store.
+#[derive(Debug, Clone)]
+pub enum Event<V> {
+    /// ADDED or MODIFIED.
+    Applied(ObjectKey, V),
+    /// DELETED, with the uid of the incarnation that went.
+    Deleted(ObjectKey, String),
+    /// A (re)list of one namespace (None: all): the whole truth for it.
+    Listed(Option<String>, Vec<(ObjectKey, V)>),
+}
+
+/// A view refused because the store holds a newer one of the same object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stale;
+
+/// The values indexed under a name (client-go's `Indexer`): a pass finds
+/// the few objects of one owner without looking at thousands.
+pub type IndexFn<V> = fn(&V) -> Vec<String>;
+
+/// The map of a store and its index, changed only together.
+///
+/// Values are boxed: a hash table keeps up to twice as many slots as
+/// entries, and an empty slot of a boxed map costs a pointer, not a view
+/// (docs/performance.md, memory per resource).
+struct Items<V> {
+    map: HashMap<ObjectKey, Box<V>>,
+    /// Bumped by every change: equal counts mean nothing changed between.
+    changes: u64,
+    /// Name -> the keys indexed under it: a few per name, so a short list
+    /// (a hash set per name would cost a table for its one key).
+    index: HashMap<String, Vec<ObjectKey>>,
+    index_fn: Option<IndexFn<V>>,
+}
+
+impl<V> Items<V> {
+    fn get(&self, k: &ObjectKey) -> Option<&V> {
+        self.map.get(k).map(|b| &**b)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &V> {
+        self.map.values().map(|b| &**b)
+    }
+
+    fn insert(&mut self, k: ObjectKey, v: V) -> Option<V> {
+        self.changes += 1;
+        if let Some(f) = self.index_fn {
+            for name in f(&v) {
+                let keys = self.index.entry(name).or_default();
+                if !keys.contains(&k) {
+                    keys.push(k.clone());
+                }
+            }
+        }
+        let old = self.map.insert(k.clone(), Box::new(v)).map(|b| *b);
+        self.unindex(&k, old.as_ref());
+        old
+    }
+
+    fn remove(&mut self, k: &ObjectKey) -> Option<V> {
+        self.changes += 1;
+        let old = self.map.remove(k).map(|b| *b);
+        self.unindex(k, old.as_ref());
+        old
+    }
+
+    /// Drop `k` from the names `old` was indexed under and the value now
+    /// held is not.
+    fn unindex(&mut self, k: &ObjectKey, old: Option<&V>) {
+        let (Some(f), Some(old)) = (self.index_fn, old) else {
+            return;
+        };
+        let now = self.get(k).map(f).unwrap_or_default();
+        for name in f(old).into_iter().filter(|n| !now.contains(n)) {
+            if let Some(keys) = self.index.get_mut(&name) {
+                keys.retain(|x| x != k);
+                if keys.is_empty() {
+                    self.index.remove(&name);
+                }
+            }
+        }
+    }
+}
+
+/// The uids of deleted objects, the oldest forgotten past a cap.
+#[derive(Default)]
+struct Tombstones {
+    set: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+const TOMBSTONES: usize = 10_000;
+
+impl Tombstones {
+    fn lift(&mut self, uid: &str) {
+        if self.set.remove(uid) {
+            self.order.retain(|u| u != uid);
+        }
+    }
+
+    fn bury(&mut self, uid: &str) {
+        if uid.is_empty() || !self.set.insert(uid.to_string()) {
+            return;
+        }
+        self.order.push_back(uid.to_string());
+        while self.order.len() > TOMBSTONES {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+}
+
+/// What every handle of one store shares.
+struct Shared<V> {
+    items: RwLock<Items<V>>,
+    /// Every list/watch loop that fills this store (one per namespace
+    /// watched), and whether its first list is in. Synced when all are.
+    loops: Mutex<HashMap<String, bool>>,
+    /// Uids a DELETED event has removed: our write responses and re-reads
+    /// never bring them back; only a later event of the same watch does.
+    gone: Mutex<Tombstones>,
+}
+
+impl<V: Versioned> Shared<V> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Items<V>> {
+        self.items.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Items<V>> {
+        self.items.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remove `k` only if it is the incarnation `uid` names (or either
+    /// side does not know its uid), and remember `uid` as gone.
+    fn remove_object(&self, k: &ObjectKey, uid: &str) -> Option<V> {
+        lock(&self.gone).bury(uid);
+        let mut items = self.write();
+        let same = items
+            .get(k)
+            .is_some_and(|old| uid.is_empty() || old.uid().is_empty() || old.uid() == uid);
+        if same {
+            items.remove(k)
+        } else {
+            None
+        }
+    }
+}
+
+/// A read-only handle on a store, for whoever only looks (the live view,
+/// the metrics). Cheap to clone: every clone reads the same store.
+pub struct Reader<V> {
+    shared: Arc<Shared<V>>,
+}
+
+impl<V> Clone for Reader<V> {
+    fn clone(&self) -> Self {
+        Reader {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<V: Clone + Versioned> Reader<V> {
+    /// A count that grows with every change to the store: two equal
+    /// readings mean it held the same objects in between.
+    pub fn changes(&self) -> u64 {
+        self.shared.read().changes
+    }
+
+    /// The values indexed under `name` (see [`Store::indexed`]).
+    pub fn by_index(&self, name: &str) -> Vec<V> {
+        let items = self.shared.read();
+        let Some(keys) = items.index.get(name) else {
+            return Vec::new();
+        };
+        keys.iter().filter_map(|k| items.get(k).cloned()).collect()
+    }
+
+    pub fn get(&self, k: &ObjectKey) -> Option<V> {
+        self.shared.read().get(k).cloned()
+    }
+
+    pub fn contains(&self, k: &ObjectKey) -> bool {
+        self.shared.read().map.contains_key(k)
+    }
+
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        self.shared.read().map.keys().cloned().collect()
+    }
+
+    pub fn values(&self) -> Vec<V> {
+        self.shared.read().values().cloned().collect()
+    }
+
+    /// Look at every value without cloning any (a count at each scrape).
+    pub fn for_each(&self, mut f: impl FnMut(&V)) {
+        self.shared.read().values().for_each(&mut f);
+    }
+
+    /// The values `keep` accepts, cloning only those: cloning every value
+    /// to pick a few made a resync cost seconds of CPU (docs/performance.md).
+    /// An index, [`Reader::by_index`], avoids even the scan.
+    pub fn select(&self, keep: impl Fn(&ObjectKey, &V) -> bool) -> Vec<V> {
+        self.shared
+            .read()
+            .map
+            .iter()
+            .filter(|(k, v)| keep(k, v))
+            .map(|(_, v)| V::clone(v))
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.shared.read().map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every loop that fills this store has listed once (and there is one).
+    pub fn is_synced(&self) -> bool {
+        let loops = lock(&self.shared.loops);
+        !loops.is_empty() && loops.values().all(|s| *s)
+    }
+
+    /// The loops not yet synced, for logs and `/readyz`.
+    pub fn unsynced(&self) -> Vec<String> {
+        let mut v: Vec<String> = lock(&self.shared.loops)
+            .iter()
+            .filter(|(_, s)| !**s)
+            .map(|(n, _)| n.clone())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+/// The store as its owner holds it: every read of a [`Reader`], and the
+/// answers to the owner's own writes, so its next pass sees them before
+/// the watch does.
+pub struct Store<V> {
+    reader: Reader<V>,
+}
+
+impl<V> std::ops::Deref for Store<V> {
+    type Target = Reader<V>;
+
+    fn deref(&self) -> &Reader<V> {
+        &self.reader
+    }
+}
+
+impl<V: Clone + Versioned> Default for Store<V> {
+    fn default() -> Self {
+        let shared = Shared {
+            items: RwLock::new(Items {
+                map: HashMap::new(),
+                changes: 0,
+                index: HashMap::new(),
+                index_fn: None,
+            }),
+            loops: Mutex::new(HashMap::new()),
+            gone: Mutex::new(Tombstones::default()),
+        };
+        Store {
+            reader: Reader {
+                shared: Arc::new(shared),
+            },
+        }
+    }
+}
+
+impl<V: Clone + Versioned> Store<V> {
+    /// A store whose values are also found by the names `f` gives them.
+    pub fn indexed(f: IndexFn<V>) -> Store<V> {
+        let s = Store::default();
+        s.shared().write().index_fn = Some(f);
+        s
+    }
+
+    fn shared(&self) -> &Shared<V> {
+        &self.reader.shared
+    }
+
+    /// A read-only handle on this store.
+    pub fn reader(&self) -> Reader<V> {
+        self.reader.clone()
+    }
+
+    /// The handle a list/watch loop fills this store through.
+    pub fn writer(&self) -> Writer<V> {
+        Writer {
+            shared: self.reader.shared.clone(),
+        }
+    }
+
+    /// The response to our own write: kept only if newer than the cache,
+    /// so the next pass sees our write even before its watch event.
+    pub fn put_if_newer(&self, k: ObjectKey, v: V) -> bool {
+        if lock(&self.shared().gone).set.contains(v.uid()) {
+            return false;
+        }
+        let mut items = self.shared().write();
+        let fresher = items
+            .get(&k)
+            .map(|old| newer(v.resource_version(), old.resource_version()) && !regresses(&v, old))
+            .unwrap_or(true);
+        if fresher {
+            items.insert(k, v);
+        }
+        fresher
+    }
+
+    /// A deletion our own request confirmed: only for the incarnation it
+    /// names, as a watch's DELETED event.
+    pub fn remove_object(&self, k: &ObjectKey, uid: &str) -> Option<V> {
+        self.shared().remove_object(k, uid)
+    }
+
+    pub fn remove(&self, k: &ObjectKey) -> Option<V> {
+        self.shared().write().remove(k)
+    }
+}
+
+/// The list/watch side of a store: what a loop saw goes in here, and what
+/// it changed comes out (kube-runtime's `reflector::store::Writer`).
+pub struct Writer<V> {
+    shared: Arc<Shared<V>>,
+}
+
+impl<V: Clone + PartialEq + Versioned> Writer<V> {
+    /// Apply one event and say what changed: the loop that feeds it only
+    /// lists, watches and backs off.
+    pub fn apply(&self, ev: Event<V>) -> Vec<Change<V>> {
+        match ev {
+            Event::Applied(key, v) => match self.put(key.clone(), v.clone()) {
+                Ok(old) if old.as_ref() != Some(&v) => vec![Change {
+                    key,
+                    old,
+                    new: Some(v),
+                }],
+                Ok(_) => vec![],
+                Err(Stale) => {
+                    log::debug!("kept a newer view of {key}");
+                    vec![]
+                }
+            },
+            Event::Deleted(key, uid) => self
+                .remove_object(&key, &uid)
+                .map(|old| Change {
+                    key,
+                    old: Some(old),
+                    new: None,
+                })
+                .into_iter()
+                .collect(),
+            Event::Listed(namespace, items) => self.replace(namespace.as_deref(), items),
+        }
+    }
+
+    /// A watch event: the server's word, unless it is an older view of the
+    /// object than one already held (a lagging watch after our own write).
+    /// `Err(Stale)` when refused, else what it replaced.
+    ///
+    /// A watch stream is ordered, so an event for a uid it reported DELETED
+    /// means the object came back under the watch's label selector (a
+    /// Deployment released and claimed again): it lifts the tombstone.
+    pub fn put(&self, k: ObjectKey, v: V) -> Result<Option<V>, Stale> {
+        lock(&self.shared.gone).lift(v.uid());
+        let mut items = self.shared.write();
+        if items.get(&k).is_some_and(|old| regresses(&v, old)) {
+            return Err(Stale);
+        }
+        Ok(items.insert(k, v))
+    }
+
+    /// A watch's DELETED event: only for the incarnation it names, so a
+    /// late deletion of an object since created again removes nothing.
+    pub fn remove_object(&self, k: &ObjectKey, uid: &str) -> Option<V> {
+        self.shared.remove_object(k, uid)
+    }
+
+    /// After a list: make the entries of `namespace` (None: all) exactly
+    /// `items`, returning what changed.
+    pub fn replace(&self, namespace: Option<&str>, items: Vec<(ObjectKey, V)>) -> Vec<Change<V>> {
+        let mut map = self.shared.write();
+        let mut changes = Vec::new();
+        let fresh: HashMap<ObjectKey, V> = items.into_iter().collect();
+        let gone: Vec<ObjectKey> = map
+            .map
+            .keys()
+            .filter(|k| namespace.is_none_or(|ns| k.namespace() == ns) && !fresh.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in gone {
+            let old = map.remove(&k);
+            changes.push(Change {
+                key: k,
+                old,
+                new: None,
+            });
+        }
+        for (k, v) in fresh {
+            if map.get(&k).is_some_and(|old| regresses(&v, old)) {
+                continue;
+            }
+            let old = map.insert(k.clone(), v.clone());
+            if old.as_ref() != Some(&v) {
+                changes.push(Change {
+                    key: k,
+                    old,
+                    new: Some(v),
+                });
+            }
+        }
+        changes
+    }
+
+    /// A list/watch loop that will fill this store: the store is not
+    /// synced until it has listed (docs/contract.md §6: workers start only
+    /// then).
+    pub fn register_loop(&self, name: &str) {
+        lock(&self.shared.loops)
+            .entry(name.to_string())
+            .or_insert(false);
+    }
+
+    /// `name`'s first list is in.
+    pub fn mark_synced(&self, name: &str) {
+        lock(&self.shared.loops).insert(name.to_string(), true);
+    }
+}
+
+#[cfg(test)]
+mod tests;
