@@ -10,7 +10,9 @@ mod harness;
 use harness::*;
 use kubesim::Sim;
 use serde_json::{json, Value};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// `kubectl apply -k manifests/` (as an admin), then a token file for
@@ -137,6 +139,33 @@ fn the_operator_needs_nothing_beyond_the_shipped_rbac() {
     assert!(err.starts_with("403") && err.contains(sa), "{err}");
 }
 
+/// No Lease left, and a new model m-`n` on a new Deployment svc-`n`.
+fn fresh_lease_and_model(sim: &Sim, n: usize) {
+    // A fresh start each time: a fresh Lease, a model to serve.
+    for l in sim.objects("coordination.k8s.io", "leases", Some(OPERATOR_NS)) {
+        let n = l["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let _ = sim.delete("coordination.k8s.io/v1", "Lease", OPERATOR_NS, &n);
+    }
+    sim.create(deployment(&format!("svc-{n}"), 2)).unwrap();
+    sim.create(model(&format!("m-{n}"), &format!("svc-{n}"), V1, 600))
+        .unwrap();
+}
+
+/// What the operator is refused, once it is refused something (20 s at
+/// most), scraped meanwhile.
+fn wait_refused(sim: &Sim, scrape: &impl Fn() -> TlsAnswer) -> Vec<String> {
+    let t = Instant::now();
+    loop {
+        // Scraped as Prometheus does, which needs the reviews.
+        let _ = scrape();
+        let refused = forbidden(sim);
+        if !refused.is_empty() || t.elapsed() > Duration::from_secs(20) {
+            break refused;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Each rule of the shipped ClusterRole and leader-election Role, taken
 /// out in turn: the operator is refused something it must do, and says so
 /// (a 403 in its request metrics and a log line).
@@ -176,30 +205,13 @@ fn every_rule_of_the_shipped_roles_is_needed() {
                 .unwrap();
             };
             patch(&fewer);
-            // A fresh start each time: a fresh Lease, a model to serve.
-            for l in sim.objects("coordination.k8s.io", "leases", Some(OPERATOR_NS)) {
-                let n = l["metadata"]["name"].as_str().unwrap_or("").to_string();
-                let _ = sim.delete("coordination.k8s.io/v1", "Lease", OPERATOR_NS, &n);
-            }
-            // A new model each time: everything is created afresh.
             n += 1;
-            sim.create(deployment(&format!("svc-{n}"), 2)).unwrap();
-            sim.create(model(&format!("m-{n}"), &format!("svc-{n}"), V1, 600))
-                .unwrap();
+            fresh_lease_and_model(&sim, n);
             sim.reset_stats();
             let mut op = start_with(&sim, &dir, &token, &["--metrics-addr", "127.0.0.1:0"]);
             let metrics_at = op.metrics_addr();
             let scrape = || tls_get(metrics_at, "/metrics", Some(&prometheus), None).unwrap();
-            let t = Instant::now();
-            let refused = loop {
-                // Scraped as Prometheus does, which needs the reviews.
-                let _ = scrape();
-                let refused = forbidden(&sim);
-                if !refused.is_empty() || t.elapsed() > Duration::from_secs(20) {
-                    break refused;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            };
+            let refused = wait_refused(&sim, &scrape);
             assert!(
                 !refused.is_empty(),
                 "{kind} {name} without rule {rule}: nothing refused"
@@ -315,71 +327,9 @@ fn metrics_answer_only_callers_the_api_server_allows() {
     op.wait_ready();
     wait_until("the lease taken", || op.log().contains("became the leader"));
     let addr = op.metrics_addr();
-    let get = |t: Option<&str>| tls_get(addr, "/metrics", t, None).unwrap();
-    let anonymous = get(None);
-    assert_eq!(anonymous.code, 401, "{}", anonymous.head);
-    assert!(anonymous.head.contains("WWW-Authenticate: Bearer"));
-    assert_eq!(get(Some("forged-token")).code, 401);
-    assert_eq!(get(Some(&nosy)).code, 403);
-    let t = Instant::now();
-    let ok = get(Some(&prometheus));
-    eprintln!(
-        "first scrape (a TokenReview and a SubjectAccessReview): {:?}",
-        t.elapsed()
-    );
-    assert_eq!(ok.code, 200, "{}", ok.head);
-    assert_eq!(sample(&ok.body, "openmed_operator_leader"), Some(1.0));
-    // The self-signed certificate verifies for the name it was reached by.
-    let trusted = tls_get(
-        addr,
-        "/metrics",
-        Some(&prometheus),
-        Some((&ok.cert, "localhost")),
-    );
-    assert_eq!(trusted.map(|a| a.code), Ok(200));
-    // Plain HTTP on the TLS port gets no answer; the health port has no
-    // /metrics, and its probes need no token.
-    assert_eq!(http_get_at(addr, "/metrics").0, 0);
-    assert_eq!(http_get_at(op.health_addr(), "/metrics").0, 404);
-    assert_eq!(op.http_get("/healthz").0, 200);
-
-    // Warm: scrapes cost no API request.
-    sim.reset_stats();
-    let t = Instant::now();
-    for _ in 0..20 {
-        assert_eq!(get(Some(&prometheus)).code, 200);
-    }
-    eprintln!(
-        "20 warm authenticated scrapes (TLS handshake included): {:?}",
-        t.elapsed()
-    );
-    assert_eq!(reviews(&sim), 0);
-
-    // A flood of forged tokens: refused, and the reviews it costs capped
-    // (a burst of 10, then 5 a second).
-    sim.reset_stats();
-    let t = Instant::now();
-    let codes: Vec<u16> = (0..100)
-        .map(|i| get(Some(&format!("forged-{i}"))).code)
-        .collect();
-    let secs = t.elapsed().as_secs_f64();
-    assert!(codes.iter().all(|c| *c == 401 || *c == 429), "{codes:?}");
-    assert!(codes.contains(&429), "{codes:?}");
-    let made = reviews(&sim);
-    assert!(
-        made as f64 <= 11.0 + 5.0 * secs,
-        "{made} reviews in {secs:.1} s"
-    );
-    // Prometheus, already known, still gets in.
-    let m = get(Some(&prometheus)).body;
-    assert!(
-        sample(
-            &m,
-            "openmed_operator_metrics_requests_total{verdict=\"throttled\"}"
-        )
-        .unwrap_or(0.0)
-            > 0.0
-    );
+    only_a_reviewed_token_allowed_metrics_gets_in(&mut op, addr, &prometheus, &nosy);
+    warm_scrapes_cost_no_api_request(&sim, addr, &prometheus);
+    forged_tokens_are_refused_and_their_reviews_capped(&sim, addr, &prometheus);
 
     // A standby answers scrapes too (its reviews pass no write gate).
     let mut standby = start_with(&sim, &dir, &token, &secure);
@@ -396,6 +346,93 @@ fn metrics_answer_only_callers_the_api_server_allows() {
     op.assert_clean_exit();
 }
 
+/// GET /metrics over TLS with `token` as the bearer.
+fn scrape(addr: SocketAddr, token: Option<&str>) -> TlsAnswer {
+    tls_get(addr, "/metrics", token, None).unwrap()
+}
+
+/// Anonymous, forged and unauthorized callers are refused; Prometheus gets
+/// in, over a certificate for the name it used; plain HTTP gets nothing.
+fn only_a_reviewed_token_allowed_metrics_gets_in(
+    op: &mut Operator,
+    addr: SocketAddr,
+    prometheus: &str,
+    nosy: &str,
+) {
+    let anonymous = scrape(addr, None);
+    assert_eq!(anonymous.code, 401, "{}", anonymous.head);
+    assert!(anonymous.head.contains("WWW-Authenticate: Bearer"));
+    assert_eq!(scrape(addr, Some("forged-token")).code, 401);
+    assert_eq!(scrape(addr, Some(nosy)).code, 403);
+    let t = Instant::now();
+    let ok = scrape(addr, Some(prometheus));
+    eprintln!(
+        "first scrape (a TokenReview and a SubjectAccessReview): {:?}",
+        t.elapsed()
+    );
+    assert_eq!(ok.code, 200, "{}", ok.head);
+    assert_eq!(sample(&ok.body, "openmed_operator_leader"), Some(1.0));
+    // The self-signed certificate verifies for the name it was reached by.
+    let trusted = tls_get(
+        addr,
+        "/metrics",
+        Some(prometheus),
+        Some((&ok.cert, "localhost")),
+    );
+    assert_eq!(trusted.map(|a| a.code), Ok(200));
+    // Plain HTTP on the TLS port gets no answer; the health port has no
+    // /metrics, and its probes need no token.
+    assert_eq!(http_get_at(addr, "/metrics").0, 0);
+    assert_eq!(http_get_at(op.health_addr(), "/metrics").0, 404);
+    assert_eq!(op.http_get("/healthz").0, 200);
+}
+
+fn warm_scrapes_cost_no_api_request(sim: &Sim, addr: SocketAddr, prometheus: &str) {
+    // Warm: scrapes cost no API request.
+    sim.reset_stats();
+    let t = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(scrape(addr, Some(prometheus)).code, 200);
+    }
+    eprintln!(
+        "20 warm authenticated scrapes (TLS handshake included): {:?}",
+        t.elapsed()
+    );
+    assert_eq!(reviews(sim), 0);
+}
+
+fn forged_tokens_are_refused_and_their_reviews_capped(
+    sim: &Sim,
+    addr: SocketAddr,
+    prometheus: &str,
+) {
+    // A flood of forged tokens: refused, and the reviews it costs capped
+    // (a burst of 10, then 5 a second).
+    sim.reset_stats();
+    let t = Instant::now();
+    let codes: Vec<u16> = (0..100)
+        .map(|i| scrape(addr, Some(&format!("forged-{i}"))).code)
+        .collect();
+    let secs = t.elapsed().as_secs_f64();
+    assert!(codes.iter().all(|c| *c == 401 || *c == 429), "{codes:?}");
+    assert!(codes.contains(&429), "{codes:?}");
+    let made = reviews(sim);
+    assert!(
+        made as f64 <= 11.0 + 5.0 * secs,
+        "{made} reviews in {secs:.1} s"
+    );
+    // Prometheus, already known, still gets in.
+    let m = scrape(addr, Some(prometheus)).body;
+    assert!(
+        sample(
+            &m,
+            "openmed_operator_metrics_requests_total{verdict=\"throttled\"}"
+        )
+        .unwrap_or(0.0)
+            > 0.0
+    );
+}
+
 /// Reviews are budgeted per client address: a flood of forged tokens from
 /// 127.0.0.1 (four clients, as fast as they are answered) spends that
 /// address's share, and new scrapers from 127.0.0.2 (fresh tokens, each
@@ -403,8 +440,6 @@ fn metrics_answer_only_callers_the_api_server_allows() {
 /// flood. The cap on all reviews holds meanwhile.
 #[test]
 fn a_flood_of_forged_tokens_starves_nobody_but_its_sender() {
-    use std::net::Ipv4Addr;
-    use std::sync::atomic::{AtomicBool, Ordering};
     let sim = start_sim(fast());
     let dir = tmpdir("rbac-fair-reviews");
     let token = install(&sim, &dir);
@@ -423,33 +458,12 @@ fn a_flood_of_forged_tokens_starves_nobody_but_its_sender() {
         let flooders: Vec<_> = (0..4)
             .map(|f| {
                 let (stop, from) = (&stop, &from);
-                s.spawn(move || {
-                    let mut codes = Vec::new();
-                    for i in 0..400 {
-                        if stop.load(Ordering::SeqCst)
-                            || started.elapsed() > Duration::from_secs(15)
-                        {
-                            break;
-                        }
-                        if let Ok(a) = from(Ipv4Addr::new(127, 0, 0, 1), &format!("forged-{f}-{i}"))
-                        {
-                            codes.push(a.code);
-                        }
-                    }
-                    codes
-                })
+                s.spawn(move || flood_forged_tokens(from, f, stop, started))
             })
             .collect();
         // The flood has spent every burst by now.
         std::thread::sleep(Duration::from_secs(3));
-        let mut scrapes = Vec::new();
-        for _ in 0..3 {
-            let fresh = sim.service_account_token("monitoring", "prometheus");
-            let t = Instant::now();
-            let code = from(Ipv4Addr::new(127, 0, 0, 2), &fresh).map_or(0, |a| a.code);
-            scrapes.push((code, t.elapsed()));
-            std::thread::sleep(Duration::from_millis(500));
-        }
+        let scrapes = new_scrapers_from_another_address(&sim, &from);
         stop.store(true, Ordering::SeqCst);
         let flood: Vec<u16> = flooders
             .into_iter()
@@ -483,6 +497,43 @@ fn a_flood_of_forged_tokens_starves_nobody_but_its_sender() {
         Ok(200)
     );
     op.assert_clean_exit();
+}
+
+/// Flooder `f`: forged tokens from 127.0.0.1 as fast as they are answered,
+/// until told to stop (15 s at most); the codes of the answers.
+fn flood_forged_tokens(
+    from: &impl Fn(Ipv4Addr, &str) -> Result<TlsAnswer, String>,
+    f: usize,
+    stop: &AtomicBool,
+    started: Instant,
+) -> Vec<u16> {
+    let mut codes = Vec::new();
+    for i in 0..400 {
+        if stop.load(Ordering::SeqCst) || started.elapsed() > Duration::from_secs(15) {
+            break;
+        }
+        if let Ok(a) = from(Ipv4Addr::new(127, 0, 0, 1), &format!("forged-{f}-{i}")) {
+            codes.push(a.code);
+        }
+    }
+    codes
+}
+
+/// Three new scrapers from 127.0.0.2, each with a fresh token: the code
+/// each got, and how long it took.
+fn new_scrapers_from_another_address(
+    sim: &Sim,
+    from: &impl Fn(Ipv4Addr, &str) -> Result<TlsAnswer, String>,
+) -> Vec<(u16, Duration)> {
+    let mut scrapes = Vec::new();
+    for _ in 0..3 {
+        let fresh = sim.service_account_token("monitoring", "prometheus");
+        let t = Instant::now();
+        let code = from(Ipv4Addr::new(127, 0, 0, 2), &fresh).map_or(0, |a| a.code);
+        scrapes.push((code, t.elapsed()));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    scrapes
 }
 
 /// --metrics-cert-dir: the certificate and key given are served, and a

@@ -77,7 +77,16 @@ fn the_view_shows_models_and_streams_their_changes() {
     wait_serving(&sim, "svc", V1);
     wait_event(&sim, "svc", "RolloutSucceeded");
     let addr = op.view_addr();
+    the_page_is_self_contained(addr);
+    the_snapshot_comes_from_the_caches(addr);
+    let v = Viewer::connect(addr);
+    the_stream_sends_a_snapshot_then_each_change(&sim, &v);
+    stuck_viewers_do_not_delay_the_operator(&sim, addr);
+    a_deleted_model_leaves_the_view(&sim, &v, addr);
+    op.assert_clean_exit();
+}
 
+fn the_page_is_self_contained(addr: SocketAddr) {
     // The page: self-contained, nothing fetched from elsewhere.
     let (code, page) = http_get_at(addr, "/");
     assert_eq!(code, 200);
@@ -89,7 +98,9 @@ fn the_view_shows_models_and_streams_their_changes() {
         !page.contains("http://") && !page.contains("https://"),
         "the page names another origin"
     );
+}
 
+fn the_snapshot_comes_from_the_caches(addr: SocketAddr) {
     // The snapshot as JSON, from the caches.
     let (code, body) = http_get_at(addr, "/api/models");
     assert_eq!(code, 200);
@@ -106,9 +117,10 @@ fn the_view_shows_models_and_streams_their_changes() {
         .unwrap()
         .iter()
         .any(|e| e["reason"] == "RolloutSucceeded"));
+}
 
+fn the_stream_sends_a_snapshot_then_each_change(sim: &Sim, v: &Viewer) {
     // The stream: a snapshot, then each change within a second or so.
-    let v = Viewer::connect(addr);
     v.wait(0, "event: snapshot");
     // A stream has no length: a browser's EventSource would end at one.
     let head =
@@ -124,14 +136,16 @@ fn the_view_shows_models_and_streams_their_changes() {
         "{head}"
     );
     let mark = v.len();
-    set_version(&sim, "svc", V2);
+    set_version(sim, "svc", V2);
     let rolling = v.wait(mark, "\"phase\":\"RollingOut\"");
     let mark = v.len();
-    wait_serving(&sim, "svc", V2);
+    wait_serving(sim, "svc", V2);
     v.wait(mark, &format!("\"active\":\"{V2}\""));
     eprintln!("a version change reached the stream as RollingOut in {rolling:?}");
     assert!(rolling < Duration::from_secs(5), "{rolling:?}");
+}
 
+fn stuck_viewers_do_not_delay_the_operator(sim: &Sim, addr: SocketAddr) {
     // Viewers that never read do not delay the operator: a change is
     // patched into the Deployment as fast with them attached.
     let stuck: Vec<TcpStream> = (0..10)
@@ -144,18 +158,20 @@ fn the_view_shows_models_and_streams_their_changes() {
     let mut lat = Vec::new();
     for (i, version) in [V1, V2, V1, V2, V1].iter().enumerate() {
         let since = sim.clock_ms();
-        set_version(&sim, "svc", version);
+        set_version(sim, "svc", version);
         wait_until("the Deployment patched", || {
-            patched_after(&sim, since).is_some()
+            patched_after(sim, since).is_some()
         });
-        lat.push(patched_after(&sim, since).unwrap_or(0));
-        wait_serving(&sim, "svc", version);
+        lat.push(patched_after(sim, since).unwrap_or(0));
+        wait_serving(sim, "svc", version);
         let _ = i;
     }
     eprintln!("change -> Deployment patch with 10 stuck viewers: {lat:?} ms");
     assert!(lat.iter().all(|ms| *ms < 2_000), "{lat:?}");
     drop(stuck);
+}
 
+fn a_deleted_model_leaves_the_view(sim: &Sim, v: &Viewer, addr: SocketAddr) {
     // A deleted model leaves the view.
     let mark = v.len();
     sim.delete("openmed.ai/v1alpha1", "OpenMedModel", NS, "svc")
@@ -163,7 +179,6 @@ fn the_view_shows_models_and_streams_their_changes() {
     v.wait(mark, "\"remove\":[\"openmed/svc\"]");
     let (_, body) = http_get_at(addr, "/api/models");
     assert_eq!(body.trim(), "[]");
-    op.assert_clean_exit();
 }
 
 /// Off loopback the view needs the metrics' authentication, or the

@@ -12,103 +12,16 @@ fn rollout_upgrade_automatic_and_manual_rollback_then_delete() {
     let (sim, _, mut op) = cluster_with(fast(), "lifecycle", "openmed-service", &[]);
     sim.create(model("openmed-service", "openmed-service", V1, 600))
         .unwrap();
-    let s = wait_serving(&sim, "openmed-service", V1);
-    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
-    let cm = sim
-        .object("", "configmaps", NS, "openmed-service-model-manifest")
-        .unwrap();
-    assert_eq!(cm["data"]["OPENMED_SERVICE_PRELOAD_MODELS"], V1);
-    assert_eq!(
-        preload(&sim, "openmed-service")["valueFrom"]["configMapKeyRef"]["name"],
-        "openmed-service-model-manifest"
-    );
-
+    the_first_version_serves_from_the_manifest(&sim);
     // A version bump reaches Ready on v2.
     set_version(&sim, "openmed-service", V2);
     let s = wait_serving(&sim, "openmed-service", V2);
     assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
     assert_eq!(s["previousSuccessfulSpec"]["version"], V1);
 
-    // An unloadable version misses its deadline and rolls back by itself.
-    sim.merge_patch(
-        MODEL.0,
-        MODEL.1,
-        NS,
-        "openmed-service",
-        &json!({"spec": {"version": BAD, "rolloutStrategy": {"progressDeadlineSeconds": 2}}}),
-    )
-    .unwrap();
-    let s = wait_for(
-        "RolledBack with RollbackSucceeded",
-        || status(&sim, "openmed-service"),
-        |s| {
-            s["phase"] == "RolledBack"
-                && ready_reason(s) == "RolledBack"
-                && s["conditions"][3]["reason"] == "RollbackSucceeded"
-        },
-    );
-    assert_eq!(s["desiredVersion"], BAD);
-    assert_eq!(s["activeVersion"], V2);
-    assert_eq!(s["rollbackRequest"], format!("automatic:{BAD}"));
-    assert_eq!(s["rollbackCount"], 1);
-    for want in ["RolloutFailed", "RollbackStarted", "RollbackSucceeded"] {
-        wait_event(&sim, "openmed-service", want);
-    }
-
-    // Manual rollback to the previous retained version.
-    sim.merge_patch(
-        MODEL.0,
-        MODEL.1,
-        NS,
-        "openmed-service",
-        &json!({"metadata": {"annotations": {"openmed.ai/rollback-to": V1}}}),
-    )
-    .unwrap();
-    wait_until("manual rollback to v1", || {
-        let s = status(&sim, "openmed-service");
-        s["rollbackRequest"] == format!("manual:{V1}")
-            && s["conditions"][3]["reason"] == "RollbackSucceeded"
-    });
-    assert_eq!(
-        sim.object("", "configmaps", NS, "openmed-service-model-manifest")
-            .unwrap()["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
-        V1
-    );
-    // The manual rollback is a second RollbackStarted in this generation:
-    // the same Event, counted twice, with the latest message.
-    wait_until("the repeated RollbackStarted", || {
-        sim.objects("", "events", Some(NS)).iter().any(|e| {
-            e["reason"] == "RollbackStarted"
-                && e["count"] == 2
-                && e["message"].as_str().unwrap_or("").contains(V1)
-        })
-    });
-
-    // Delete: ConfigMap gone, preload blanked, finalizer released.
-    sim.delete(MODEL.0, MODEL.1, NS, "openmed-service").unwrap();
-    wait_until("the OpenMedModel to go", || {
-        sim.object("openmed.ai", "openmedmodels", NS, "openmed-service")
-            .is_none()
-    });
-    assert!(sim
-        .object("", "configmaps", NS, "openmed-service-model-manifest")
-        .is_none());
-    // `value: ""` is what the operator writes; the API server drops an
-    // empty value (omitempty), as the real one does.
-    assert_eq!(
-        preload(&sim, "openmed-service"),
-        json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS"})
-    );
-    let d = sim
-        .object("apps", "deployments", NS, "openmed-service")
-        .unwrap();
-    assert!(d["metadata"]["annotations"]
-        .get("openmed.ai/model-resource")
-        .is_none());
-    assert_eq!(
-        d["spec"]["template"]["spec"]["containers"][1]["name"], "proxy",
-        "the other container survives"
-    );
+    an_unloadable_version_rolls_back_by_itself(&sim);
+    a_manual_rollback_to_the_previous_version(&sim);
+    a_delete_releases_everything(&sim);
 
     let (code, metrics) = op.http_get("/metrics");
     assert_eq!(code, 200);
@@ -128,6 +41,108 @@ fn rollout_upgrade_automatic_and_manual_rollback_then_delete() {
         "{log}"
     );
     assert!(!log.contains("panicked"), "{log}");
+}
+
+fn the_first_version_serves_from_the_manifest(sim: &Sim) {
+    let s = wait_serving(sim, "openmed-service", V1);
+    assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+    let cm = sim
+        .object("", "configmaps", NS, "openmed-service-model-manifest")
+        .unwrap();
+    assert_eq!(cm["data"]["OPENMED_SERVICE_PRELOAD_MODELS"], V1);
+    assert_eq!(
+        preload(sim, "openmed-service")["valueFrom"]["configMapKeyRef"]["name"],
+        "openmed-service-model-manifest"
+    );
+}
+
+/// A version that cannot load misses its deadline; the operator rolls back
+/// to the last one that served.
+fn an_unloadable_version_rolls_back_by_itself(sim: &Sim) {
+    // An unloadable version misses its deadline and rolls back by itself.
+    sim.merge_patch(
+        MODEL.0,
+        MODEL.1,
+        NS,
+        "openmed-service",
+        &json!({"spec": {"version": BAD, "rolloutStrategy": {"progressDeadlineSeconds": 2}}}),
+    )
+    .unwrap();
+    let s = wait_for(
+        "RolledBack with RollbackSucceeded",
+        || status(sim, "openmed-service"),
+        |s| {
+            s["phase"] == "RolledBack"
+                && ready_reason(s) == "RolledBack"
+                && s["conditions"][3]["reason"] == "RollbackSucceeded"
+        },
+    );
+    assert_eq!(s["desiredVersion"], BAD);
+    assert_eq!(s["activeVersion"], V2);
+    assert_eq!(s["rollbackRequest"], format!("automatic:{BAD}"));
+    assert_eq!(s["rollbackCount"], 1);
+    for want in ["RolloutFailed", "RollbackStarted", "RollbackSucceeded"] {
+        wait_event(sim, "openmed-service", want);
+    }
+}
+
+fn a_manual_rollback_to_the_previous_version(sim: &Sim) {
+    // Manual rollback to the previous retained version.
+    sim.merge_patch(
+        MODEL.0,
+        MODEL.1,
+        NS,
+        "openmed-service",
+        &json!({"metadata": {"annotations": {"openmed.ai/rollback-to": V1}}}),
+    )
+    .unwrap();
+    wait_until("manual rollback to v1", || {
+        let s = status(sim, "openmed-service");
+        s["rollbackRequest"] == format!("manual:{V1}")
+            && s["conditions"][3]["reason"] == "RollbackSucceeded"
+    });
+    assert_eq!(
+        sim.object("", "configmaps", NS, "openmed-service-model-manifest")
+            .unwrap()["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
+        V1
+    );
+    // The manual rollback is a second RollbackStarted in this generation:
+    // the same Event, counted twice, with the latest message.
+    wait_until("the repeated RollbackStarted", || {
+        sim.objects("", "events", Some(NS)).iter().any(|e| {
+            e["reason"] == "RollbackStarted"
+                && e["count"] == 2
+                && e["message"].as_str().unwrap_or("").contains(V1)
+        })
+    });
+}
+
+fn a_delete_releases_everything(sim: &Sim) {
+    // Delete: ConfigMap gone, preload blanked, finalizer released.
+    sim.delete(MODEL.0, MODEL.1, NS, "openmed-service").unwrap();
+    wait_until("the OpenMedModel to go", || {
+        sim.object("openmed.ai", "openmedmodels", NS, "openmed-service")
+            .is_none()
+    });
+    assert!(sim
+        .object("", "configmaps", NS, "openmed-service-model-manifest")
+        .is_none());
+    // `value: ""` is what the operator writes; the API server drops an
+    // empty value (omitempty), as the real one does.
+    assert_eq!(
+        preload(sim, "openmed-service"),
+        json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS"})
+    );
+    let d = sim
+        .object("apps", "deployments", NS, "openmed-service")
+        .unwrap();
+    assert!(d["metadata"]["annotations"]
+        .get("openmed.ai/model-resource")
+        .is_none());
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][1]["name"], "proxy",
+        "the other container survives"
+    );
 }
 
 #[test]

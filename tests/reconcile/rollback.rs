@@ -6,27 +6,37 @@
 use crate::common::*;
 use crate::world::*;
 use openmed_operator::model::EventReason;
-use serde_json::json;
+use serde_json::{json, Value};
 
 #[test]
 fn v2_misses_its_deadline_rolls_back_automatically() {
     let (s1, s2) = (spec(V1), spec(V2));
     let mut w = World::new(s1.clone());
     w.converge();
+    v2_starts_rolling_out(&mut w, &s1, &s2);
+    the_missed_deadline_rolls_back_to_v1(&mut w, &s1, &s2);
+    the_rollback_succeeds_and_v2_is_not_retried(&mut w, &s1, &s2);
+    a_fixed_spec_rolls_out_anew(&mut w, &s1);
+}
+
+fn v2_starts_rolling_out(w: &mut World, s1: &Value, s2: &Value) {
     w.set_spec(s2.clone());
     let (tags, ev) = w.step();
     assert_eq!(tags, ["CM~", "D~", "S"]);
     assert_eq!(ev, [EventReason::RolloutStarted]);
     assert_status(
-        &w,
+        w,
         Want {
             active: Some(V1),
-            applied: Some(&s2),
-            last: Some(&s1),
-            ..Want::new("RollingOut", &s2, started("T:SpecChanged"))
+            applied: Some(s2),
+            last: Some(s1),
+            ..Want::new("RollingOut", s2, started("T:SpecChanged"))
         },
     );
+}
 
+fn the_missed_deadline_rolls_back_to_v1(w: &mut World, s1: &Value, s2: &Value) {
+    let auto = format!("automatic:{V2}");
     w.rollout_misses_deadline();
     let (tags, ev) = w.step();
     assert_eq!(tags, ["CM~", "D~", "S"]);
@@ -34,20 +44,19 @@ fn v2_misses_its_deadline_rolls_back_automatically() {
         ev,
         [EventReason::RolloutFailed, EventReason::RollbackStarted]
     );
-    let auto = format!("automatic:{V2}");
     assert_status(
-        &w,
+        w,
         Want {
             active: Some(V1),
-            applied: Some(&s1),
-            failed: Some(&s2),
-            last: Some(&s1),
-            rollback: Some(&s1),
+            applied: Some(s1),
+            failed: Some(s2),
+            last: Some(s1),
+            rollback: Some(s1),
             request: Some(auto.as_str()),
             count: 1,
             ..Want::new(
                 "RolledBack",
-                &s2,
+                s2,
                 [
                     "F:RolledBack",
                     "T:RollbackInProgress",
@@ -61,38 +70,43 @@ fn v2_misses_its_deadline_rolls_back_automatically() {
         w.config_maps["openmed-service-model-manifest"]["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
         V1
     );
+}
 
+fn the_rollback_succeeds_and_v2_is_not_retried(w: &mut World, s1: &Value, s2: &Value) {
+    let auto = format!("automatic:{V2}");
     w.rollout_completes();
     let (tags, ev) = w.step();
     assert_eq!(tags, ["S"]);
     assert_eq!(ev, [EventReason::RollbackSucceeded]);
     assert_status(
-        &w,
+        w,
         Want {
             active: Some(V1),
-            applied: Some(&s1),
-            failed: Some(&s2),
-            last: Some(&s1),
-            rollback: Some(&s1),
+            applied: Some(s1),
+            failed: Some(s2),
+            last: Some(s1),
+            rollback: Some(s1),
             request: Some(auto.as_str()),
             count: 1,
-            ..Want::new("RolledBack", &s2, ROLLBACK_SUCCEEDED)
+            ..Want::new("RolledBack", s2, ROLLBACK_SUCCEEDED)
         },
     );
     // The failed spec is not retried by itself.
     assert!(w.plan().is_noop());
+}
 
+fn a_fixed_spec_rolls_out_anew(w: &mut World, s1: &Value) {
     // The user fixes the spec: a new rollout.
     let s3 = spec(V3);
     w.set_spec(s3.clone());
     let (tags, _) = w.step();
     assert_eq!(tags, ["CM~", "D~", "S"]);
     assert_status(
-        &w,
+        w,
         Want {
             active: Some(V1),
             applied: Some(&s3),
-            last: Some(&s1),
+            last: Some(s1),
             count: 1,
             ..Want::new("RollingOut", &s3, started("T:SpecChanged"))
         },
@@ -100,12 +114,12 @@ fn v2_misses_its_deadline_rolls_back_automatically() {
     w.rollout_completes();
     w.step();
     assert_status(
-        &w,
+        w,
         Want {
             active: Some(V3),
             applied: Some(&s3),
             last: Some(&s3),
-            prev: Some(&s1),
+            prev: Some(s1),
             count: 1,
             ..Want::new("Ready", &s3, READY)
         },
@@ -254,27 +268,32 @@ fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
             ..Want::new("Ready", &s2, READY)
         },
     );
+    a_manual_rollback_to_v1_starts(&mut w, &s1, &s2);
+    the_manual_rollback_succeeds_and_holds(&mut w, &s1, &s2);
+    making_it_permanent_is_judged_at_once(&mut w, &s1, &s2);
+}
 
+fn a_manual_rollback_to_v1_starts(w: &mut World, s1: &Value, s2: &Value) {
+    let manual = format!("manual:{V1}");
     w.annotate("openmed.ai/rollback-to", Some(&format!(" {V1} ")));
     let (tags, ev) = w.step();
     assert_eq!(tags, ["CM~", "D~", "S"]);
     assert_eq!(ev, [EventReason::RollbackStarted]);
-    let manual = format!("manual:{V1}");
     assert_status(
-        &w,
+        w,
         Want {
             active: Some(V1),
-            applied: Some(&s1),
+            applied: Some(s1),
             // 9.22: an override, not a verdict: v2 served, it is not failed.
             failed: None,
-            last: Some(&s2),
-            prev: Some(&s1),
-            rollback: Some(&s1),
+            last: Some(s2),
+            prev: Some(s1),
+            rollback: Some(s1),
             request: Some(manual.as_str()),
             count: 1,
             ..Want::new(
                 "RolledBack",
-                &s2,
+                s2,
                 [
                     "F:ManualRollback",
                     "T:RollbackInProgress",
@@ -284,26 +303,31 @@ fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
             )
         },
     );
+}
 
+fn the_manual_rollback_succeeds_and_holds(w: &mut World, s1: &Value, s2: &Value) {
+    let manual = format!("manual:{V1}");
     w.rollout_completes();
     let (_, ev) = w.step();
     assert_eq!(ev, [EventReason::RollbackSucceeded]);
     assert_status(
-        &w,
+        w,
         Want {
             active: Some(V1),
-            applied: Some(&s1),
+            applied: Some(s1),
             failed: None,
-            last: Some(&s2),
-            prev: Some(&s1),
-            rollback: Some(&s1),
+            last: Some(s2),
+            prev: Some(s1),
+            rollback: Some(s1),
             request: Some(manual.as_str()),
             count: 1,
-            ..Want::new("RolledBack", &s2, MANUAL_ROLLBACK_SUCCEEDED)
+            ..Want::new("RolledBack", s2, MANUAL_ROLLBACK_SUCCEEDED)
         },
     );
     assert!(w.plan().is_noop(), "a completed manual rollback is stable");
+}
 
+fn making_it_permanent_is_judged_at_once(w: &mut World, s1: &Value, s2: &Value) {
     // The user makes it permanent: the Deployment already serves v1, so it
     // is judged at once (9.11): Ready in this pass, no rollout started.
     w.set_spec(s1.clone());
@@ -312,14 +336,14 @@ fn manual_rollback_then_spec_set_to_it_and_annotation_removed() {
     assert_eq!(tags, ["S"], "the Deployment already serves v1");
     assert_eq!(ev, [EventReason::RolloutSucceeded]);
     assert_status(
-        &w,
+        w,
         Want {
             active: Some(V1),
-            applied: Some(&s1),
-            last: Some(&s1),
-            prev: Some(&s2),
+            applied: Some(s1),
+            last: Some(s1),
+            prev: Some(s2),
             count: 1,
-            ..Want::new("Ready", &s1, READY)
+            ..Want::new("Ready", s1, READY)
         },
     );
 }

@@ -7,6 +7,7 @@ use crate::invariants::*;
 use crate::observe::*;
 use crate::operations::*;
 use crate::{CONTAINER, HASH, MANAGED_BY, NAMES, NAMESPACES, NEVER_SET, PRELOAD, ROLLBACK_TO};
+use kubesim::faults::RequestRecord;
 use kubesim::Sim;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -260,13 +261,7 @@ impl Soak {
                 }
                 self.create_model(*m, spec)
             }
-            Op::RecreateModel { m, spec } => {
-                let mut out = String::new();
-                if self.model(*m).is_some() {
-                    out = format!("deleted ({}), ", self.delete_model(*m));
-                }
-                out + &self.create_model(*m, spec)
-            }
+            Op::RecreateModel { m, spec } => self.recreate_model(*m, spec),
             Op::DeleteModel { m } => {
                 if self.model(*m).is_none() {
                     return "skipped: no model".into();
@@ -280,62 +275,8 @@ impl Soak {
                 }
                 format!("{what}: {out}")
             }
-            Op::RollbackTo { m, pick } => {
-                let Some(model) = self.live(*m) else {
-                    return "skipped: no live model".into();
-                };
-                match pick {
-                    Pick::Retained(k) => {
-                        let st = &model["status"];
-                        let retained: Vec<String> =
-                            [&st["lastSuccessfulSpec"], &st["previousSuccessfulSpec"]]
-                                .into_iter()
-                                .filter_map(|sp| sp["version"].as_str().map(str::to_string))
-                                .collect();
-                        if retained.is_empty() {
-                            return "skipped: nothing retained yet".into();
-                        }
-                        // The previous version mostly: the last one is
-                        // usually what the spec asks for (no rollback).
-                        let t = if k % 4 == 0 {
-                            retained[0].clone()
-                        } else {
-                            retained[retained.len() - 1].clone()
-                        };
-                        format!("to {t}: {}", self.annotate(*m, Some(&t)))
-                    }
-                    Pick::NotRetained => self.annotate(*m, Some(NEVER_SET)),
-                    Pick::Garbage => self.annotate(*m, Some("no such version at all!")),
-                    Pick::Blank => self.annotate(*m, Some("   ")),
-                    Pick::Remove => self.annotate(*m, None),
-                    Pick::MakePermanent { annotation_first } => {
-                        let Some(t) = rollback_to(&model) else {
-                            return "skipped: no rollback-to".into();
-                        };
-                        let version = json!({"spec": {"version": t}});
-                        let (a, b) = if *annotation_first {
-                            let a = self.annotate(*m, None);
-                            std::thread::sleep(Duration::from_millis(200));
-                            (a, self.patch_model(*m, &version))
-                        } else {
-                            let a = self.patch_model(*m, &version);
-                            std::thread::sleep(Duration::from_millis(200));
-                            (a, self.annotate(*m, None))
-                        };
-                        format!("version {t}: {a}, {b}")
-                    }
-                }
-            }
-            Op::DeleteDeployment { d } => {
-                if self.deployment(*d).is_none() {
-                    return "skipped: no Deployment".into();
-                }
-                self.deploys.remove(d);
-                match self.sim.delete("apps/v1", "Deployment", d.ns(), d.name()) {
-                    Ok(()) => "deleted".into(),
-                    Err(e) => format!("refused: {e}"),
-                }
-            }
+            Op::RollbackTo { m, pick } => self.rollback_to(*m, pick),
+            Op::DeleteDeployment { d } => self.delete_deployment(*d),
             Op::CreateDeployment { d } => {
                 if self.deployment(*d).is_some() {
                     return "skipped: exists".into();
@@ -349,143 +290,235 @@ impl Soak {
                 }
                 self.create_deployment(*d)
             }
-            Op::ForeignConfigMap { m } => {
-                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": m.cm(), "namespace": m.ns(), "labels": {"team": "someone-else"}},
-                    "data": {"owner": "someone else"}});
-                match self.sim.create(cm) {
-                    Ok(o) => {
-                        let rv = s(&o["metadata"]["resourceVersion"]).to_string();
-                        self.foreign.insert(*m, (rv, self.sim.clock_ms()));
-                        "created".into()
-                    }
-                    Err(e) => format!("refused: {e}"),
-                }
-            }
-            Op::ForeignThenCreate { m, spec } => {
-                let mut out = String::new();
-                if self.model(*m).is_some() {
-                    out = format!("deleted ({}), ", self.delete_model(*m));
-                }
-                out += &format!(
-                    "foreign ConfigMap {}, ",
-                    self.apply_op(&Op::ForeignConfigMap { m: *m })
-                );
-                out + &self.create_model(*m, spec)
-            }
-            Op::RemoveForeignConfigMap { m } => {
-                if self.foreign.remove(m).is_none() {
-                    return "skipped: no foreign ConfigMap".into();
-                }
-                match self.sim.delete("v1", "ConfigMap", m.ns(), &m.cm()) {
-                    Ok(()) => "deleted".into(),
-                    Err(e) => format!("refused: {e}"),
-                }
-            }
+            Op::ForeignConfigMap { m } => self.create_foreign_config_map(*m),
+            Op::ForeignThenCreate { m, spec } => self.foreign_then_create(*m, spec),
+            Op::RemoveForeignConfigMap { m } => self.remove_foreign_config_map(*m),
             Op::EditEnv {
                 d,
                 level,
                 toggle_extra,
-            } => self.edit_deployment(*d, |obj| {
-                let cs = &mut obj["spec"]["template"]["spec"]["containers"];
-                let Some(c) = cs
-                    .as_array_mut()
-                    .and_then(|cs| cs.iter_mut().find(|c| c["name"] == CONTAINER))
-                else {
-                    return;
-                };
-                let Some(env) = c["env"].as_array_mut() else {
-                    return;
-                };
-                for e in env.iter_mut() {
-                    if e["name"] == "LOG_LEVEL" {
-                        e["value"] = json!(level);
-                    }
-                }
-                if *toggle_extra {
-                    if env.iter().any(|e| e["name"] == "EXTRA_FLAG") {
-                        env.retain(|e| e["name"] != "EXTRA_FLAG");
-                    } else {
-                        env.push(json!({"name": "EXTRA_FLAG", "value": "on"}));
-                    }
-                }
-            }),
-            Op::EditSidecar { d, tag } => self.edit_deployment(*d, |obj| {
-                if let Some(c) = obj["spec"]["template"]["spec"]["containers"]
-                    .as_array_mut()
-                    .and_then(|cs| cs.iter_mut().find(|c| c["name"] == "proxy"))
-                {
-                    c["image"] = json!(format!("envoy:1.{}", 28 + tag % 4));
-                    if tag % 2 == 0 {
-                        c["env"] =
-                            json!([{"name": "PROXY_MODE", "value": format!("m{}", tag % 7)}]);
-                    }
-                }
-            }),
-            Op::EditReplicas { d, replicas } => {
-                if self.deployment(*d).is_none() {
-                    return "skipped: no Deployment".into();
-                }
-                let patch = json!({"spec": {"replicas": replicas}});
-                match self
-                    .sim
-                    .merge_patch("apps/v1", "Deployment", d.ns(), d.name(), &patch)
-                {
-                    Ok(_) => "scaled".into(),
-                    Err(e) => format!("refused: {e}"),
+            } => self.edit_env(*d, level, *toggle_extra),
+            Op::EditSidecar { d, tag } => self.edit_sidecar(*d, *tag),
+            Op::EditReplicas { d, replicas } => self.edit_replicas(*d, *replicas),
+            Op::EditAnnotation { d, template, n } => self.edit_annotation(*d, *template, *n),
+            Op::GarbleHash { d } => self.garble_hash(*d),
+            Op::EditConfigMap { m, kind } => self.edit_config_map(*m, *kind),
+        }
+    }
+
+    fn recreate_model(&mut self, m: Key, spec: &Value) -> String {
+        let mut out = String::new();
+        if self.model(m).is_some() {
+            out = format!("deleted ({}), ", self.delete_model(m));
+        }
+        out + &self.create_model(m, spec)
+    }
+
+    /// `openmed.ai/rollback-to`: set to what `pick` names, or removed.
+    fn rollback_to(&mut self, m: Key, pick: &Pick) -> String {
+        let Some(model) = self.live(m) else {
+            return "skipped: no live model".into();
+        };
+        match pick {
+            Pick::Retained(k) => self.rollback_to_retained(m, &model, *k),
+            Pick::NotRetained => self.annotate(m, Some(NEVER_SET)),
+            Pick::Garbage => self.annotate(m, Some("no such version at all!")),
+            Pick::Blank => self.annotate(m, Some("   ")),
+            Pick::Remove => self.annotate(m, None),
+            Pick::MakePermanent { annotation_first } => {
+                self.make_rollback_permanent(m, &model, *annotation_first)
+            }
+        }
+    }
+
+    /// A retained version: the previous one mostly.
+    fn rollback_to_retained(&mut self, m: Key, model: &Value, k: u64) -> String {
+        let st = &model["status"];
+        let retained: Vec<String> = [&st["lastSuccessfulSpec"], &st["previousSuccessfulSpec"]]
+            .into_iter()
+            .filter_map(|sp| sp["version"].as_str().map(str::to_string))
+            .collect();
+        if retained.is_empty() {
+            return "skipped: nothing retained yet".into();
+        }
+        // The previous version mostly: the last one is
+        // usually what the spec asks for (no rollback).
+        let t = if k % 4 == 0 {
+            retained[0].clone()
+        } else {
+            retained[retained.len() - 1].clone()
+        };
+        format!("to {t}: {}", self.annotate(m, Some(&t)))
+    }
+
+    /// spec.version set to the rollback-to version and the annotation
+    /// removed, in either order.
+    fn make_rollback_permanent(&mut self, m: Key, model: &Value, annotation_first: bool) -> String {
+        let Some(t) = rollback_to(model) else {
+            return "skipped: no rollback-to".into();
+        };
+        let version = json!({"spec": {"version": t}});
+        let (a, b) = if annotation_first {
+            let a = self.annotate(m, None);
+            std::thread::sleep(Duration::from_millis(200));
+            (a, self.patch_model(m, &version))
+        } else {
+            let a = self.patch_model(m, &version);
+            std::thread::sleep(Duration::from_millis(200));
+            (a, self.annotate(m, None))
+        };
+        format!("version {t}: {a}, {b}")
+    }
+
+    fn delete_deployment(&mut self, d: Key) -> String {
+        if self.deployment(d).is_none() {
+            return "skipped: no Deployment".into();
+        }
+        self.deploys.remove(&d);
+        match self.sim.delete("apps/v1", "Deployment", d.ns(), d.name()) {
+            Ok(()) => "deleted".into(),
+            Err(e) => format!("refused: {e}"),
+        }
+    }
+
+    /// A ConfigMap of someone else's under the model's manifest name.
+    fn create_foreign_config_map(&mut self, m: Key) -> String {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": m.cm(), "namespace": m.ns(), "labels": {"team": "someone-else"}},
+            "data": {"owner": "someone else"}});
+        match self.sim.create(cm) {
+            Ok(o) => {
+                let rv = s(&o["metadata"]["resourceVersion"]).to_string();
+                self.foreign.insert(m, (rv, self.sim.clock_ms()));
+                "created".into()
+            }
+            Err(e) => format!("refused: {e}"),
+        }
+    }
+
+    fn foreign_then_create(&mut self, m: Key, spec: &Value) -> String {
+        let mut out = String::new();
+        if self.model(m).is_some() {
+            out = format!("deleted ({}), ", self.delete_model(m));
+        }
+        out += &format!("foreign ConfigMap {}, ", self.create_foreign_config_map(m));
+        out + &self.create_model(m, spec)
+    }
+
+    fn remove_foreign_config_map(&mut self, m: Key) -> String {
+        if self.foreign.remove(&m).is_none() {
+            return "skipped: no foreign ConfigMap".into();
+        }
+        match self.sim.delete("v1", "ConfigMap", m.ns(), &m.cm()) {
+            Ok(()) => "deleted".into(),
+            Err(e) => format!("refused: {e}"),
+        }
+    }
+
+    /// The main container's LOG_LEVEL set, EXTRA_FLAG added or removed.
+    fn edit_env(&mut self, d: Key, level: &str, toggle_extra: bool) -> String {
+        self.edit_deployment(d, |obj| {
+            let cs = &mut obj["spec"]["template"]["spec"]["containers"];
+            let Some(c) = cs
+                .as_array_mut()
+                .and_then(|cs| cs.iter_mut().find(|c| c["name"] == CONTAINER))
+            else {
+                return;
+            };
+            let Some(env) = c["env"].as_array_mut() else {
+                return;
+            };
+            for e in env.iter_mut() {
+                if e["name"] == "LOG_LEVEL" {
+                    e["value"] = json!(level);
                 }
             }
-            Op::EditAnnotation { d, template, n } => {
-                let template = *template;
-                let n = *n;
-                self.edit_deployment(*d, move |obj| {
-                    let at = if template {
-                        &mut obj["spec"]["template"]["metadata"]["annotations"]
-                    } else {
-                        &mut obj["metadata"]["annotations"]
-                    };
-                    if !at.is_object() {
-                        *at = json!({});
-                    }
-                    at["team.example/note"] = json!(format!("edit-{n}"));
-                })
-            }
-            Op::GarbleHash { d } => {
-                let Some(dep) = self.deployment(*d) else {
-                    return "skipped: no Deployment".into();
-                };
-                if dep["spec"]["template"]["metadata"]["annotations"][HASH].is_null() {
-                    return "skipped: no hash annotation".into();
-                }
-                self.edit_deployment(*d, |obj| {
-                    obj["spec"]["template"]["metadata"]["annotations"][HASH] = json!(
-                        "sha256:0000000000000000000000000000000000000000000000000000000000000000"
-                    );
-                })
-            }
-            Op::EditConfigMap { m, kind } => {
-                let Some(cm) = self.sim.object("", "configmaps", m.ns(), &m.cm()) else {
-                    return "skipped: no ConfigMap".into();
-                };
-                if cm["metadata"]["labels"][MANAGED_BY] != "openmed-operator" {
-                    return "skipped: not the operator's".into();
-                }
-                let data = match kind {
-                    0 => json!({ PRELOAD: "OpenMed/hand-edited" }),
-                    1 => json!({"manifest.json": "{}"}),
-                    _ => json!({"note": "added by hand"}),
-                };
-                match self.sim.merge_patch(
-                    "v1",
-                    "ConfigMap",
-                    m.ns(),
-                    &m.cm(),
-                    &json!({ "data": data }),
-                ) {
-                    Ok(_) => format!("data {data}"),
-                    Err(e) => format!("refused: {e}"),
+            if toggle_extra {
+                if env.iter().any(|e| e["name"] == "EXTRA_FLAG") {
+                    env.retain(|e| e["name"] != "EXTRA_FLAG");
+                } else {
+                    env.push(json!({"name": "EXTRA_FLAG", "value": "on"}));
                 }
             }
+        })
+    }
+
+    fn edit_sidecar(&mut self, d: Key, tag: u64) -> String {
+        self.edit_deployment(d, |obj| {
+            if let Some(c) = obj["spec"]["template"]["spec"]["containers"]
+                .as_array_mut()
+                .and_then(|cs| cs.iter_mut().find(|c| c["name"] == "proxy"))
+            {
+                c["image"] = json!(format!("envoy:1.{}", 28 + tag % 4));
+                if tag % 2 == 0 {
+                    c["env"] = json!([{"name": "PROXY_MODE", "value": format!("m{}", tag % 7)}]);
+                }
+            }
+        })
+    }
+
+    fn edit_replicas(&mut self, d: Key, replicas: i64) -> String {
+        if self.deployment(d).is_none() {
+            return "skipped: no Deployment".into();
+        }
+        let patch = json!({"spec": {"replicas": replicas}});
+        match self
+            .sim
+            .merge_patch("apps/v1", "Deployment", d.ns(), d.name(), &patch)
+        {
+            Ok(_) => "scaled".into(),
+            Err(e) => format!("refused: {e}"),
+        }
+    }
+
+    fn edit_annotation(&mut self, d: Key, template: bool, n: u64) -> String {
+        self.edit_deployment(d, move |obj| {
+            let at = if template {
+                &mut obj["spec"]["template"]["metadata"]["annotations"]
+            } else {
+                &mut obj["metadata"]["annotations"]
+            };
+            if !at.is_object() {
+                *at = json!({});
+            }
+            at["team.example/note"] = json!(format!("edit-{n}"));
+        })
+    }
+
+    /// The manifest digest on the pod template replaced by a wrong one.
+    fn garble_hash(&mut self, d: Key) -> String {
+        let Some(dep) = self.deployment(d) else {
+            return "skipped: no Deployment".into();
+        };
+        if dep["spec"]["template"]["metadata"]["annotations"][HASH].is_null() {
+            return "skipped: no hash annotation".into();
+        }
+        self.edit_deployment(d, |obj| {
+            obj["spec"]["template"]["metadata"]["annotations"][HASH] =
+                json!("sha256:0000000000000000000000000000000000000000000000000000000000000000");
+        })
+    }
+
+    /// The operator's ConfigMap edited by hand: its preload, its manifest,
+    /// or a key of its own.
+    fn edit_config_map(&mut self, m: Key, kind: u64) -> String {
+        let Some(cm) = self.sim.object("", "configmaps", m.ns(), &m.cm()) else {
+            return "skipped: no ConfigMap".into();
+        };
+        if cm["metadata"]["labels"][MANAGED_BY] != "openmed-operator" {
+            return "skipped: not the operator's".into();
+        }
+        let data = match kind {
+            0 => json!({ PRELOAD: "OpenMed/hand-edited" }),
+            1 => json!({"manifest.json": "{}"}),
+            _ => json!({"note": "added by hand"}),
+        };
+        match self
+            .sim
+            .merge_patch("v1", "ConfigMap", m.ns(), &m.cm(), &json!({ "data": data }))
+        {
+            Ok(_) => format!("data {data}"),
+            Err(e) => format!("refused: {e}"),
         }
     }
 
@@ -592,31 +625,8 @@ impl Soak {
         let mut waiting_for = Vec::new();
         loop {
             let models = self.sim.objects("openmed.ai", "openmedmodels", None);
-            let busy_now: Vec<String> = models
-                .iter()
-                .filter_map(|m| {
-                    busy(m).map(|why| {
-                        format!(
-                            "{}/{}: {why}",
-                            s(&m["metadata"]["namespace"]),
-                            s(&m["metadata"]["name"])
-                        )
-                    })
-                })
-                .collect();
-            let fingerprint = serde_json::to_string(
-                &models
-                    .iter()
-                    .map(|m| {
-                        (
-                            &m["metadata"]["uid"],
-                            &m["metadata"]["generation"],
-                            &m["status"],
-                        )
-                    })
-                    .collect::<Vec<_>>(),
-            )
-            .unwrap_or_default();
+            let busy_now = busy_models(&models);
+            let fingerprint = status_fingerprint(&models);
             let w = writes(&self.sim);
             if fingerprint != last || w != last_writes || !busy_now.is_empty() {
                 since = Instant::now();
@@ -646,48 +656,61 @@ impl Soak {
             // resync periods are proof enough.
             let idle_but_writing = busy_now.is_empty() && t.elapsed() > QUIET_IDLE_TIMEOUT;
             if t.elapsed() > QUIET_TIMEOUT || idle_but_writing {
-                let inv = if !waiting_for.is_empty() {
-                    LIVENESS
-                } else if busy_now.is_empty() {
-                    INV6
-                } else if busy_now.iter().all(|b| b.ends_with("being deleted")) {
-                    INV3
-                } else {
-                    LIVENESS
-                };
-                let recent: Vec<String> = self
-                    .sim
-                    .requests()
-                    .iter()
-                    .rev()
-                    .filter(|r| is_write(r))
-                    .take(20)
-                    .map(describe)
-                    .collect();
-                let targets: Vec<String> = models
-                    .iter()
-                    .filter(|m| busy(m).is_some())
-                    .filter_map(|m| {
-                        let ns = s(&m["metadata"]["namespace"]);
-                        let target = desired(m)["targetRef"]["name"].clone();
-                        let dep = self.sim.object("apps", "deployments", ns, s(&target))?;
-                        Some(format!(
-                            "{ns}/{}: {}",
-                            s(&target),
-                            deployment_diagnosis(&dep)
-                        ))
-                    })
-                    .collect();
-                return Err(Violation {
-                    inv,
-                    msg: format!(
-                        "no quiet point within {:.1?}; busy: {busy_now:?}; their Deployments: {targets:#?}; watches not back since the last disconnect at {} ms: {waiting_for:?}; last writes: {recent:?}",
-                        t.elapsed(),
-                        self.disconnect_ms
-                    ),
-                });
+                return Err(self.no_quiet_point(t, &models, &busy_now, &waiting_for));
             }
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Why no quiet point came: the invariant it breaks (liveness while a
+    /// watch is not back, 6 while nothing is busy, 3 while only deletions
+    /// are), the busy models, their Deployments and the last writes.
+    fn no_quiet_point(
+        &self,
+        t: Instant,
+        models: &[Value],
+        busy_now: &[String],
+        waiting_for: &[String],
+    ) -> Violation {
+        let inv = if !waiting_for.is_empty() {
+            LIVENESS
+        } else if busy_now.is_empty() {
+            INV6
+        } else if busy_now.iter().all(|b| b.ends_with("being deleted")) {
+            INV3
+        } else {
+            LIVENESS
+        };
+        let recent: Vec<String> = self
+            .sim
+            .requests()
+            .iter()
+            .rev()
+            .filter(|r| is_write(r))
+            .take(20)
+            .map(describe)
+            .collect();
+        let targets: Vec<String> = models
+            .iter()
+            .filter(|m| busy(m).is_some())
+            .filter_map(|m| {
+                let ns = s(&m["metadata"]["namespace"]);
+                let target = desired(m)["targetRef"]["name"].clone();
+                let dep = self.sim.object("apps", "deployments", ns, s(&target))?;
+                Some(format!(
+                    "{ns}/{}: {}",
+                    s(&target),
+                    deployment_diagnosis(&dep)
+                ))
+            })
+            .collect();
+        Violation {
+            inv,
+            msg: format!(
+                "no quiet point within {:.1?}; busy: {busy_now:?}; their Deployments: {targets:#?}; watches not back since the last disconnect at {} ms: {waiting_for:?}; last writes: {recent:?}",
+                t.elapsed(),
+                self.disconnect_ms
+            ),
         }
     }
 
@@ -719,28 +742,46 @@ impl Soak {
         let requests = self.sim.requests();
         self.stats.checks += 1;
         if w1 != w0 {
-            let during: Vec<String> = requests
-                .iter()
-                .filter(|r| r.at_ms >= t0 && is_write(r))
-                .map(describe)
-                .collect();
-            self.violate(
-                INV6,
-                format!(
-                    "{} writes during {WINDOW:?} of quiet ({RESYNC_SECONDS} s resync): {during:#?}",
-                    w1 - w0
-                ),
-            );
+            self.writes_during_quiet(&requests, t0, w1 - w0);
         }
+        self.judge(&snap, &before, &requests);
+        self.check_log();
+        for m in &snap.models {
+            if m["status"]["phase"] == "Ready" {
+                self.seen_ready.insert(s(&m["metadata"]["uid"]).to_string());
+            }
+        }
+        self.note_states(&snap);
+        self.violations.len() == broken_before
+    }
+
+    /// Invariant 6 broken: `n` writes since `t0` (ms), in a window of quiet.
+    fn writes_during_quiet(&mut self, requests: &[RequestRecord], t0: u64, n: u64) {
+        let during: Vec<String> = requests
+            .iter()
+            .filter(|r| r.at_ms >= t0 && is_write(r))
+            .map(describe)
+            .collect();
+        self.violate(
+            INV6,
+            format!(
+                "{n} writes during {WINDOW:?} of quiet ({RESYNC_SECONDS} s resync): {during:#?}"
+            ),
+        );
+    }
+
+    /// Every invariant judged on `snap` (and `before`, the start of the
+    /// window), each violation recorded.
+    fn judge(&mut self, snap: &Snap, before: &Snap, requests: &[RequestRecord]) {
         let mut ctx = Ctx {
-            snap: &snap,
-            before: &before,
+            snap,
+            before,
             incarnations: &self.incarnations,
             deploys: &self.deploys,
             touched: &self.touched,
             foreign: &self.foreign,
             seen_ready: &self.seen_ready,
-            requests: &requests,
+            requests,
             out: Vec::new(),
             checks: 0,
         };
@@ -758,12 +799,10 @@ impl Soak {
         for v in out {
             self.record(v);
         }
-        self.check_log();
-        for m in &snap.models {
-            if m["status"]["phase"] == "Ready" {
-                self.seen_ready.insert(s(&m["metadata"]["uid"]).to_string());
-            }
-        }
+    }
+
+    /// Each model's phase and first condition, for the log.
+    fn note_states(&mut self, snap: &Snap) {
         let phases: Vec<String> = snap
             .models
             .iter()
@@ -778,7 +817,6 @@ impl Soak {
             })
             .collect();
         self.note(format!("  state: {}", phases.join(" ")));
-        self.violations.len() == broken_before
     }
 
     fn run(&mut self, budget: Duration, keep_going: bool) {
@@ -858,6 +896,41 @@ impl Soak {
         out.push_str(&format!("operator logs in {}\n", self.dir.display()));
         out
     }
+}
+
+/// The models still busy (being deleted, rolling out, behind their
+/// generation), with why.
+fn busy_models(models: &[Value]) -> Vec<String> {
+    models
+        .iter()
+        .filter_map(|m| {
+            busy(m).map(|why| {
+                format!(
+                    "{}/{}: {why}",
+                    s(&m["metadata"]["namespace"]),
+                    s(&m["metadata"]["name"])
+                )
+            })
+        })
+        .collect()
+}
+
+/// What a quiet point must not see change: every model's uid, generation
+/// and status.
+fn status_fingerprint(models: &[Value]) -> String {
+    serde_json::to_string(
+        &models
+            .iter()
+            .map(|m| {
+                (
+                    &m["metadata"]["uid"],
+                    &m["metadata"]["generation"],
+                    &m["status"],
+                )
+            })
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or_default()
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {

@@ -246,9 +246,6 @@ impl Ctx<'_> {
     }
 
     fn holds(&self, m: &Value, d: &Value, o: &Outcome) -> Result<(), String> {
-        let ns = s(&m["metadata"]["namespace"]);
-        let name = s(&m["metadata"]["name"]);
-        let uid = s(&m["metadata"]["uid"]);
         let st = &m["status"];
         let phase = s(&st["phase"]);
         let ready = cond(st, 0);
@@ -258,60 +255,7 @@ impl Ctx<'_> {
                     phase == "Ready" && ready == ("True", "RolloutSucceeded"),
                     "phase {phase}, Ready {ready:?}"
                 );
-                ensure!(
-                    st["desiredVersion"] == d["version"] && st["activeVersion"] == d["version"],
-                    "desired {} active {} for spec {}",
-                    st["desiredVersion"],
-                    st["activeVersion"],
-                    d["version"]
-                );
-                ensure!(
-                    st["manifestHash"] == digest(&manifest_json(d)).as_str(),
-                    "status.manifestHash {}",
-                    st["manifestHash"]
-                );
-                self.serves(ns, name, uid, d)?;
-                let dep = self.snap.dep(ns, s(&d["targetRef"]["name"])).unwrap();
-                let (sp, ds) = (&dep["spec"], &dep["status"]);
-                let rs = &d["rolloutStrategy"];
-                ensure!(
-                    sp["replicas"] == d["replicas"]
-                        && sp["progressDeadlineSeconds"] == rs["progressDeadlineSeconds"]
-                        && sp["strategy"]["type"] == rs["type"],
-                    "Deployment replicas {} deadline {} strategy {} for spec {} {} {}",
-                    sp["replicas"],
-                    sp["progressDeadlineSeconds"],
-                    sp["strategy"],
-                    d["replicas"],
-                    rs["progressDeadlineSeconds"],
-                    rs
-                );
-                if rs["type"] == "RollingUpdate" {
-                    ensure!(
-                        sp["strategy"]["rollingUpdate"]["maxSurge"] == rs["maxSurge"]
-                            && sp["strategy"]["rollingUpdate"]["maxUnavailable"]
-                                == rs["maxUnavailable"],
-                        "Deployment strategy {} for {}",
-                        sp["strategy"],
-                        rs
-                    );
-                } else {
-                    ensure!(
-                        sp["strategy"]["rollingUpdate"].is_null(),
-                        "Recreate with {}",
-                        sp["strategy"]
-                    );
-                }
-                let n = d["replicas"].as_i64().unwrap_or(0);
-                let count = |k: &str| ds[k].as_i64().unwrap_or(0);
-                ensure!(
-                    ds["observedGeneration"].as_i64() >= dep["metadata"]["generation"].as_i64()
-                        && count("updatedReplicas") >= n
-                        && count("availableReplicas") >= n
-                        && count("replicas") == count("updatedReplicas"),
-                    "Deployment does not serve: {ds}"
-                );
-                Ok(())
+                self.holds_ready(m, d)
             }
             Outcome::Blocked(b) => {
                 let want_phase = if *b == "TargetNotFound" {
@@ -342,41 +286,7 @@ impl Ctx<'_> {
                     cond(st, 1),
                     cond(st, 3)
                 );
-                let rb = &st["rollbackSpec"];
-                ensure!(rb.is_object(), "no rollbackSpec");
-                ensure!(
-                    st["activeVersion"] == rb["version"] && !unloadable(s(&rb["version"])),
-                    "activeVersion {} rollbackSpec version {}",
-                    st["activeVersion"],
-                    rb["version"]
-                );
-                match manual {
-                    Some(t) => {
-                        ensure!(
-                            st["rollbackRequest"] == format!("manual:{t}").as_str()
-                                && st["activeVersion"] == t.as_str()
-                                && cond(st, 2).1 == "ManualRollback",
-                            "rollbackRequest {} active {} Degraded {:?} for a manual rollback to {t}",
-                            st["rollbackRequest"],
-                            st["activeVersion"],
-                            cond(st, 2)
-                        );
-                    }
-                    None => {
-                        ensure!(
-                            st["rollbackRequest"]
-                                == format!("automatic:{}", s(&d["version"])).as_str()
-                                && st["failedSpecHash"] == st["desiredSpecHash"]
-                                && cond(st, 2).1 == "DesiredVersionFailed",
-                            "rollbackRequest {} failedSpecHash {} desiredSpecHash {} Degraded {:?}",
-                            st["rollbackRequest"],
-                            st["failedSpecHash"],
-                            st["desiredSpecHash"],
-                            cond(st, 2)
-                        );
-                    }
-                }
-                self.serves(ns, name, uid, rb)
+                self.holds_rolled_back(m, d, manual.as_deref())
             }
             Outcome::FailedNoRollback => {
                 ensure!(
@@ -409,6 +319,73 @@ impl Ctx<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// Ready: the status names the spec's version and manifest, and the
+    /// target serves it as the spec says.
+    fn holds_ready(&self, m: &Value, d: &Value) -> Result<(), String> {
+        let ns = s(&m["metadata"]["namespace"]);
+        let name = s(&m["metadata"]["name"]);
+        let uid = s(&m["metadata"]["uid"]);
+        let st = &m["status"];
+        ensure!(
+            st["desiredVersion"] == d["version"] && st["activeVersion"] == d["version"],
+            "desired {} active {} for spec {}",
+            st["desiredVersion"],
+            st["activeVersion"],
+            d["version"]
+        );
+        ensure!(
+            st["manifestHash"] == digest(&manifest_json(d)).as_str(),
+            "status.manifestHash {}",
+            st["manifestHash"]
+        );
+        self.serves(ns, name, uid, d)?;
+        let dep = self.snap.dep(ns, s(&d["targetRef"]["name"])).unwrap();
+        target_follows_spec(dep, d)
+    }
+
+    /// Rolled back: serving the retained spec, a version that loads, for
+    /// the reason the request gives (manual to `manual`, or automatic).
+    fn holds_rolled_back(&self, m: &Value, d: &Value, manual: Option<&str>) -> Result<(), String> {
+        let ns = s(&m["metadata"]["namespace"]);
+        let name = s(&m["metadata"]["name"]);
+        let uid = s(&m["metadata"]["uid"]);
+        let st = &m["status"];
+        let rb = &st["rollbackSpec"];
+        ensure!(rb.is_object(), "no rollbackSpec");
+        ensure!(
+            st["activeVersion"] == rb["version"] && !unloadable(s(&rb["version"])),
+            "activeVersion {} rollbackSpec version {}",
+            st["activeVersion"],
+            rb["version"]
+        );
+        match manual {
+            Some(t) => {
+                ensure!(
+                    st["rollbackRequest"] == format!("manual:{t}").as_str()
+                        && st["activeVersion"] == t
+                        && cond(st, 2).1 == "ManualRollback",
+                    "rollbackRequest {} active {} Degraded {:?} for a manual rollback to {t}",
+                    st["rollbackRequest"],
+                    st["activeVersion"],
+                    cond(st, 2)
+                );
+            }
+            None => {
+                ensure!(
+                    st["rollbackRequest"] == format!("automatic:{}", s(&d["version"])).as_str()
+                        && st["failedSpecHash"] == st["desiredSpecHash"]
+                        && cond(st, 2).1 == "DesiredVersionFailed",
+                    "rollbackRequest {} failedSpecHash {} desiredSpecHash {} Degraded {:?}",
+                    st["rollbackRequest"],
+                    st["failedSpecHash"],
+                    st["desiredSpecHash"],
+                    cond(st, 2)
+                );
+            }
+        }
+        self.serves(ns, name, uid, rb)
     }
 
     /// Invariants 1 and 2 for one live model, and the Events its state
@@ -491,6 +468,50 @@ impl Ctx<'_> {
     }
 }
 
+/// The target Deployment has the spec's replicas, deadline and strategy,
+/// and serves: observed, every replica updated and available.
+fn target_follows_spec(dep: &Value, d: &Value) -> Result<(), String> {
+    let (sp, ds) = (&dep["spec"], &dep["status"]);
+    let rs = &d["rolloutStrategy"];
+    ensure!(
+        sp["replicas"] == d["replicas"]
+            && sp["progressDeadlineSeconds"] == rs["progressDeadlineSeconds"]
+            && sp["strategy"]["type"] == rs["type"],
+        "Deployment replicas {} deadline {} strategy {} for spec {} {} {}",
+        sp["replicas"],
+        sp["progressDeadlineSeconds"],
+        sp["strategy"],
+        d["replicas"],
+        rs["progressDeadlineSeconds"],
+        rs
+    );
+    if rs["type"] == "RollingUpdate" {
+        ensure!(
+            sp["strategy"]["rollingUpdate"]["maxSurge"] == rs["maxSurge"]
+                && sp["strategy"]["rollingUpdate"]["maxUnavailable"] == rs["maxUnavailable"],
+            "Deployment strategy {} for {}",
+            sp["strategy"],
+            rs
+        );
+    } else {
+        ensure!(
+            sp["strategy"]["rollingUpdate"].is_null(),
+            "Recreate with {}",
+            sp["strategy"]
+        );
+    }
+    let n = d["replicas"].as_i64().unwrap_or(0);
+    let count = |k: &str| ds[k].as_i64().unwrap_or(0);
+    ensure!(
+        ds["observedGeneration"].as_i64() >= dep["metadata"]["generation"].as_i64()
+            && count("updatedReplicas") >= n
+            && count("availableReplicas") >= n
+            && count("replicas") == count("updatedReplicas"),
+        "Deployment does not serve: {ds}"
+    );
+    Ok(())
+}
+
 /// The generation in an Event's name (§2.6, possibly with a suffix).
 fn generation_of(event: &str, name: &str, reason: &str) -> Option<i64> {
     event
@@ -542,92 +563,105 @@ impl Ctx<'_> {
             });
         }
         for dep in &snap.deps {
-            let ns = s(&dep["metadata"]["namespace"]);
-            let dname = s(&dep["metadata"]["name"]);
-            let claimed_by_live: Vec<&Value> = owners(dep)
-                .into_iter()
-                .filter_map(|o| {
-                    let (ons, oname) = o.split_once('/')?;
-                    snap.live(ons, oname)
-                })
-                .collect();
-            for o in owners(dep) {
-                let (ons, oname) = o.split_once('/').unwrap_or(("", o));
-                self.expect(INV3, snap.live(ons, oname).is_some(), || {
-                    format!("Deployment {ns}/{dname} still names {o}, which no longer exists")
-                });
-            }
-            if claimed_by_live.is_empty() {
-                let loaded: Vec<&Value> = dep["spec"]["template"]["spec"]["containers"]
-                    .as_array()
-                    .map(|cs| cs.iter().filter_map(preload_env).collect())
-                    .unwrap_or_default();
-                self.expect(
-                    INV3,
-                    loaded.iter().all(|e| e["valueFrom"].is_null())
-                        && dep["metadata"]["labels"][CLAIM].is_null(),
-                    || {
-                        format!(
-                            "Deployment {ns}/{dname} is claimed by no live model, yet its preload is {loaded:?} and its claim label {}",
-                            dep["metadata"]["labels"][CLAIM]
-                        )
-                    },
-                );
-            }
-            // A model that kept a target hands every other one back (§6.15).
-            for m in claimed_by_live {
-                let st = &m["status"];
-                let settled = st["phase"] == "Ready"
-                    || (st["phase"] == "RolledBack" && cond(st, 3).1 == "RollbackSucceeded");
-                if !settled {
-                    continue;
-                }
-                let kept = if st["phase"] == "RolledBack" {
-                    vec![st["rollbackSpec"]["targetRef"]["name"].clone()]
-                } else {
-                    vec![desired(m)["targetRef"]["name"].clone()]
-                };
-                self.expect(INV3, kept.contains(&json!(dname)), || {
-                    format!(
-                        "Deployment {ns}/{dname} still claimed by {}/{} ({}), which serves {kept:?}",
-                        s(&m["metadata"]["namespace"]),
-                        s(&m["metadata"]["name"]),
-                        s(&st["phase"])
-                    )
-                });
-            }
+            self.judge_deployment_release(dep);
         }
         for cm in &snap.cms {
-            let ns = s(&cm["metadata"]["namespace"]);
-            let cname = s(&cm["metadata"]["name"]);
-            let meta = &cm["metadata"];
-            let ours = meta["labels"][MANAGED_BY] == "openmed-operator"
-                || !meta["annotations"][OWNER].is_null();
-            if !ours {
-                continue;
-            }
-            let owner = s(&meta["annotations"][OWNER]);
-            let (ons, oname) = owner.split_once('/').unwrap_or(("", owner));
-            let live = snap.live(ons, oname);
-            let uids: Vec<&str> = meta["ownerReferences"]
+            self.judge_config_map_release(cm);
+        }
+    }
+
+    /// A Deployment names only live owners, is left blank when none claims
+    /// it, and is handed back by a settled model that serves another.
+    fn judge_deployment_release(&mut self, dep: &Value) {
+        let snap = self.snap;
+        let ns = s(&dep["metadata"]["namespace"]);
+        let dname = s(&dep["metadata"]["name"]);
+        let claimed_by_live: Vec<&Value> = owners(dep)
+            .into_iter()
+            .filter_map(|o| {
+                let (ons, oname) = o.split_once('/')?;
+                snap.live(ons, oname)
+            })
+            .collect();
+        for o in owners(dep) {
+            let (ons, oname) = o.split_once('/').unwrap_or(("", o));
+            self.expect(INV3, snap.live(ons, oname).is_some(), || {
+                format!("Deployment {ns}/{dname} still names {o}, which no longer exists")
+            });
+        }
+        if claimed_by_live.is_empty() {
+            let loaded: Vec<&Value> = dep["spec"]["template"]["spec"]["containers"]
                 .as_array()
-                .map(|rs| {
-                    rs.iter()
-                        .filter(|r| r["controller"] == true)
-                        .map(|r| s(&r["uid"]))
-                        .collect()
-                })
+                .map(|cs| cs.iter().filter_map(preload_env).collect())
                 .unwrap_or_default();
             self.expect(
                 INV3,
-                live.is_some_and(|m| uids == [s(&m["metadata"]["uid"])]),
+                loaded.iter().all(|e| e["valueFrom"].is_null())
+                    && dep["metadata"]["labels"][CLAIM].is_null(),
                 || {
                     format!(
-                        "ConfigMap {ns}/{cname} (owner {owner:?}, controller uids {uids:?}) belongs to no live model"
+                        "Deployment {ns}/{dname} is claimed by no live model, yet its preload is {loaded:?} and its claim label {}",
+                        dep["metadata"]["labels"][CLAIM]
                     )
                 },
             );
         }
+        // A model that kept a target hands every other one back (§6.15).
+        for m in claimed_by_live {
+            let st = &m["status"];
+            let settled = st["phase"] == "Ready"
+                || (st["phase"] == "RolledBack" && cond(st, 3).1 == "RollbackSucceeded");
+            if !settled {
+                continue;
+            }
+            let kept = if st["phase"] == "RolledBack" {
+                vec![st["rollbackSpec"]["targetRef"]["name"].clone()]
+            } else {
+                vec![desired(m)["targetRef"]["name"].clone()]
+            };
+            self.expect(INV3, kept.contains(&json!(dname)), || {
+                format!(
+                    "Deployment {ns}/{dname} still claimed by {}/{} ({}), which serves {kept:?}",
+                    s(&m["metadata"]["namespace"]),
+                    s(&m["metadata"]["name"]),
+                    s(&st["phase"])
+                )
+            });
+        }
+    }
+
+    /// An operator's ConfigMap belongs to the live model it names.
+    fn judge_config_map_release(&mut self, cm: &Value) {
+        let snap = self.snap;
+        let ns = s(&cm["metadata"]["namespace"]);
+        let cname = s(&cm["metadata"]["name"]);
+        let meta = &cm["metadata"];
+        let ours = meta["labels"][MANAGED_BY] == "openmed-operator"
+            || !meta["annotations"][OWNER].is_null();
+        if !ours {
+            return;
+        }
+        let owner = s(&meta["annotations"][OWNER]);
+        let (ons, oname) = owner.split_once('/').unwrap_or(("", owner));
+        let live = snap.live(ons, oname);
+        let uids: Vec<&str> = meta["ownerReferences"]
+            .as_array()
+            .map(|rs| {
+                rs.iter()
+                    .filter(|r| r["controller"] == true)
+                    .map(|r| s(&r["uid"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.expect(
+            INV3,
+            live.is_some_and(|m| uids == [s(&m["metadata"]["uid"])]),
+            || {
+                format!(
+                    "ConfigMap {ns}/{cname} (owner {owner:?}, controller uids {uids:?}) belongs to no live model"
+                )
+            },
+        );
     }
 
     /// Invariant 4 over every Event: the right object, once per generation,

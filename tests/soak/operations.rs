@@ -294,6 +294,44 @@ fn random_op(r: &mut Rng) -> Op {
             m,
             spec: random_spec(r, m),
         },
+        roll @ 20..=57 => random_spec_patch(r, m, roll),
+        58..=67 => Op::RollbackTo {
+            m,
+            pick: random_pick(r),
+        },
+        68..=70 => Op::DeleteDeployment { d },
+        71..=73 => Op::CreateDeployment { d },
+        74..=75 => Op::RecreateDeployment { d },
+        76..=77 => Op::ForeignConfigMap { m },
+        78..=79 => Op::RemoveForeignConfigMap { m },
+        80..=83 => Op::EditEnv {
+            d,
+            level: r.pick(&["debug", "info", "warn"]),
+            toggle_extra: r.pct(50),
+        },
+        84..=85 => Op::EditSidecar { d, tag: r.next() },
+        86..=88 => Op::EditReplicas {
+            d,
+            replicas: 1 + r.below(3) as i64,
+        },
+        89..=91 => Op::EditAnnotation {
+            d,
+            template: r.pct(50),
+            n: r.next() % 1000,
+        },
+        92..=94 => Op::GarbleHash { d },
+        _ => Op::EditConfigMap {
+            m,
+            kind: r.next() % 3,
+        },
+    }
+}
+
+/// A change to the spec, for a `roll` of 20 to 57: the version (loadable
+/// or not), replicas, strategy, deadline, an invalid strategy and its
+/// repair, a missing container, another target.
+fn random_spec_patch(r: &mut Rng, m: Key, roll: usize) -> Op {
+    match roll {
         20..=30 => Op::PatchSpec {
             m,
             what: "version",
@@ -349,43 +387,20 @@ fn random_op(r: &mut Rng) -> Op {
             what: "retarget",
             spec: json!({"targetRef": {"name": NAMES[r.below(NAMES.len())]}}),
         },
-        58..=67 => {
-            let pick = match r.below(10) {
-                0..=3 => Pick::Retained(r.next()),
-                4 => Pick::NotRetained,
-                5 => Pick::Garbage,
-                6 => Pick::Blank,
-                7 => Pick::Remove,
-                _ => Pick::MakePermanent {
-                    annotation_first: r.pct(50),
-                },
-            };
-            Op::RollbackTo { m, pick }
-        }
-        68..=70 => Op::DeleteDeployment { d },
-        71..=73 => Op::CreateDeployment { d },
-        74..=75 => Op::RecreateDeployment { d },
-        76..=77 => Op::ForeignConfigMap { m },
-        78..=79 => Op::RemoveForeignConfigMap { m },
-        80..=83 => Op::EditEnv {
-            d,
-            level: r.pick(&["debug", "info", "warn"]),
-            toggle_extra: r.pct(50),
-        },
-        84..=85 => Op::EditSidecar { d, tag: r.next() },
-        86..=88 => Op::EditReplicas {
-            d,
-            replicas: 1 + r.below(3) as i64,
-        },
-        89..=91 => Op::EditAnnotation {
-            d,
-            template: r.pct(50),
-            n: r.next() % 1000,
-        },
-        92..=94 => Op::GarbleHash { d },
-        _ => Op::EditConfigMap {
-            m,
-            kind: r.next() % 3,
+        _ => unreachable!("not a spec patch: {roll}"),
+    }
+}
+
+/// What `openmed.ai/rollback-to` is set to.
+fn random_pick(r: &mut Rng) -> Pick {
+    match r.below(10) {
+        0..=3 => Pick::Retained(r.next()),
+        4 => Pick::NotRetained,
+        5 => Pick::Garbage,
+        6 => Pick::Blank,
+        7 => Pick::Remove,
+        _ => Pick::MakePermanent {
+            annotation_first: r.pct(50),
         },
     }
 }

@@ -520,26 +520,10 @@ fn control(shared: &Arc<Shared>, req: Request) -> Response {
             done()
         }
         ("POST", "pause") => {
-            let d = Duration::from_secs_f64(body["seconds"].as_f64().unwrap_or(5.0));
-            if let Some(server) = shared.http.get().cloned() {
-                // Answer first, then go down.
-                std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_millis(50));
-                    server.pause(d);
-                });
-            }
+            control_pause(shared, &body);
             done()
         }
-        // {"namespace": "ns", "name": "sa"} → {"token": "..."}: a token
-        // RBAC applies to (see `Sim::service_account_token`).
-        ("POST", "serviceaccount-token") => {
-            let (ns, name) = (body["namespace"].as_str(), body["name"].as_str());
-            let (Some(ns), Some(name)) = (ns, name) else {
-                return Response::json(400, &json!({"error": "namespace and name are required"}));
-            };
-            let token = issue_service_account_token(shared, ns, name);
-            Response::json(200, &json!({"token": token}))
-        }
+        ("POST", "serviceaccount-token") => control_service_account_token(shared, &body),
         ("POST", "tokens") => {
             let tokens = body["tokens"]
                 .is_array()
@@ -552,6 +536,31 @@ fn control(shared: &Arc<Shared>, req: Request) -> Response {
             &json!({"error": format!("unknown control operation {op:?}")}),
         ),
     }
+}
+
+/// `POST /__sim/pause`: the API goes down for `seconds`, after this
+/// request has had its answer.
+fn control_pause(shared: &Arc<Shared>, body: &Value) {
+    let d = Duration::from_secs_f64(body["seconds"].as_f64().unwrap_or(5.0));
+    if let Some(server) = shared.http.get().cloned() {
+        // Answer first, then go down.
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            server.pause(d);
+        });
+    }
+}
+
+/// `POST /__sim/serviceaccount-token`: {"namespace": "ns", "name": "sa"} →
+/// {"token": "..."}, a token RBAC applies to (see
+/// `Sim::service_account_token`).
+fn control_service_account_token(shared: &Shared, body: &Value) -> Response {
+    let (ns, name) = (body["namespace"].as_str(), body["name"].as_str());
+    let (Some(ns), Some(name)) = (ns, name) else {
+        return Response::json(400, &json!({"error": "namespace and name are required"}));
+    };
+    let token = issue_service_account_token(shared, ns, name);
+    Response::json(200, &json!({"token": token}))
 }
 
 fn issue_service_account_token(shared: &Shared, namespace: &str, name: &str) -> String {

@@ -80,10 +80,29 @@ fn smp_env_value_and_value_from_switch_as_upstream() {
     assert_eq!(a.post(DEPLOYS, deployment("d", env)).code, 201);
     let path = format!("{DEPLOYS}/d");
     let cm_ref = json!({"configMapKeyRef": {"name": "cm", "key": "P"}});
-    let env_of = |r: &Resp| r.body["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    env_switches_between_value_and_value_from(&a, &path, &cm_ref);
+    env_with_two_sources_or_none_is_refused(&a, &path, &cm_ref);
+    env_entries_new_to_the_list_and_element_order(&a, &path, &cm_ref);
+}
 
+fn env_of(r: &Resp) -> Value {
+    r.body["spec"]["template"]["spec"]["containers"][0]["env"].clone()
+}
+
+fn env_names(r: &Resp) -> Vec<Value> {
+    env_of(r)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].clone())
+        .collect()
+}
+
+/// `value: null` beside a `valueFrom` switches P to the ConfigMap;
+/// `valueFrom: null` beside `value: ""` switches it back.
+fn env_switches_between_value_and_value_from(a: &Api, path: &str, cm_ref: &Value) {
     let r = a.patch(
-        &path,
+        path,
         SMP,
         env_patch(json!({"name": "P", "value": null, "valueFrom": cm_ref})),
     );
@@ -94,7 +113,7 @@ fn smp_env_value_and_value_from_switch_as_upstream() {
     );
 
     let r = a.patch(
-        &path,
+        path,
         SMP,
         env_patch(json!({"name": "P", "value": "", "valueFrom": null})),
     );
@@ -103,10 +122,13 @@ fn smp_env_value_and_value_from_switch_as_upstream() {
         env_of(&r),
         json!([{"name": "LOG", "value": "info"}, {"name": "P"}])
     );
+}
 
+/// A `valueFrom` on an entry that keeps its value, two sources, no source.
+fn env_with_two_sources_or_none_is_refused(a: &Api, path: &str, cm_ref: &Value) {
     // valueFrom onto an entry that keeps a value: both, refused.
     let r = a.patch(
-        &path,
+        path,
         SMP,
         env_patch(json!({"name": "LOG", "valueFrom": cm_ref})),
     );
@@ -122,43 +144,33 @@ fn smp_env_value_and_value_from_switch_as_upstream() {
     );
     // Two sources, no value; no source at all.
     let two = json!({"name": "P", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "P"}, "secretKeyRef": {"name": "s", "key": "k"}}});
-    let r = a.patch(&path, SMP, env_patch(two));
+    let r = a.patch(path, SMP, env_patch(two));
     assert_eq!(r.code, 422);
     assert!(r.body["message"].as_str().unwrap().ends_with(
         "env[1].valueFrom: Invalid value: \"\": may not have more than one field specified at a time"
     ));
-    let r = a.patch(&path, SMP, env_patch(json!({"name": "P", "valueFrom": {}})));
+    let r = a.patch(path, SMP, env_patch(json!({"name": "P", "valueFrom": {}})));
     assert_eq!(r.code, 422);
     assert!(r.body["message"].as_str().unwrap().ends_with(
         "env[1].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
     ));
+}
 
+fn env_entries_new_to_the_list_and_element_order(a: &Api, path: &str, cm_ref: &Value) {
     // An entry new to the list lands before the ones the patch leaves alone.
     let r = a.patch(
-        &path,
+        path,
         SMP,
         env_patch(json!({"name": "NEW", "valueFrom": cm_ref})),
     );
     assert_eq!(r.code, 200, "{}", r.body);
-    let names: Vec<Value> = env_of(&r)
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].clone())
-        .collect();
-    assert_eq!(names, [json!("NEW"), json!("LOG"), json!("P")]);
+    assert_eq!(env_names(&r), [json!("NEW"), json!("LOG"), json!("P")]);
     // $setElementOrder (what kubectl apply sends) puts them in its order.
     let ordered = json!({"spec": {"template": {"spec": {"containers": [{"name": "app",
         "$setElementOrder/env": [{"name": "LOG"}, {"name": "P"}, {"name": "NEW"}],
         "env": [{"name": "P", "value": "x"}]}]}}}});
-    let r = a.patch(&path, SMP, ordered);
-    let names: Vec<Value> = env_of(&r)
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].clone())
-        .collect();
-    assert_eq!(names, [json!("LOG"), json!("P"), json!("NEW")]);
+    let r = a.patch(path, SMP, ordered);
+    assert_eq!(env_names(&r), [json!("LOG"), json!("P"), json!("NEW")]);
 }
 
 fn widget_crd(name: &str, plural: &str, kind: &str, status: bool) -> Value {
@@ -197,31 +209,48 @@ fn generation_and_resource_version_follow_the_registry_strategies() {
     let d = a.post(DEPLOYS, deployment("g", json!([]))).body;
     assert_eq!(d["metadata"]["generation"], 1);
     let path = format!("{DEPLOYS}/g");
-    let gen = |a: &Api| {
-        a.get(&path).body["metadata"]["generation"]
-            .as_i64()
-            .unwrap()
-    };
+    deployment_generation_follows_metadata_and_spec(&a, &path, &d);
+    deployment_status_keeps_its_annotations_only(&a, &path);
+    writes_that_change_nothing_are_no_ops(&sim, &a, &path);
+    // The start of a delete held by a finalizer bumps it once
+    // (`markAsDeleting`); a second delete changes nothing.
+    let r = a.delete(&path, None);
+    assert_eq!(r.body["metadata"]["generation"], 4);
+    assert_eq!(a.delete(&path, None).body["metadata"]["generation"], 4);
+
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    custom_resource_with_a_status_subresource(&a, crds);
+    custom_resource_without_a_status_subresource(&a, crds);
+}
+
+fn generation(a: &Api, path: &str) -> i64 {
+    a.get(path).body["metadata"]["generation"].as_i64().unwrap()
+}
+
+fn deployment_generation_follows_metadata_and_spec(a: &Api, path: &str, d: &Value) {
     // Labels and finalizers: new resourceVersion, same generation.
     let r = a.patch(
-        &path,
+        path,
         MERGE,
         json!({"metadata": {"labels": {"x": "1"}, "finalizers": ["example.com/f"]}}),
     );
-    assert!(rv(&r.body) > rv(&d));
-    assert_eq!(gen(&a), 1, "{}", r.body["metadata"]);
+    assert!(rv(&r.body) > rv(d));
+    assert_eq!(generation(a, path), 1, "{}", r.body["metadata"]);
     // Annotations of a Deployment: a new generation.
     a.patch(
-        &path,
+        path,
         MERGE,
         json!({"metadata": {"annotations": {"a": "1"}}}),
     );
-    assert_eq!(gen(&a), 2);
+    assert_eq!(generation(a, path), 2);
     // Spec: a new generation.
-    a.patch(&path, MERGE, json!({"spec": {"replicas": 2}}));
-    assert_eq!(gen(&a), 3);
+    a.patch(path, MERGE, json!({"spec": {"replicas": 2}}));
+    assert_eq!(generation(a, path), 3);
+}
+
+fn deployment_status_keeps_its_annotations_only(a: &Api, path: &str) {
     // /status: its annotations are kept, spec and labels are not; no new generation.
-    let mut s = a.get(&path).body;
+    let mut s = a.get(path).body;
     s["status"] = json!({"observedGeneration": 3});
     s["spec"]["replicas"] = json!(9);
     s["metadata"]["labels"] = json!({"x": "changed"});
@@ -236,14 +265,17 @@ fn generation_and_resource_version_follow_the_registry_strategies() {
         "1"
     );
     assert_eq!(r.body["status"]["observedGeneration"], 3);
+}
+
+fn writes_that_change_nothing_are_no_ops(sim: &Sim, a: &Api, path: &str) {
     // A write that changes nothing: same resourceVersion, no event.
-    let before = a.get(&path).body;
-    let r = a.put(&path, before.clone());
+    let before = a.get(path).body;
+    let r = a.put(path, before.clone());
     assert_eq!(
         r.body["metadata"]["resourceVersion"],
         before["metadata"]["resourceVersion"]
     );
-    let r = a.patch(&path, MERGE, json!({"metadata": {"labels": {"x": "1"}}}));
+    let r = a.patch(path, MERGE, json!({"metadata": {"labels": {"x": "1"}}}));
     assert_eq!(
         r.body["metadata"]["resourceVersion"],
         before["metadata"]["resourceVersion"]
@@ -256,14 +288,9 @@ fn generation_and_resource_version_follow_the_registry_strategies() {
         1,
     );
     assert!(evs.is_empty(), "{evs:?}");
-    // The start of a delete held by a finalizer bumps it once
-    // (`markAsDeleting`); a second delete changes nothing.
-    let r = a.delete(&path, None);
-    assert_eq!(r.body["metadata"]["generation"], 4);
-    assert_eq!(a.delete(&path, None).body["metadata"]["generation"], 4);
+}
 
-    // A custom resource with a status subresource.
-    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+fn custom_resource_with_a_status_subresource(a: &Api, crds: &str) {
     assert_eq!(
         a.post(
             crds,
@@ -310,6 +337,9 @@ fn generation_and_resource_version_follow_the_registry_strategies() {
         ),
         (Some(2), Some(2))
     );
+}
+
+fn custom_resource_without_a_status_subresource(a: &Api, crds: &str) {
     // Without a status subresource, status is content like any other.
     assert_eq!(
         a.post(
@@ -348,20 +378,30 @@ fn delete_finalizers_owner_references_and_propagation() {
     })
     .unwrap();
     let a = api(&sim);
-    let cm = |name: &str, meta: Value| {
-        let mut m = meta;
-        m["name"] = json!(name);
-        let r = a.post(CMS, json!({"metadata": m}));
-        assert_eq!(r.code, 201, "{}", r.body);
-        r.body
-    };
-    let owned_by = |o: &Value, block: bool| {
-        json!({"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": o["metadata"]["name"],
-               "uid": o["metadata"]["uid"], "controller": true, "blockOwnerDeletion": block}]})
-    };
+    finalizers_hold_a_deleted_object(&a);
+    a_delete_that_removes_answers_a_status(&a);
+    delete_options_and_preconditions_are_checked(&a);
+    dependents_follow_the_propagation_policy(&a);
+}
 
+/// Create ConfigMap `name` with metadata `meta`.
+fn cm(a: &Api, name: &str, meta: Value) -> Value {
+    let mut m = meta;
+    m["name"] = json!(name);
+    let r = a.post(CMS, json!({"metadata": m}));
+    assert_eq!(r.code, 201, "{}", r.body);
+    r.body
+}
+
+/// Metadata naming ConfigMap `o` as the controlling owner.
+fn owned_by(o: &Value, block: bool) -> Value {
+    json!({"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": o["metadata"]["name"],
+           "uid": o["metadata"]["uid"], "controller": true, "blockOwnerDeletion": block}]})
+}
+
+fn finalizers_hold_a_deleted_object(a: &Api) {
     // Finalizers hold the object: deletionTimestamp, grace period 0.
-    cm("held", json!({"finalizers": ["example.com/a"]}));
+    cm(a, "held", json!({"finalizers": ["example.com/a"]}));
     let r = a.delete(&format!("{CMS}/held"), None);
     assert_eq!(r.code, 200);
     assert!(r.body["metadata"]["deletionTimestamp"].is_string());
@@ -391,9 +431,11 @@ fn delete_finalizers_owner_references_and_propagation() {
         404,
         "the last finalizer gone, the object goes"
     );
+}
 
+fn a_delete_that_removes_answers_a_status(a: &Api) {
     // Gone at once: a Status, not the object.
-    let gone = cm("gone", json!({}));
+    let gone = cm(a, "gone", json!({}));
     let r = a.delete(
         &format!("{CMS}/gone"),
         Some(
@@ -406,9 +448,11 @@ fn delete_finalizers_owner_references_and_propagation() {
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                "details": {"name": "gone", "kind": "configmaps", "uid": gone["metadata"]["uid"]}})
     );
+}
 
+fn delete_options_and_preconditions_are_checked(a: &Api) {
     // DeleteOptions and preconditions, refused as the real server words it.
-    let x = cm("x", json!({}));
+    let x = cm(a, "x", json!({}));
     let r = a.delete(
         &format!("{CMS}/x"),
         Some(json!({"propagationPolicy": "Later"})),
@@ -433,10 +477,13 @@ fn delete_finalizers_owner_references_and_propagation() {
         r.body["message"],
         format!("Operation cannot be fulfilled on ConfigMap \"x\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({}). The object might have been modified", rv(&x))
     );
+}
 
+/// Background, orphan and foreground deletion of an owner.
+fn dependents_follow_the_propagation_policy(a: &Api) {
     // Background (the operator's policy): the dependent follows its owner.
-    let owner = cm("bg-owner", json!({}));
-    cm("bg-dep", owned_by(&owner, true));
+    let owner = cm(a, "bg-owner", json!({}));
+    cm(a, "bg-dep", owned_by(&owner, true));
     a.delete(
         &format!("{CMS}/bg-owner"),
         Some(json!({"propagationPolicy": "Background"})),
@@ -447,8 +494,8 @@ fn delete_finalizers_owner_references_and_propagation() {
 
     // Orphan: the owner waits on the `orphan` finalizer, the dependent stays
     // without the reference.
-    let owner = cm("or-owner", json!({}));
-    cm("or-dep", owned_by(&owner, true));
+    let owner = cm(a, "or-owner", json!({}));
+    cm(a, "or-dep", owned_by(&owner, true));
     let r = a.delete(
         &format!("{CMS}/or-owner"),
         Some(json!({"propagationPolicy": "Orphan"})),
@@ -467,8 +514,8 @@ fn delete_finalizers_owner_references_and_propagation() {
 
     // Foreground: the owner waits on `foregroundDeletion` until its blocking
     // dependents are gone.
-    let owner = cm("fg-owner", json!({}));
-    cm("fg-dep", owned_by(&owner, true));
+    let owner = cm(a, "fg-owner", json!({}));
+    cm(a, "fg-dep", owned_by(&owner, true));
     let r = a.delete(
         &format!("{CMS}/fg-owner"),
         Some(json!({"propagationPolicy": "Foreground"})),
@@ -595,25 +642,38 @@ fn watch_bookmarks_as_the_cacher_sends_them() {
     let a = api(&sim);
     a.post(CMS, json!({"metadata": {"name": "before"}}));
     let start = sim.resource_version();
-    let writer = {
-        let url = sim.url();
-        std::thread::spawn(move || {
-            let agent: ureq::Agent = ureq::Agent::config_builder()
-                .proxy(None)
-                .build()
-                .new_agent();
-            for i in 0..6 {
-                std::thread::sleep(Duration::from_millis(120));
-                let body = json!({"metadata": {"name": format!("c{i}")}}).to_string();
-                let _ = agent
-                    .post(&format!("{url}{CMS}"))
-                    .header("Content-Type", JSON)
-                    .send(body);
-            }
-        })
-    };
+    let writer = create_config_maps_meanwhile(sim.url());
+    let (full, plain, partial, initial) = watch_four_ways(&a, start);
+    writer.join().unwrap();
+    bookmarks_never_lag_behind_events(&full, start);
+    bookmarks_only_when_allowed_and_transformed(&plain, &partial);
+    initial_events_end_with_one_annotated_bookmark(&initial);
+    initial_events_need_not_older_than_and_a_watch(&a);
+}
+
+/// Six ConfigMaps, one every 120 ms, through a client of its own.
+fn create_config_maps_meanwhile(url: String) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .proxy(None)
+            .build()
+            .new_agent();
+        for i in 0..6 {
+            std::thread::sleep(Duration::from_millis(120));
+            let body = json!({"metadata": {"name": format!("c{i}")}}).to_string();
+            let _ = agent
+                .post(&format!("{url}{CMS}"))
+                .header("Content-Type", JSON)
+                .send(body);
+        }
+    })
+}
+
+/// One second each of watches with bookmarks, without, metadata-only, and
+/// with the initial events.
+fn watch_four_ways(a: &Api, start: u64) -> (Vec<Value>, Vec<Value>, Vec<Value>, Vec<Value>) {
     let q = |extra: &str| format!("resourceVersion={start}{extra}");
-    let (full, plain, partial, initial) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let full = s.spawn(|| a.watch_as(CMS, &q("&allowWatchBookmarks=true"), JSON, 1));
         let plain = s.spawn(|| a.watch_as(CMS, &q(""), JSON, 1));
         let partial = s.spawn(|| a.watch_as(CMS, &q("&allowWatchBookmarks=true"), META_ONE, 1));
@@ -631,12 +691,13 @@ fn watch_bookmarks_as_the_cacher_sends_them() {
             partial.join().unwrap(),
             initial.join().unwrap(),
         )
-    });
-    writer.join().unwrap();
+    })
+}
 
+fn bookmarks_never_lag_behind_events(full: &[Value], start: u64) {
     let mut highest = 0;
     let mut marks = 0;
-    for e in &full {
+    for e in full {
         let o = &e["object"];
         if e["type"] == "BOOKMARK" {
             marks += 1;
@@ -654,12 +715,15 @@ fn watch_bookmarks_as_the_cacher_sends_them() {
         }
     }
     assert!(marks >= 1 && highest > start, "{full:?}");
+}
+
+fn bookmarks_only_when_allowed_and_transformed(plain: &[Value], partial: &[Value]) {
     assert!(
         plain.iter().all(|e| e["type"] != "BOOKMARK"),
         "no bookmarks unless allowed"
     );
     assert!(partial.iter().any(|e| e["type"] == "BOOKMARK"));
-    for e in &partial {
+    for e in partial {
         assert_eq!(
             (
                 e["object"]["kind"].as_str(),
@@ -668,6 +732,9 @@ fn watch_bookmarks_as_the_cacher_sends_them() {
             (Some("PartialObjectMetadata"), Some("meta.k8s.io/v1"))
         );
     }
+}
+
+fn initial_events_end_with_one_annotated_bookmark(initial: &[Value]) {
     // sendInitialEvents: the state as ADDED, then the one annotated bookmark.
     let end = initial
         .iter()
@@ -687,6 +754,9 @@ fn watch_bookmarks_as_the_cacher_sends_them() {
             .count(),
         1
     );
+}
+
+fn initial_events_need_not_older_than_and_a_watch(a: &Api) {
     // ...and only with resourceVersionMatch=NotOlderThan; never on a list.
     let r = a.get(&format!("{CMS}?watch=1&sendInitialEvents=true"));
     assert_eq!(r.code, 422);

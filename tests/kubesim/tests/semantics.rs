@@ -577,61 +577,89 @@ fn deployment_controller_rolls_and_judges_pods() {
     })
     .unwrap();
     let a = api(&sim);
-    let d = "/apis/apps/v1/namespaces/default/deployments";
     a.post(
         CMS,
         json!({"metadata": {"name": "models"}, "data": {"good": "m/v1", "bad": "m/unloadable"}}),
     );
-    let cm_ref = |key: &str| json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "valueFrom": {"configMapKeyRef": {"name": "models", "key": key}}});
-    let ru =
-        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
+    a_deployment_rolls_out(&a);
+    a_new_template_rolls_within_surge_and_unavailability(&a);
+    recreate_never_runs_old_and_new_pods_together(&a);
+    an_unloadable_model_misses_the_deadline_until_rolled_back(&a);
+    a_missing_config_map_key_keeps_the_pod_from_starting(&a);
+}
+
+const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+/// The preload env var, from key `key` of ConfigMap models.
+fn preload_from(key: &str) -> Value {
+    json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "valueFrom": {"configMapKeyRef": {"name": "models", "key": key}}})
+}
+
+fn rolling_update() -> Value {
+    json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}})
+}
+
+/// Observed and complete.
+fn rolled_out(d: &Value) -> bool {
+    d["status"]["observedGeneration"] == d["metadata"]["generation"]
+        && progressing(d).1 == "NewReplicaSetAvailable"
+}
+
+fn a_deployment_rolls_out(a: &Api) {
     assert_eq!(
-        a.post(d, deployment("roll", 3, ru, cm_ref("good"))).code,
+        a.post(
+            DEPLOYMENTS,
+            deployment("roll", 3, rolling_update(), preload_from("good"))
+        )
+        .code,
         201
     );
-    let ok = |d: &Value| {
-        d["status"]["observedGeneration"] == d["metadata"]["generation"]
-            && progressing(d).1 == "NewReplicaSetAvailable"
-    };
-    let first = follow(&a, "roll", |_| {}, ok);
+    let first = follow(a, "roll", |_| {}, rolled_out);
     assert_eq!(first["status"]["availableReplicas"], 3);
     assert!(
         first["status"].get("unavailableReplicas").is_none(),
         "zero counts are omitted"
     );
+}
 
+fn a_new_template_rolls_within_surge_and_unavailability(a: &Api) {
     // A new template: never more than replicas + maxSurge pods, never fewer
     // than replicas - maxUnavailable available.
     let p = json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}});
     a.patch(
-        &format!("{d}/roll"),
+        &format!("{DEPLOYMENTS}/roll"),
         "application/strategic-merge-patch+json",
         p,
     );
     let mut saw_progress = false;
     follow(
-        &a,
+        a,
         "roll",
         |s| {
             assert!(s["replicas"].as_i64().unwrap_or(0) <= 4, "{s}");
             assert!(s["availableReplicas"].as_i64().unwrap_or(0) >= 3, "{s}");
             saw_progress |= s["updatedReplicas"].as_i64().unwrap_or(0) < 3;
         },
-        |d| ok(d) && d["status"]["updatedReplicas"] == 3,
+        |d| rolled_out(d) && d["status"]["updatedReplicas"] == 3,
     );
     assert!(saw_progress);
+}
 
+fn recreate_never_runs_old_and_new_pods_together(a: &Api) {
     // Recreate: old pods all go first.
     let rc = json!({"type": "Recreate"});
-    a.post(d, deployment("recreate", 2, rc, cm_ref("good")));
-    follow(&a, "recreate", |_| {}, ok);
+    a.post(
+        DEPLOYMENTS,
+        deployment("recreate", 2, rc, preload_from("good")),
+    );
+    follow(a, "recreate", |_| {}, rolled_out);
     a.patch(
-        &format!("{d}/recreate"),
+        &format!("{DEPLOYMENTS}/recreate"),
         "application/strategic-merge-patch+json",
         json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
     );
     follow(
-        &a,
+        a,
         "recreate",
         |s| {
             let (total, updated) = (
@@ -643,13 +671,15 @@ fn deployment_controller_rolls_and_judges_pods() {
                 "old and new pods together under Recreate: {s}"
             );
         },
-        |d| ok(d) && d["status"]["updatedReplicas"] == 2,
+        |d| rolled_out(d) && d["status"]["updatedReplicas"] == 2,
     );
+}
 
+fn an_unloadable_model_misses_the_deadline_until_rolled_back(a: &Api) {
     // An unloadable model never gets ready: the deadline passes.
-    a.patch(&format!("{d}/roll"), "application/strategic-merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "env": [cm_ref("bad")]}]}}}}));
+    a.patch(&format!("{DEPLOYMENTS}/roll"), "application/strategic-merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "env": [preload_from("bad")]}]}}}}));
     let stuck = follow(
-        &a,
+        a,
         "roll",
         |_| {},
         |d| progressing(d) == ("False".into(), "ProgressDeadlineExceeded".into()),
@@ -663,20 +693,23 @@ fn deployment_controller_rolls_and_judges_pods() {
         "old pods keep serving"
     );
     // Rolling back to the previous template reuses its pods and completes.
-    a.patch(&format!("{d}/roll"), "application/strategic-merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "env": [cm_ref("good")]}]}}}}));
+    a.patch(&format!("{DEPLOYMENTS}/roll"), "application/strategic-merge-patch+json", json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "env": [preload_from("good")]}]}}}}));
     follow(
-        &a,
+        a,
         "roll",
         |_| {},
-        |d| ok(d) && d["status"]["updatedReplicas"] == 3,
+        |d| rolled_out(d) && d["status"]["updatedReplicas"] == 3,
     );
+}
 
+fn a_missing_config_map_key_keeps_the_pod_from_starting(a: &Api) {
     // A missing ConfigMap key keeps the pod from starting at all.
-    let ru =
-        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
-    a.post(d, deployment("nokey", 1, ru, cm_ref("absent")));
+    a.post(
+        DEPLOYMENTS,
+        deployment("nokey", 1, rolling_update(), preload_from("absent")),
+    );
     let d = follow(
-        &a,
+        a,
         "nokey",
         |_| {},
         |d| progressing(d).1 == "ProgressDeadlineExceeded",

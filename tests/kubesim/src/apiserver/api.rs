@@ -607,19 +607,21 @@ fn serve_resource(
             return serve_scale(shared, req, &def, &ns, name, now);
         }
     }
+    if req.method == "GET" && res.name.is_none() && is_watch(req) {
+        return watch(shared, req, res);
+    }
+    let call = Call {
+        shared,
+        req,
+        res: &res,
+        ns,
+        user,
+        fv,
+        now,
+    };
     match (req.method.as_str(), &res.name) {
-        ("GET", None) if is_watch(req) => watch(shared, req, res),
         ("GET", None) => list(shared, req, &res),
-        ("GET", Some(name)) => {
-            sub_is_status(&res)?;
-            let st = lock(&shared.store);
-            let obj = st
-                .get(&def, &ns, name)
-                .ok_or_else(|| ApiErr::not_found(&def, name))?;
-            let rv = st.rv.to_string();
-            drop(st);
-            Ok(ok(200, &render_one(req, &res, &obj, &rv, now)?))
-        }
+        ("GET", Some(name)) => call.get(name),
         ("POST", None) if def.is_review() => {
             let body = parse_body(req)?;
             Ok(ok(201, &review(shared, &def, body)))
@@ -632,103 +634,11 @@ fn serve_resource(
                 def.plural
             ),
         )),
-        ("POST", None) => {
-            let body = parse_body(req)?;
-            if let Some(k) = body["kind"].as_str() {
-                if k != def.kind {
-                    return Err(ApiErr::bad_request(format!(
-                        "the kind in the data ({k}) does not match the expected kind ({})",
-                        def.kind
-                    )));
-                }
-            }
-            if let Some(u) = user {
-                owner_refs_admitted(shared, u, &ns, &body, None)?;
-            }
-            let w = shared.write(|st| st.create(&def, &ns, body, fv, now))?;
-            Ok(with_warnings(ok(201, &present(&w.obj, &res)), &w.warnings))
-        }
-        ("PUT", Some(name)) => {
-            let body = parse_body(req)?;
-            let status_only = sub_is_status(&res)?;
-            if let Some(u) = user {
-                let old = lock(&shared.store).get(&def, &ns, name);
-                owner_refs_admitted(shared, u, &ns, &body, old.as_deref())?;
-            }
-            let w = shared
-                .write(|st| st.update(&def, &ns, name, body, status_only, fv, def.custom, now))?;
-            Ok(with_warnings(ok(200, &present(&w.obj, &res)), &w.warnings))
-        }
-        ("PATCH", Some(name)) => {
-            let status_only = sub_is_status(&res)?;
-            let body = parse_body(req)?;
-            let ct = content_type(req);
-            let w = shared.write(|st| {
-                let current = st
-                    .get(&def, &ns, name)
-                    .ok_or_else(|| ApiErr::not_found(&def, name))?;
-                let patched = apply_patch(&ct, &current, &body, def.custom)?;
-                if let Some(u) = user {
-                    owner_refs_admitted_in(st, u, &ns, &patched, Some(&current))?;
-                }
-                st.update(&def, &ns, name, patched, status_only, fv, false, now)
-            })?;
-            Ok(with_warnings(ok(200, &present(&w.obj, &res)), &w.warnings))
-        }
-        ("DELETE", Some(name)) => {
-            let opts: Value = if req.body.is_empty() {
-                json!({})
-            } else {
-                parse_body(req)?
-            };
-            let (propagation, orphan_false) = delete_options(req, &opts)?;
-            let pre = Preconditions {
-                uid: opts["preconditions"]["uid"].as_str().map(str::to_string),
-                resource_version: opts["preconditions"]["resourceVersion"]
-                    .as_str()
-                    .map(str::to_string),
-            };
-            let done =
-                shared.write(|st| st.delete_with(&def, &ns, name, &pre, propagation, now))?;
-            // handlers/delete.go: 202 only for a pending delete asked with
-            // orphanDependents=false; store.go `finalizeDelete`: a Status
-            // unless the store returns the deleted object.
-            let code = if !done.gone && orphan_false { 202 } else { 200 };
-            if done.gone && !returns_deleted_object(&def) {
-                let mut details = json!({"name": name, "kind": def.plural});
-                if !def.group.is_empty() {
-                    details["group"] = json!(def.group);
-                }
-                if let Some(uid) = done.obj["metadata"]["uid"].as_str() {
-                    details["uid"] = json!(uid);
-                }
-                let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details});
-                return Ok(ok(code, &status));
-            }
-            Ok(ok(code, &present(&done.obj, &res)))
-        }
-        ("DELETE", None) => {
-            let (l, f) = selectors(req, &def)?;
-            let deleted = shared.write(|st| {
-                let victims: Vec<String> = st
-                    .list(&def, res.ns.as_deref())
-                    .iter()
-                    .filter(|o| l.matches(o) && f.matches(&def.kind, o))
-                    .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
-                    .collect();
-                let mut out = Vec::new();
-                for v in victims {
-                    if let Ok(o) = st.delete(&def, &ns, &v, &Preconditions::default(), now) {
-                        out.push((*o).clone());
-                    }
-                }
-                out
-            });
-            Ok(ok(
-                200,
-                &json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(&res.version), "metadata": {}, "items": deleted}),
-            ))
-        }
+        ("POST", None) => call.create(),
+        ("PUT", Some(name)) => call.replace(name),
+        ("PATCH", Some(name)) => call.patch(name),
+        ("DELETE", Some(name)) => call.delete(name),
+        ("DELETE", None) => call.delete_collection(),
         _ => Err(ApiErr::new(
             405,
             "MethodNotAllowed",
@@ -737,6 +647,165 @@ fn serve_resource(
                 req.method
             ),
         )),
+    }
+}
+
+/// One request on a resource, past routing and RBAC: what the handlers of
+/// its verbs share.
+struct Call<'a> {
+    shared: &'a Arc<Shared>,
+    req: &'a Request,
+    res: &'a Res,
+    /// The request's namespace ("" for cluster-scoped kinds).
+    ns: String,
+    /// The authenticated caller, when RBAC is on.
+    user: Option<&'a crate::rbac::User>,
+    fv: FieldValidation,
+    now: SystemTime,
+}
+
+impl Call<'_> {
+    fn get(&self, name: &str) -> Result<Response, ApiErr> {
+        let (shared, req, res, def, ns) = self.parts();
+        sub_is_status(res)?;
+        let st = lock(&shared.store);
+        let obj = st
+            .get(def, ns, name)
+            .ok_or_else(|| ApiErr::not_found(def, name))?;
+        let rv = st.rv.to_string();
+        drop(st);
+        Ok(ok(200, &render_one(req, res, &obj, &rv, self.now)?))
+    }
+
+    fn create(&self) -> Result<Response, ApiErr> {
+        let (shared, req, res, def, ns) = self.parts();
+        let body = parse_body(req)?;
+        if let Some(k) = body["kind"].as_str() {
+            if k != def.kind {
+                return Err(ApiErr::bad_request(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    def.kind
+                )));
+            }
+        }
+        if let Some(u) = self.user {
+            owner_refs_admitted(shared, u, ns, &body, None)?;
+        }
+        let w = shared.write(|st| st.create(def, ns, body, self.fv, self.now))?;
+        Ok(with_warnings(ok(201, &present(&w.obj, res)), &w.warnings))
+    }
+
+    /// PUT: replace the object (or its status).
+    fn replace(&self, name: &str) -> Result<Response, ApiErr> {
+        let (shared, req, res, def, ns) = self.parts();
+        let body = parse_body(req)?;
+        let status_only = sub_is_status(res)?;
+        if let Some(u) = self.user {
+            let old = lock(&shared.store).get(def, ns, name);
+            owner_refs_admitted(shared, u, ns, &body, old.as_deref())?;
+        }
+        let w = shared.write(|st| {
+            st.update(
+                def,
+                ns,
+                name,
+                body,
+                status_only,
+                self.fv,
+                def.custom,
+                self.now,
+            )
+        })?;
+        Ok(with_warnings(ok(200, &present(&w.obj, res)), &w.warnings))
+    }
+
+    fn patch(&self, name: &str) -> Result<Response, ApiErr> {
+        let (shared, req, res, def, ns) = self.parts();
+        let status_only = sub_is_status(res)?;
+        let body = parse_body(req)?;
+        let ct = content_type(req);
+        let w = shared.write(|st| {
+            let current = st
+                .get(def, ns, name)
+                .ok_or_else(|| ApiErr::not_found(def, name))?;
+            let patched = apply_patch(&ct, &current, &body, def.custom)?;
+            if let Some(u) = self.user {
+                owner_refs_admitted_in(st, u, ns, &patched, Some(&current))?;
+            }
+            st.update(
+                def,
+                ns,
+                name,
+                patched,
+                status_only,
+                self.fv,
+                false,
+                self.now,
+            )
+        })?;
+        Ok(with_warnings(ok(200, &present(&w.obj, res)), &w.warnings))
+    }
+
+    fn delete(&self, name: &str) -> Result<Response, ApiErr> {
+        let (shared, req, res, def, ns) = self.parts();
+        let opts: Value = if req.body.is_empty() {
+            json!({})
+        } else {
+            parse_body(req)?
+        };
+        let (propagation, orphan_false) = delete_options(req, &opts)?;
+        let pre = Preconditions {
+            uid: opts["preconditions"]["uid"].as_str().map(str::to_string),
+            resource_version: opts["preconditions"]["resourceVersion"]
+                .as_str()
+                .map(str::to_string),
+        };
+        let done = shared.write(|st| st.delete_with(def, ns, name, &pre, propagation, self.now))?;
+        // handlers/delete.go: 202 only for a pending delete asked with
+        // orphanDependents=false; store.go `finalizeDelete`: a Status
+        // unless the store returns the deleted object.
+        let code = if !done.gone && orphan_false { 202 } else { 200 };
+        if done.gone && !returns_deleted_object(def) {
+            let mut details = json!({"name": name, "kind": def.plural});
+            if !def.group.is_empty() {
+                details["group"] = json!(def.group);
+            }
+            if let Some(uid) = done.obj["metadata"]["uid"].as_str() {
+                details["uid"] = json!(uid);
+            }
+            let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details});
+            return Ok(ok(code, &status));
+        }
+        Ok(ok(code, &present(&done.obj, res)))
+    }
+
+    /// DELETE on a collection: every object the selectors match.
+    fn delete_collection(&self) -> Result<Response, ApiErr> {
+        let (shared, req, res, def, ns) = self.parts();
+        let (l, f) = selectors(req, def)?;
+        let deleted = shared.write(|st| {
+            let victims: Vec<String> = st
+                .list(def, res.ns.as_deref())
+                .iter()
+                .filter(|o| l.matches(o) && f.matches(&def.kind, o))
+                .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+                .collect();
+            let mut out = Vec::new();
+            for v in victims {
+                if let Ok(o) = st.delete(def, ns, &v, &Preconditions::default(), self.now) {
+                    out.push((*o).clone());
+                }
+            }
+            out
+        });
+        Ok(ok(
+            200,
+            &json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(&res.version), "metadata": {}, "items": deleted}),
+        ))
+    }
+
+    fn parts(&self) -> (&Arc<Shared>, &Request, &Res, &ResourceDef, &str) {
+        (self.shared, self.req, self.res, &self.res.def, &self.ns)
     }
 }
 

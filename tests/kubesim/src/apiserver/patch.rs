@@ -75,17 +75,30 @@ fn merge_map(
     original: &Map<String, Value>,
     patch: &Map<String, Value>,
 ) -> Result<Map<String, Value>, String> {
+    if let Some(whole) = map_directive(patch)? {
+        return Ok(whole);
+    }
+    let mut out = original.clone();
+    retain_keys(&mut out, patch)?;
+    let done = merge_ordered_lists(&mut out, patch)?;
+    merge_fields(&mut out, patch, &done)?;
+    Ok(out)
+}
+
+/// A map's `$patch` directive: `replace` (the patch's map, as is) and
+/// `delete` (an empty map) decide the result; None without one.
+fn map_directive(patch: &Map<String, Value>) -> Result<Option<Map<String, Value>>, String> {
     match patch.get("$patch") {
         None => {}
         Some(Value::String(d)) if d == "replace" => {
             let mut m = patch.clone();
             m.remove("$patch");
             return match raw(&Value::Object(m)) {
-                Value::Object(m) => Ok(m),
-                _ => Ok(Map::new()),
+                Value::Object(m) => Ok(Some(m)),
+                _ => Ok(Some(Map::new())),
             };
         }
-        Some(Value::String(d)) if d == "delete" => return Ok(Map::new()),
+        Some(Value::String(d)) if d == "delete" => return Ok(Some(Map::new())),
         Some(other) => {
             return Err(format!(
                 "Unknown patch type: {} in map: {}",
@@ -94,7 +107,11 @@ fn merge_map(
             ))
         }
     }
-    let mut out = original.clone();
+    Ok(None)
+}
+
+/// `$retainKeys`: only the keys listed stay, and the patch sets no other.
+fn retain_keys(out: &mut Map<String, Value>, patch: &Map<String, Value>) -> Result<(), String> {
     if let Some(keep) = patch.get("$retainKeys") {
         let keep: Vec<&str> = keep
             .as_array()
@@ -110,6 +127,15 @@ fn merge_map(
         }
         out.retain(|k, _| keep.contains(&k.as_str()));
     }
+    Ok(())
+}
+
+/// The lists a `$setElementOrder` names, merged and put in that order;
+/// returns those fields, done.
+fn merge_ordered_lists<'p>(
+    out: &mut Map<String, Value>,
+    patch: &'p Map<String, Value>,
+) -> Result<Vec<&'p str>, String> {
     let mut done: Vec<&str> = Vec::new();
     for (k, order) in patch {
         let Some(field) = k.strip_prefix(SET_ORDER) else {
@@ -147,6 +173,16 @@ fn merge_map(
         );
         done.push(field);
     }
+    Ok(done)
+}
+
+/// Every other field: `$deleteFromPrimitiveList`, deletion by `null`, maps
+/// and merging lists merged, anything else taken from the patch.
+fn merge_fields(
+    out: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+    done: &[&str],
+) -> Result<(), String> {
     for (k, v) in patch {
         if k == "$patch"
             || k == "$retainKeys"
@@ -179,7 +215,7 @@ fn merge_map(
         };
         out.insert(k.clone(), merged);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// `mergeSlice` for a list with `patchStrategy: merge`: by merge key for

@@ -181,11 +181,10 @@ mod tests {
         }
     }
 
-    /// Cases in the spirit of upstream's `TestRuleMatches` and
-    /// `TestAppliesTo` (rbac_test.go, subject_locator tests): verbs,
-    /// groups, subresources, resource names, wildcards, binding scope.
-    #[test]
-    fn rbac_allows_what_a_binding_grants_and_nothing_else() {
+    /// Roles, cluster roles, role bindings and cluster role bindings: the
+    /// account ops/op reads Deployments and patches model status anywhere,
+    /// creates Leases in ops and updates the one named op.
+    fn granted() -> (Vec<Value>, Vec<Value>, Vec<Value>, Vec<Value>) {
         let cluster_roles = vec![json!({"metadata": {"name": "reader"}, "rules": [
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["openmed.ai"], "resources": ["openmedmodels/status"], "verbs": ["patch"]},
@@ -203,15 +202,12 @@ mod tests {
             json!({"metadata": {"name": "b", "namespace": "ops"}, "roleRef": {"kind": "Role", "name": "lease"},
             "subjects": [{"kind": "ServiceAccount", "name": "op"}]}),
         ];
-        let policy = Policy {
-            roles: &roles,
-            cluster_roles: &cluster_roles,
-            role_bindings: &rbs,
-            cluster_role_bindings: &crbs,
-        };
-        let op = User::service_account("ops", "op");
-        let other = User::service_account("ops", "other");
-        let cases = [
+        (roles, cluster_roles, rbs, crbs)
+    }
+
+    /// Resource requests, and whether ops/op may make them.
+    fn resource_cases() -> Vec<(Request, bool)> {
+        vec![
             (req("get", "apps", "deployments", "", "a", "x"), true),
             (req("watch", "apps", "deployments", "", "", ""), true),
             (req("patch", "apps", "deployments", "", "a", "x"), false),
@@ -258,7 +254,24 @@ mod tests {
                 req("list", "coordination.k8s.io", "leases", "", "ops", ""),
                 false,
             ),
-        ];
+        ]
+    }
+
+    /// Cases in the spirit of upstream's `TestRuleMatches` and
+    /// `TestAppliesTo` (rbac_test.go, subject_locator tests): verbs,
+    /// groups, subresources, resource names, wildcards, binding scope.
+    #[test]
+    fn rbac_allows_what_a_binding_grants_and_nothing_else() {
+        let (roles, cluster_roles, rbs, crbs) = granted();
+        let policy = Policy {
+            roles: &roles,
+            cluster_roles: &cluster_roles,
+            role_bindings: &rbs,
+            cluster_role_bindings: &crbs,
+        };
+        let op = User::service_account("ops", "op");
+        let other = User::service_account("ops", "other");
+        let cases = resource_cases();
         for (r, want) in cases {
             assert_eq!(allows(&policy, &op, &r), want, "{r:?}");
             assert!(!allows(&policy, &other, &r), "another account: {r:?}");

@@ -74,6 +74,15 @@ fn is_label_value(s: &str) -> bool {
 
 fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
     let meta = &obj["metadata"];
+    validate_name(def, meta, causes);
+    validate_labels_and_annotations(meta, causes);
+    validate_finalizers(meta, causes);
+    validate_owner_references(meta, causes);
+}
+
+/// `metadata.name`: the kind's name rule (a DNS label for namespaces, a
+/// path segment for Events, a DNS subdomain otherwise).
+fn validate_name(def: &ResourceDef, meta: &Value, causes: &mut Vec<Cause>) {
     let name = meta["name"].as_str().unwrap_or("");
     let name_ok = match def.plural.as_str() {
         "namespaces" => is_dns_label(name),
@@ -100,6 +109,11 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
         ));
     }
+}
+
+/// Labels and annotations: maps of strings under qualified names; label
+/// values are label values too.
+fn validate_labels_and_annotations(meta: &Value, causes: &mut Vec<Cause>) {
     for (field, values_are_labels) in [("labels", true), ("annotations", false)] {
         match &meta[field] {
             Value::Null => {}
@@ -129,6 +143,9 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
             )),
         }
     }
+}
+
+fn validate_finalizers(meta: &Value, causes: &mut Vec<Cause>) {
     if let Some(fs) = meta["finalizers"].as_array() {
         for (i, f) in fs.iter().enumerate() {
             if !f.as_str().map(is_qualified_name).unwrap_or(false) {
@@ -140,6 +157,10 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
             }
         }
     }
+}
+
+/// Every reference names its owner fully; at most one is the controller.
+fn validate_owner_references(meta: &Value, causes: &mut Vec<Cause>) {
     if let Some(refs) = meta["ownerReferences"].as_array() {
         let mut controllers = 0;
         for (i, r) in refs.iter().enumerate() {

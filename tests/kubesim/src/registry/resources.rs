@@ -118,102 +118,11 @@ const VERBS: [&str; 8] = [
 
 impl Registry {
     pub fn builtin() -> Registry {
-        let mut ns =
-            ResourceDef::builtin("", "v1", "namespaces", "Namespace", false).shorts(&["ns"]);
-        ns.status_subresource = true;
-        let cm = ResourceDef::builtin("", "v1", "configmaps", "ConfigMap", true).shorts(&["cm"]);
-        let ev = ResourceDef::builtin("", "v1", "events", "Event", true).shorts(&["ev"]);
-        let mut deploy = ResourceDef::builtin("apps", "v1", "deployments", "Deployment", true)
-            .shorts(&["deploy"]);
-        deploy.categories = vec!["all".into()];
-        deploy.status_subresource = true;
-        deploy.scale_subresource = true;
-        deploy.generation = true;
-        let lease = ResourceDef::builtin("coordination.k8s.io", "v1", "leases", "Lease", true);
-        // Reviews: created and answered, never stored (crate::apiserver::api::review).
-        let token_review = ResourceDef::builtin(
-            "authentication.k8s.io",
-            "v1",
-            "tokenreviews",
-            "TokenReview",
-            false,
-        );
-        let access_review = ResourceDef::builtin(
-            "authorization.k8s.io",
-            "v1",
-            "subjectaccessreviews",
-            "SubjectAccessReview",
-            false,
-        );
-        // Stored only (no eviction API): the installs carry one.
-        let mut pdb = ResourceDef::builtin(
-            "policy",
-            "v1",
-            "poddisruptionbudgets",
-            "PodDisruptionBudget",
-            true,
-        )
-        .shorts(&["pdb"]);
-        pdb.status_subresource = true;
-        pdb.generation = true;
-        let mut hpa = ResourceDef::builtin(
-            "autoscaling",
-            "v2",
-            "horizontalpodautoscalers",
-            "HorizontalPodAutoscaler",
-            true,
-        )
-        .shorts(&["hpa"]);
-        hpa.status_subresource = true;
-        hpa.generation = true;
-        let mut crd = ResourceDef::builtin(
-            "apiextensions.k8s.io",
-            "v1",
-            "customresourcedefinitions",
-            "CustomResourceDefinition",
-            false,
-        )
-        .shorts(&["crd", "crds"]);
-        crd.status_subresource = true;
-        crd.generation = true;
-        let sa = ResourceDef::builtin("", "v1", "serviceaccounts", "ServiceAccount", true)
-            .shorts(&["sa"]);
-        // Stored only (no endpoints, no proxying): the installs carry the
-        // metrics Service.
-        let mut svc = ResourceDef::builtin("", "v1", "services", "Service", true).shorts(&["svc"]);
-        svc.categories = vec!["all".into()];
-        svc.status_subresource = true;
-        let rbac = "rbac.authorization.k8s.io";
-        let cr = ResourceDef::builtin(rbac, "v1", "clusterroles", "ClusterRole", false);
-        let crb = ResourceDef::builtin(
-            rbac,
-            "v1",
-            "clusterrolebindings",
-            "ClusterRoleBinding",
-            false,
-        );
-        let role = ResourceDef::builtin(rbac, "v1", "roles", "Role", true);
-        let rb = ResourceDef::builtin(rbac, "v1", "rolebindings", "RoleBinding", true);
-        Registry {
-            defs: vec![
-                ns,
-                cm,
-                ev,
-                sa,
-                svc,
-                deploy,
-                lease,
-                pdb,
-                hpa,
-                cr,
-                crb,
-                role,
-                rb,
-                crd,
-                token_review,
-                access_review,
-            ],
-        }
+        let mut defs = core_defs();
+        defs.extend(group_defs());
+        defs.extend(rbac_defs());
+        defs.extend(extension_and_review_defs());
+        Registry { defs }
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceDef> {
@@ -406,6 +315,101 @@ impl Registry {
             "components": {"schemas": {}},
         }))
     }
+}
+
+/// The core group's kinds.
+fn core_defs() -> Vec<ResourceDef> {
+    let mut ns = ResourceDef::builtin("", "v1", "namespaces", "Namespace", false).shorts(&["ns"]);
+    ns.status_subresource = true;
+    let cm = ResourceDef::builtin("", "v1", "configmaps", "ConfigMap", true).shorts(&["cm"]);
+    let ev = ResourceDef::builtin("", "v1", "events", "Event", true).shorts(&["ev"]);
+    let sa =
+        ResourceDef::builtin("", "v1", "serviceaccounts", "ServiceAccount", true).shorts(&["sa"]);
+    // Stored only (no endpoints, no proxying): the installs carry the
+    // metrics Service.
+    let mut svc = ResourceDef::builtin("", "v1", "services", "Service", true).shorts(&["svc"]);
+    svc.categories = vec!["all".into()];
+    svc.status_subresource = true;
+    vec![ns, cm, ev, sa, svc]
+}
+
+/// Deployments and Leases, and the PodDisruptionBudgets and
+/// HorizontalPodAutoscalers the installs carry.
+fn group_defs() -> Vec<ResourceDef> {
+    let mut deploy =
+        ResourceDef::builtin("apps", "v1", "deployments", "Deployment", true).shorts(&["deploy"]);
+    deploy.categories = vec!["all".into()];
+    deploy.status_subresource = true;
+    deploy.scale_subresource = true;
+    deploy.generation = true;
+    let lease = ResourceDef::builtin("coordination.k8s.io", "v1", "leases", "Lease", true);
+    // Stored only (no eviction API): the installs carry one.
+    let mut pdb = ResourceDef::builtin(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+    )
+    .shorts(&["pdb"]);
+    pdb.status_subresource = true;
+    pdb.generation = true;
+    let mut hpa = ResourceDef::builtin(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        true,
+    )
+    .shorts(&["hpa"]);
+    hpa.status_subresource = true;
+    hpa.generation = true;
+    vec![deploy, lease, pdb, hpa]
+}
+
+fn rbac_defs() -> Vec<ResourceDef> {
+    let rbac = "rbac.authorization.k8s.io";
+    let cr = ResourceDef::builtin(rbac, "v1", "clusterroles", "ClusterRole", false);
+    let crb = ResourceDef::builtin(
+        rbac,
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+    );
+    let role = ResourceDef::builtin(rbac, "v1", "roles", "Role", true);
+    let rb = ResourceDef::builtin(rbac, "v1", "rolebindings", "RoleBinding", true);
+    vec![cr, crb, role, rb]
+}
+
+/// CustomResourceDefinitions, and the reviews.
+fn extension_and_review_defs() -> Vec<ResourceDef> {
+    let mut crd = ResourceDef::builtin(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+    )
+    .shorts(&["crd", "crds"]);
+    crd.status_subresource = true;
+    crd.generation = true;
+    // Reviews: created and answered, never stored (crate::apiserver::api::review).
+    let token_review = ResourceDef::builtin(
+        "authentication.k8s.io",
+        "v1",
+        "tokenreviews",
+        "TokenReview",
+        false,
+    );
+    let access_review = ResourceDef::builtin(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        false,
+    );
+    vec![crd, token_review, access_review]
 }
 
 /// The strings of a JSON array; anything else reads as empty.

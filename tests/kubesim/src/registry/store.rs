@@ -190,6 +190,210 @@ fn gc_finalizers(current: &[String], p: Propagation) -> Vec<String> {
     }
 }
 
+/// The name of an object being created: its own, or its `generateName`
+/// with a random suffix (written into the object).
+fn name_for_create(obj: &mut Value) -> String {
+    let mut name = meta_str(obj, "name").unwrap_or("").to_string();
+    if name.is_empty() {
+        if let Some(g) = meta_str(obj, "generateName").filter(|g| !g.is_empty()) {
+            const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+            let mut r = random_u64();
+            let suffix: String = (0..5)
+                .map(|_| {
+                    let c = ALPHA[(r % ALPHA.len() as u64) as usize] as char;
+                    r /= ALPHA.len() as u64;
+                    c
+                })
+                .collect();
+            name = format!("{g}{suffix}");
+            obj["metadata"]["name"] = json!(name);
+        }
+    }
+    name
+}
+
+/// What a create sets itself: the stored apiVersion and kind, a new uid
+/// and creationTimestamp, generation 1, no system fields from the body, and
+/// no status where status is a subresource.
+fn reset_for_create(def: &ResourceDef, obj: &mut Value, now: SystemTime) {
+    obj["apiVersion"] = json!(def.storage_api_version());
+    obj["kind"] = json!(def.kind);
+    if let Some(m) = obj["metadata"].as_object_mut() {
+        for k in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+            "generation",
+            "managedFields",
+            "selfLink",
+        ] {
+            m.remove(k);
+        }
+        m.insert("uid".into(), json!(new_uid()));
+        m.insert("creationTimestamp".into(), json!(rfc3339(now)));
+        if def.generation {
+            m.insert("generation".into(), json!(1));
+        }
+    }
+    if def.status_subresource && def.plural != "namespaces" {
+        if let Some(m) = obj.as_object_mut() {
+            m.remove("status");
+        }
+    }
+}
+
+/// The update's resourceVersion precondition: the stored one if the body
+/// names one, and one is needed where the kind does not allow an
+/// unconditional update.
+fn check_update_version(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+    require_rv: bool,
+) -> Result<(), ApiErr> {
+    match meta_str(new, "resourceVersion").filter(|rv| !rv.is_empty()) {
+        Some(rv) if Some(rv) != meta_str(old, "resourceVersion") => {
+            return Err(ApiErr::modified(def, name))
+        }
+        None if require_rv => {
+            return Err(ApiErr::invalid(
+                def,
+                name,
+                vec![Cause::invalid(
+                    "metadata.resourceVersion",
+                    &json!("0x0"),
+                    "must be specified for an update",
+                )],
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The strategy's PrepareForUpdate: /status keeps all but the status (a
+/// Deployment's keeps all but spec and labels), the main resource keeps the
+/// stored status where status is a subresource.
+fn prepare_for_update(def: &ResourceDef, old: &Value, new: Value, status_only: bool) -> Value {
+    if status_only && def.key() == "apps/deployments" {
+        // deploymentStatusStrategy.PrepareForUpdate resets only the spec
+        // and the labels: the deployment controller writes its revision
+        // annotation through /status.
+        let mut r = new;
+        r["spec"] = old["spec"].clone();
+        match old["metadata"].get("labels") {
+            Some(l) => r["metadata"]["labels"] = l.clone(),
+            None => {
+                if let Some(m) = r["metadata"].as_object_mut() {
+                    m.remove("labels");
+                }
+            }
+        }
+        r
+    } else if status_only {
+        let mut r = old.clone();
+        match new.get("status") {
+            Some(s) if !s.is_null() => r["status"] = s.clone(),
+            _ => {
+                if let Some(m) = r.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+        r
+    } else {
+        let mut r = new;
+        if def.status_subresource {
+            match old.get("status") {
+                Some(s) => r["status"] = s.clone(),
+                None => {
+                    if let Some(m) = r.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        }
+        r
+    }
+}
+
+/// What an update cannot change: apiVersion, kind, identity and deletion
+/// fields, generation (bumped later, if at all); managedFields and selfLink
+/// are not kept.
+fn keep_system_fields(old: &Value, result: &mut Value) {
+    result["apiVersion"] = old["apiVersion"].clone();
+    result["kind"] = old["kind"].clone();
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "name",
+        "namespace",
+    ] {
+        match old["metadata"].get(k) {
+            Some(v) => result["metadata"][k] = v.clone(),
+            None => {
+                if let Some(m) = result["metadata"].as_object_mut() {
+                    m.remove(k);
+                }
+            }
+        }
+    }
+    if let Some(m) = result["metadata"].as_object_mut() {
+        m.remove("managedFields");
+        m.remove("selfLink");
+    }
+}
+
+/// An object being deleted may gain no finalizer.
+fn check_no_new_finalizers(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    result: &Value,
+) -> Result<(), ApiErr> {
+    if meta_str(old, "deletionTimestamp").is_some() {
+        // ValidateNoNewFinalizers: a sorted set, printed with Go's %#v.
+        let before = finalizers(old);
+        let added: std::collections::BTreeSet<String> = finalizers(result)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
+        if !added.is_empty() {
+            let listed: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+            let why = format!(
+                "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                listed.join(", ")
+            );
+            return Err(ApiErr::invalid(
+                def,
+                name,
+                vec![Cause::forbidden("metadata.finalizers", &why)],
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Being deleted, and held by finalizer `f`.
+fn deleting_with(o: &Value, f: &str) -> bool {
+    meta_str(o, "deletionTimestamp").is_some() && finalizers(o).iter().any(|x| x == f)
+}
+
+fn owner_refs(o: &Value) -> Vec<Value> {
+    o["metadata"]["ownerReferences"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn ref_uid(r: &Value) -> String {
+    r["uid"].as_str().unwrap_or("").to_string()
+}
+
 impl Store {
     pub fn new(history_cap: usize) -> Store {
         let mut s = Store {
@@ -305,24 +509,35 @@ impl Store {
         if !obj["metadata"].is_object() {
             obj["metadata"] = json!({});
         }
-        let mut name = meta_str(&obj, "name").unwrap_or("").to_string();
-        if name.is_empty() {
-            if let Some(g) = meta_str(&obj, "generateName").filter(|g| !g.is_empty()) {
-                const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-                let mut r = random_u64();
-                let suffix: String = (0..5)
-                    .map(|_| {
-                        let c = ALPHA[(r % ALPHA.len() as u64) as usize] as char;
-                        r /= ALPHA.len() as u64;
-                        c
-                    })
-                    .collect();
-                name = format!("{g}{suffix}");
-                obj["metadata"]["name"] = json!(name);
-            }
+        let name = name_for_create(&mut obj);
+        self.place_in_namespace(def, ns, &mut obj)?;
+        if self.get(def, ns, &name).is_some() {
+            return Err(ApiErr::already_exists(def, &name));
         }
+        reset_for_create(def, &mut obj, now);
+        let warnings = kinds::prepare(def, &mut obj, None, fv)?;
+        if def.plural == "customresourcedefinitions" {
+            self.register_crd(&mut obj, &name, now)?;
+        }
+        let key = Store::key(def, ns, &name);
+        let stored = self.record(key, EvKind::Added, obj, None);
+        Ok(WriteResult {
+            obj: stored,
+            warnings,
+        })
+    }
+
+    /// A namespaced object lives in the request's namespace, which must
+    /// exist (and match the body's, if it names one); a cluster-scoped one
+    /// loses any namespace.
+    fn place_in_namespace(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        obj: &mut Value,
+    ) -> Result<(), ApiErr> {
         if def.namespaced {
-            if let Some(body_ns) = meta_str(&obj, "namespace").filter(|n| !n.is_empty()) {
+            if let Some(body_ns) = meta_str(obj, "namespace").filter(|n| !n.is_empty()) {
                 if body_ns != ns {
                     return Err(ApiErr::bad_request(
                         "the namespace of the provided object does not match the namespace sent on the request",
@@ -339,43 +554,7 @@ impl Store {
         } else if let Some(m) = obj["metadata"].as_object_mut() {
             m.remove("namespace");
         }
-        if self.get(def, ns, &name).is_some() {
-            return Err(ApiErr::already_exists(def, &name));
-        }
-        obj["apiVersion"] = json!(def.storage_api_version());
-        obj["kind"] = json!(def.kind);
-        if let Some(m) = obj["metadata"].as_object_mut() {
-            for k in [
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "resourceVersion",
-                "generation",
-                "managedFields",
-                "selfLink",
-            ] {
-                m.remove(k);
-            }
-            m.insert("uid".into(), json!(new_uid()));
-            m.insert("creationTimestamp".into(), json!(rfc3339(now)));
-            if def.generation {
-                m.insert("generation".into(), json!(1));
-            }
-        }
-        if def.status_subresource && def.plural != "namespaces" {
-            if let Some(m) = obj.as_object_mut() {
-                m.remove("status");
-            }
-        }
-        let warnings = kinds::prepare(def, &mut obj, None, fv)?;
-        if def.plural == "customresourcedefinitions" {
-            self.register_crd(&mut obj, &name, now)?;
-        }
-        let key = Store::key(def, ns, &name);
-        let stored = self.record(key, EvKind::Added, obj, None);
-        Ok(WriteResult {
-            obj: stored,
-            warnings,
-        })
+        Ok(())
     }
 
     fn register_crd(&mut self, crd: &mut Value, name: &str, now: SystemTime) -> Result<(), ApiErr> {
@@ -430,107 +609,10 @@ impl Store {
         if !new["metadata"].is_object() {
             new["metadata"] = json!({});
         }
-        match meta_str(&new, "resourceVersion").filter(|rv| !rv.is_empty()) {
-            Some(rv) if Some(rv) != meta_str(&old, "resourceVersion") => {
-                return Err(ApiErr::modified(def, name))
-            }
-            None if require_rv => {
-                return Err(ApiErr::invalid(
-                    def,
-                    name,
-                    vec![Cause::invalid(
-                        "metadata.resourceVersion",
-                        &json!("0x0"),
-                        "must be specified for an update",
-                    )],
-                ));
-            }
-            _ => {}
-        }
-        let mut result = if status_only && def.key() == "apps/deployments" {
-            // deploymentStatusStrategy.PrepareForUpdate resets only the spec
-            // and the labels: the deployment controller writes its revision
-            // annotation through /status.
-            let mut r = new;
-            r["spec"] = old["spec"].clone();
-            match old["metadata"].get("labels") {
-                Some(l) => r["metadata"]["labels"] = l.clone(),
-                None => {
-                    if let Some(m) = r["metadata"].as_object_mut() {
-                        m.remove("labels");
-                    }
-                }
-            }
-            r
-        } else if status_only {
-            let mut r = (*old).clone();
-            match new.get("status") {
-                Some(s) if !s.is_null() => r["status"] = s.clone(),
-                _ => {
-                    if let Some(m) = r.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
-            r
-        } else {
-            let mut r = new;
-            if def.status_subresource {
-                match old.get("status") {
-                    Some(s) => r["status"] = s.clone(),
-                    None => {
-                        if let Some(m) = r.as_object_mut() {
-                            m.remove("status");
-                        }
-                    }
-                }
-            }
-            r
-        };
-        result["apiVersion"] = old["apiVersion"].clone();
-        result["kind"] = old["kind"].clone();
-        for k in [
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-            "name",
-            "namespace",
-        ] {
-            match old["metadata"].get(k) {
-                Some(v) => result["metadata"][k] = v.clone(),
-                None => {
-                    if let Some(m) = result["metadata"].as_object_mut() {
-                        m.remove(k);
-                    }
-                }
-            }
-        }
-        if let Some(m) = result["metadata"].as_object_mut() {
-            m.remove("managedFields");
-            m.remove("selfLink");
-        }
-        if meta_str(&old, "deletionTimestamp").is_some() {
-            // ValidateNoNewFinalizers: a sorted set, printed with Go's %#v.
-            let before = finalizers(&old);
-            let added: std::collections::BTreeSet<String> = finalizers(&result)
-                .into_iter()
-                .filter(|f| !before.contains(f))
-                .collect();
-            if !added.is_empty() {
-                let listed: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
-                let why = format!(
-                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-                    listed.join(", ")
-                );
-                return Err(ApiErr::invalid(
-                    def,
-                    name,
-                    vec![Cause::forbidden("metadata.finalizers", &why)],
-                ));
-            }
-        }
+        check_update_version(def, name, &old, &new, require_rv)?;
+        let mut result = prepare_for_update(def, &old, new, status_only);
+        keep_system_fields(&old, &mut result);
+        check_no_new_finalizers(def, name, &old, &result)?;
         let warnings = kinds::prepare(def, &mut result, Some(&old), fv)?;
         if def.generation && !status_only && spec_changed(def, &old, &result) {
             let g = old["metadata"]["generation"].as_i64().unwrap_or(0);
@@ -701,9 +783,20 @@ impl Store {
             return;
         }
         self.gc_dirty = false;
-        let deleting_with = |o: &Value, f: &str| {
-            meta_str(o, "deletionTimestamp").is_some() && finalizers(o).iter().any(|x| x == f)
-        };
+        self.attempt_to_delete_dependents(now);
+        self.process_deleting_owners();
+        // Work left for the next pass: a foreground owner still waiting.
+        if self
+            .objects
+            .values()
+            .any(|o| deleting_with(o, ORPHAN_FINALIZER) || deleting_with(o, FOREGROUND_FINALIZER))
+        {
+            self.gc_dirty = true;
+        }
+    }
+
+    /// `attemptToDeleteItem` for every object with owner references.
+    fn attempt_to_delete_dependents(&mut self, now: SystemTime) {
         // uid → waiting for its dependents (foreground deletion).
         let owners: HashMap<String, bool> = self
             .objects
@@ -712,17 +805,10 @@ impl Store {
                 meta_str(o, "uid").map(|u| (u.to_string(), deleting_with(o, FOREGROUND_FINALIZER)))
             })
             .collect();
-        let refs_of = |o: &Value| -> Vec<Value> {
-            o["metadata"]["ownerReferences"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        };
-        let ref_uid = |r: &Value| r["uid"].as_str().unwrap_or("").to_string();
         let referenced: HashSet<String> = self
             .objects
             .values()
-            .flat_map(|o| refs_of(o).iter().map(ref_uid).collect::<Vec<_>>())
+            .flat_map(|o| owner_refs(o).iter().map(ref_uid).collect::<Vec<_>>())
             .collect();
         let snapshot: Vec<(Key, Arc<Value>)> = self
             .objects
@@ -730,7 +816,7 @@ impl Store {
             .map(|(k, o)| (k.clone(), o.clone()))
             .collect();
         for (key, obj) in &snapshot {
-            let refs = refs_of(obj);
+            let refs = owner_refs(obj);
             if refs.is_empty() {
                 continue;
             }
@@ -761,6 +847,11 @@ impl Store {
             let pre = Preconditions::default();
             let _ = self.delete_with(&def, &key.1, &key.2, &pre, p, now);
         }
+    }
+
+    /// Owners deleted with a GC finalizer: `orphanDependents` for the
+    /// `orphan` one, `processDeletingDependentsItem` for the foreground one.
+    fn process_deleting_owners(&mut self) {
         // Owners deleted with a GC finalizer, as they now are.
         let owners: Vec<(Key, Arc<Value>)> = self
             .objects
@@ -775,30 +866,16 @@ impl Store {
             let dependents: Vec<(Key, Arc<Value>)> = self
                 .objects
                 .iter()
-                .filter(|(_, o)| refs_of(o).iter().any(|r| ref_uid(r) == uid))
+                .filter(|(_, o)| owner_refs(o).iter().any(|r| ref_uid(r) == uid))
                 .map(|(k, o)| (k.clone(), o.clone()))
                 .collect();
             if deleting_with(&owner, ORPHAN_FINALIZER) {
-                for (dkey, dep) in dependents {
-                    let mut next = (*dep).clone();
-                    let kept: Vec<Value> = refs_of(&dep)
-                        .into_iter()
-                        .filter(|r| ref_uid(r) != uid)
-                        .collect();
-                    if kept.is_empty() {
-                        if let Some(m) = next["metadata"].as_object_mut() {
-                            m.remove("ownerReferences");
-                        }
-                    } else {
-                        next["metadata"]["ownerReferences"] = json!(kept);
-                    }
-                    self.record(dkey, EvKind::Modified, next, Some(dep));
-                }
+                self.orphan_dependents(&uid, dependents);
                 self.drop_finalizer(key, &owner, ORPHAN_FINALIZER);
                 continue;
             }
             let blocked = dependents.iter().any(|(_, d)| {
-                refs_of(d)
+                owner_refs(d)
                     .iter()
                     .any(|r| ref_uid(r) == uid && r["blockOwnerDeletion"].as_bool() == Some(true))
             });
@@ -806,13 +883,24 @@ impl Store {
                 self.drop_finalizer(key, &owner, FOREGROUND_FINALIZER);
             }
         }
-        // Work left for the next pass: a foreground owner still waiting.
-        if self
-            .objects
-            .values()
-            .any(|o| deleting_with(o, ORPHAN_FINALIZER) || deleting_with(o, FOREGROUND_FINALIZER))
-        {
-            self.gc_dirty = true;
+    }
+
+    /// Drop the references to owner `uid` from its dependents.
+    fn orphan_dependents(&mut self, uid: &str, dependents: Vec<(Key, Arc<Value>)>) {
+        for (dkey, dep) in dependents {
+            let mut next = (*dep).clone();
+            let kept: Vec<Value> = owner_refs(&dep)
+                .into_iter()
+                .filter(|r| ref_uid(r) != uid)
+                .collect();
+            if kept.is_empty() {
+                if let Some(m) = next["metadata"].as_object_mut() {
+                    m.remove("ownerReferences");
+                }
+            } else {
+                next["metadata"]["ownerReferences"] = json!(kept);
+            }
+            self.record(dkey, EvKind::Modified, next, Some(dep));
         }
     }
 

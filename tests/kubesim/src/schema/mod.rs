@@ -140,30 +140,66 @@ pub fn validate(v: &Value, schema: &Value, path: &str, root: bool, causes: &mut 
         return;
     }
     let shown_path = if path.is_empty() { "<root>" } else { path };
-    if int_or_string(schema) {
-        let ty = type_name(v);
-        if ty != "string" && ty != "integer" {
-            causes.push(Cause::invalid(
-                path,
-                &Value::from(ty),
-                &format!("{shown_path} in body must be of type integer,string: {ty:?}"),
-            ));
-            return;
-        }
-        // The usual int-or-string form: `anyOf: [{type: integer, ...}, {type: string, ...}]`.
-        for branch in schema
-            .get("anyOf")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if branch["type"] == ty {
-                validate(v, branch, path, false, causes);
-            }
-        }
-        // Value validation beside the bare `anyOf` (the structural form)
-        // follows: `pattern` binds strings only, bounds bind numbers only.
+    if int_or_string(schema) && !validate_int_or_string(v, schema, path, shown_path, causes) {
+        return;
     }
+    if !validate_type(v, schema, path, shown_path, causes) {
+        return;
+    }
+    validate_enum(v, schema, path, causes);
+    match v {
+        Value::String(s) => validate_string(v, s, schema, path, shown_path, causes),
+        Value::Number(n) => validate_number(v, n, schema, path, shown_path, causes),
+        Value::Array(items) => validate_array(v, items, schema, path, shown_path, causes),
+        Value::Object(map) => validate_object(map, schema, path, root, causes),
+        _ => {}
+    }
+}
+
+/// An `x-kubernetes-int-or-string` value: a string or an integer, checked
+/// against the `anyOf` branch of its type. False when it is neither (then
+/// nothing else is checked).
+fn validate_int_or_string(
+    v: &Value,
+    schema: &Value,
+    path: &str,
+    shown_path: &str,
+    causes: &mut Vec<Cause>,
+) -> bool {
+    let ty = type_name(v);
+    if ty != "string" && ty != "integer" {
+        causes.push(Cause::invalid(
+            path,
+            &Value::from(ty),
+            &format!("{shown_path} in body must be of type integer,string: {ty:?}"),
+        ));
+        return false;
+    }
+    // The usual int-or-string form: `anyOf: [{type: integer, ...}, {type: string, ...}]`.
+    for branch in schema
+        .get("anyOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if branch["type"] == ty {
+            validate(v, branch, path, false, causes);
+        }
+    }
+    // Value validation beside the bare `anyOf` (the structural form)
+    // follows: `pattern` binds strings only, bounds bind numbers only.
+    true
+}
+
+/// The schema's `type` (an integer is a number too). False on a mismatch,
+/// which stops the checks of this value.
+fn validate_type(
+    v: &Value,
+    schema: &Value,
+    path: &str,
+    shown_path: &str,
+    causes: &mut Vec<Cause>,
+) -> bool {
     if let Some(want) = schema.get("type").and_then(Value::as_str) {
         let got = type_name(v);
         let ok = got == want || (want == "number" && got == "integer");
@@ -173,9 +209,13 @@ pub fn validate(v: &Value, schema: &Value, path: &str, root: bool, causes: &mut 
                 &Value::from(got),
                 &format!("{shown_path} in body must be of type {want}: {got:?}"),
             ));
-            return;
+            return false;
         }
     }
+    true
+}
+
+fn validate_enum(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
         if !allowed.contains(v) {
             let list: Vec<String> = allowed.iter().map(show).collect();
@@ -190,97 +230,120 @@ pub fn validate(v: &Value, schema: &Value, path: &str, root: bool, causes: &mut 
             ));
         }
     }
-    match v {
-        Value::String(s) => {
-            let len = s.chars().count() as u64;
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
-                if len > max {
-                    causes.push(Cause::new(
-                        path,
-                        "FieldValueTooLong",
-                        format!("Too long: may not be more than {max} bytes"),
-                    ));
-                }
-            }
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
-                if len < min {
-                    causes.push(Cause::invalid(
-                        path,
-                        v,
-                        &format!("{shown_path} in body should be at least {min} chars long"),
-                    ));
-                }
-            }
-            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
-                if !pattern_matches(p, s) {
-                    causes.push(Cause::invalid(
-                        path,
-                        v,
-                        &format!("{shown_path} in body should match '{p}'"),
-                    ));
-                }
-            }
+}
+
+/// `maxLength`, `minLength` (in characters) and `pattern`.
+fn validate_string(
+    v: &Value,
+    s: &str,
+    schema: &Value,
+    path: &str,
+    shown_path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let len = s.chars().count() as u64;
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
+        if len > max {
+            causes.push(Cause::new(
+                path,
+                "FieldValueTooLong",
+                format!("Too long: may not be more than {max} bytes"),
+            ));
         }
-        Value::Number(n) => {
-            let x = n.as_f64().unwrap_or(0.0);
-            let excl_min = schema["exclusiveMinimum"].as_bool() == Some(true);
-            let excl_max = schema["exclusiveMaximum"].as_bool() == Some(true);
-            if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-                if x < min || (excl_min && x == min) {
-                    let rel = if excl_min {
-                        "greater than"
-                    } else {
-                        "greater than or equal to"
-                    };
-                    causes.push(Cause::invalid(
-                        path,
-                        v,
-                        &format!("{shown_path} in body should be {rel} {}", schema["minimum"]),
-                    ));
-                }
-            }
-            if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-                if x > max || (excl_max && x == max) {
-                    let rel = if excl_max {
-                        "less than"
-                    } else {
-                        "less than or equal to"
-                    };
-                    causes.push(Cause::invalid(
-                        path,
-                        v,
-                        &format!("{shown_path} in body should be {rel} {}", schema["maximum"]),
-                    ));
-                }
-            }
+    }
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
+        if len < min {
+            causes.push(Cause::invalid(
+                path,
+                v,
+                &format!("{shown_path} in body should be at least {min} chars long"),
+            ));
         }
-        Value::Array(items) => {
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-                if items.len() as u64 > max {
-                    causes.push(Cause::new(
-                        path,
-                        "FieldValueTooMany",
-                        format!("Too many: {}: must have at most {max} items", items.len()),
-                    ));
-                }
-            }
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-                if (items.len() as u64) < min {
-                    causes.push(Cause::invalid(
-                        path,
-                        v,
-                        &format!("{shown_path} in body should have at least {min} items"),
-                    ));
-                }
-            }
-            if let Some(is) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    validate(item, is, &format!("{path}[{i}]"), false, causes);
-                }
-            }
+    }
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+        if !pattern_matches(p, s) {
+            causes.push(Cause::invalid(
+                path,
+                v,
+                &format!("{shown_path} in body should match '{p}'"),
+            ));
         }
-        Value::Object(map) => validate_object(map, schema, path, root, causes),
-        _ => {}
+    }
+}
+
+/// `minimum` and `maximum`, exclusive or not.
+fn validate_number(
+    v: &Value,
+    n: &serde_json::Number,
+    schema: &Value,
+    path: &str,
+    shown_path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let x = n.as_f64().unwrap_or(0.0);
+    let excl_min = schema["exclusiveMinimum"].as_bool() == Some(true);
+    let excl_max = schema["exclusiveMaximum"].as_bool() == Some(true);
+    if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
+        if x < min || (excl_min && x == min) {
+            let rel = if excl_min {
+                "greater than"
+            } else {
+                "greater than or equal to"
+            };
+            causes.push(Cause::invalid(
+                path,
+                v,
+                &format!("{shown_path} in body should be {rel} {}", schema["minimum"]),
+            ));
+        }
+    }
+    if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
+        if x > max || (excl_max && x == max) {
+            let rel = if excl_max {
+                "less than"
+            } else {
+                "less than or equal to"
+            };
+            causes.push(Cause::invalid(
+                path,
+                v,
+                &format!("{shown_path} in body should be {rel} {}", schema["maximum"]),
+            ));
+        }
+    }
+}
+
+/// `maxItems`, `minItems`, then every item against `items`.
+fn validate_array(
+    v: &Value,
+    items: &[Value],
+    schema: &Value,
+    path: &str,
+    shown_path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
+        if items.len() as u64 > max {
+            causes.push(Cause::new(
+                path,
+                "FieldValueTooMany",
+                format!("Too many: {}: must have at most {max} items", items.len()),
+            ));
+        }
+    }
+    if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
+        if (items.len() as u64) < min {
+            causes.push(Cause::invalid(
+                path,
+                v,
+                &format!("{shown_path} in body should have at least {min} items"),
+            ));
+        }
+    }
+    if let Some(is) = schema.get("items") {
+        for (i, item) in items.iter().enumerate() {
+            validate(item, is, &format!("{path}[{i}]"), false, causes);
+        }
     }
 }
 

@@ -320,163 +320,198 @@ fn run_scale(row: &ScaleRow) -> Vec<i64> {
         .collect()
 }
 
-#[test]
-fn test_scale() {
-    let row =
-        |name, replicas, new, sets: Vec<(&'static str, i64, i64, i64)>, want: Vec<i64>| ScaleRow {
-            name,
-            replicas,
-            surge: 0,
-            unavailable: 0,
-            old_surge: 0,
-            new,
-            sets,
-            want,
-        };
-    let mut rows = vec![
-        row(
+/// A TestScale row with no surge and no unavailability allowed.
+fn scale_row(
+    name: &'static str,
+    replicas: i64,
+    new: Option<&'static str>,
+    sets: Vec<(&'static str, i64, i64, i64)>,
+    want: Vec<i64>,
+) -> ScaleRow {
+    ScaleRow {
+        name,
+        replicas,
+        surge: 0,
+        unavailable: 0,
+        old_surge: 0,
+        new,
+        sets,
+        want,
+    }
+}
+
+/// TestScale's rows, in its order.
+fn scale_rows() -> Vec<ScaleRow> {
+    let mut rows = scaling_event_rows();
+    rows.extend(scale_rows_to_and_from_nothing());
+    rows.extend(scale_rows_with_surge());
+    rows
+}
+
+/// A plain resize, and proportional scaling with its leftover distribution.
+fn scaling_event_rows() -> Vec<ScaleRow> {
+    vec![
+        scale_row(
             "normal scaling event: 10 -> 12",
             12,
             Some("v1"),
             vec![("v1", 10, 10, 10)],
             vec![12],
         ),
-        row(
+        scale_row(
             "normal scaling event: 10 -> 5",
             5,
             Some("v1"),
             vec![("v1", 10, 10, 10)],
             vec![5],
         ),
-        row(
+        scale_row(
             "proportional scaling: 5 -> 10",
             10,
             Some("v2"),
             vec![("v2", 2, 5, 2), ("v1", 3, 5, 3)],
             vec![4, 6],
         ),
-        row(
+        scale_row(
             "proportional scaling: 5 -> 3",
             3,
             Some("v2"),
             vec![("v2", 2, 5, 2), ("v1", 3, 5, 3)],
             vec![1, 2],
         ),
-        row(
+        scale_row(
             "proportional scaling: 9 -> 4",
             4,
             Some("v2"),
             vec![("v2", 8, 9, 8), ("v1", 1, 9, 1)],
             vec![4, 0],
         ),
-        row(
+        scale_row(
             "proportional scaling: 7 -> 10",
             10,
             Some("v3"),
             vec![("v3", 2, 7, 2), ("v2", 3, 7, 3), ("v1", 2, 7, 2)],
             vec![3, 4, 3],
         ),
-        row(
+        scale_row(
             "proportional scaling: 13 -> 8",
             8,
             Some("v3"),
             vec![("v3", 2, 13, 2), ("v2", 8, 13, 8), ("v1", 3, 13, 3)],
             vec![1, 5, 2],
         ),
-        row(
+        scale_row(
             "leftover distribution: 3 -> 4",
             4,
             Some("v3"),
             vec![("v3", 1, 3, 1), ("v2", 1, 3, 1), ("v1", 1, 3, 1)],
             vec![2, 1, 1],
         ),
-        row(
+        scale_row(
             "leftover distribution: 3 -> 2",
             2,
             Some("v3"),
             vec![("v3", 1, 3, 1), ("v2", 1, 3, 1), ("v1", 1, 3, 1)],
             vec![1, 1, 0],
         ),
-        row(
+    ]
+}
+
+/// No new set, scaling to and from 0, a failed update, size and template
+/// changed together.
+fn scale_rows_to_and_from_nothing() -> Vec<ScaleRow> {
+    vec![
+        scale_row(
             "proportional scaling (no new rs): 4 -> 5",
             5,
             None,
             vec![("v2", 2, 4, 2), ("v1", 2, 4, 2)],
             vec![3, 2],
         ),
-        row(
+        scale_row(
             "proportional scaling: 6 -> 0",
             0,
             Some("v3"),
             vec![("v3", 3, 6, 3), ("v2", 2, 6, 2), ("v1", 1, 6, 1)],
             vec![0, 0, 0],
         ),
-        row(
+        scale_row(
             "proportional scaling: 0 -> 6",
             6,
             Some("v3"),
             vec![("v3", 0, 6, 0), ("v2", 0, 6, 0), ("v1", 0, 6, 0)],
             vec![6, 0, 0],
         ),
-        row(
+        scale_row(
             "failed rs update",
             5,
             Some("v3"),
             vec![("v3", 2, 5, 2), ("v2", 1, 3, 1), ("v1", 1, 5, 1)],
             vec![2, 2, 1],
         ),
-        row(
+        scale_row(
             "change both size and template",
             14,
             None,
             vec![("v2", 7, 10, 7), ("v1", 3, 10, 3)],
             vec![10, 4],
         ),
-    ];
-    rows.push(ScaleRow {
-        surge: 2,
-        old_surge: 2,
-        ..row(
-            "deployment with surge pods",
-            20,
-            Some("v2"),
-            vec![("v2", 6, 10, 6), ("v1", 6, 10, 6)],
-            vec![11, 11],
-        )
-    });
-    rows.push(ScaleRow {
-        surge: 6,
-        old_surge: 3,
-        ..row(
-            "change both surge and size",
-            50,
-            Some("v2"),
-            vec![("v2", 5, 10, 5), ("v1", 8, 10, 8)],
-            vec![22, 34],
-        )
-    });
-    rows.push(ScaleRow {
-        surge: 1,
-        unavailable: 1,
-        old_surge: 1,
-        ..row(
-            "saturated but broken new replica set does not affect old pods",
-            2,
-            Some("v2"),
-            vec![("v2", 2, 2, 0), ("v1", 1, 2, 1)],
-            vec![2, 1],
-        )
-    });
-    for r in &rows {
+    ]
+}
+
+/// Rows with maxSurge (and maxUnavailable) set, old and new.
+fn scale_rows_with_surge() -> Vec<ScaleRow> {
+    vec![
+        ScaleRow {
+            surge: 2,
+            old_surge: 2,
+            ..scale_row(
+                "deployment with surge pods",
+                20,
+                Some("v2"),
+                vec![("v2", 6, 10, 6), ("v1", 6, 10, 6)],
+                vec![11, 11],
+            )
+        },
+        ScaleRow {
+            surge: 6,
+            old_surge: 3,
+            ..scale_row(
+                "change both surge and size",
+                50,
+                Some("v2"),
+                vec![("v2", 5, 10, 5), ("v1", 8, 10, 8)],
+                vec![22, 34],
+            )
+        },
+        ScaleRow {
+            surge: 1,
+            unavailable: 1,
+            old_surge: 1,
+            ..scale_row(
+                "saturated but broken new replica set does not affect old pods",
+                2,
+                Some("v2"),
+                vec![("v2", 2, 2, 0), ("v1", 1, 2, 1)],
+                vec![2, 1],
+            )
+        },
+    ]
+}
+
+#[test]
+fn test_scale() {
+    for r in &scale_rows() {
         assert_eq!(run_scale(r), r.want, "{}", r.name);
     }
 }
 
-#[test]
-fn test_cleanup_deployment() {
-    // Sets (name, spec replicas, pods, revision), limit, how many go.
-    type Sets = Vec<(&'static str, i64, i64, i64)>;
-    let rows: Vec<(Sets, i64, Vec<&str>)> = vec![
+/// Sets (name, spec replicas, pods, revision).
+type CleanupSets = Vec<(&'static str, i64, i64, i64)>;
+
+/// TestCleanupDeployment's rows: sets, limit, the sets that go.
+fn cleanup_rows() -> Vec<(CleanupSets, i64, Vec<&'static str>)> {
+    vec![
         (
             vec![("foo-1", 0, 0, 1), ("foo-2", 0, 0, 2), ("foo-3", 0, 0, 3)],
             1,
@@ -534,7 +569,12 @@ fn test_cleanup_deployment() {
             2,
             vec!["foo-2", "foo-4"],
         ),
-    ];
+    ]
+}
+
+#[test]
+fn test_cleanup_deployment() {
+    let rows = cleanup_rows();
     for (sets, limit, gone) in rows {
         let mut d = dep(1, json!(1), json!(0));
         d["spec"]["revisionHistoryLimit"] = json!(limit);
@@ -644,31 +684,47 @@ fn test_scale_down_old_replica_sets_for_rolling_update() {
     }
 }
 
-/// `TestSyncRolloutStatus`: (old status, old condition, sets (name, spec,
-/// pods, available), the new set) → the Progressing condition afterwards.
-#[test]
-fn test_sync_rollout_status() {
-    let test_time = "2017-02-15T18:49:00Z";
-    let cond = |st: &str, reason: &str| {
-        json!({"type": "Progressing", "status": st, "reason": reason,
-        "lastUpdateTime": test_time, "lastTransitionTime": test_time})
-    };
-    let bar_foo = || vec![rs("bar", 0, 1, 1, 1), rs("foo", 3, 2, 2, 2)];
-    type Row = (
-        &'static str,
-        i64,
-        (i64, i64, i64, i64),
-        Option<Value>,
-        Vec<ReplicaSet>,
-        Option<&'static str>,
-        Option<(&'static str, &'static str)>,
-    );
-    let rows: Vec<Row> = vec![
+/// The time of TestSyncRolloutStatus's conditions.
+const TEST_TIME: &str = "2017-02-15T18:49:00Z";
+
+fn progressing_cond(st: &str, reason: &str) -> Value {
+    json!({"type": "Progressing", "status": st, "reason": reason,
+    "lastUpdateTime": TEST_TIME, "lastTransitionTime": TEST_TIME})
+}
+
+/// An old set scaled down and a new one rolling.
+fn bar_foo() -> Vec<ReplicaSet> {
+    vec![rs("bar", 0, 1, 1, 1), rs("foo", 3, 2, 2, 2)]
+}
+
+/// A TestSyncRolloutStatus row: name, progressDeadlineSeconds, (replicas,
+/// status replicas, updated, available), the old condition, the sets, the
+/// new set, the Progressing condition (status, reason) afterwards.
+type RolloutStatusRow = (
+    &'static str,
+    i64,
+    (i64, i64, i64, i64),
+    Option<Value>,
+    Vec<ReplicaSet>,
+    Option<&'static str>,
+    Option<(&'static str, &'static str)>,
+);
+
+/// TestSyncRolloutStatus's rows, in its order.
+fn rollout_status_rows() -> Vec<RolloutStatusRow> {
+    let mut rows = rollout_status_rows_while_progressing();
+    rows.extend(rollout_status_rows_complete_or_timed_out());
+    rows
+}
+
+/// No deadline, a lone set, and rollouts still progressing.
+fn rollout_status_rows_while_progressing() -> Vec<RolloutStatusRow> {
+    vec![
         (
             "no deadline: no condition",
             2147483647,
             (3, 2, 2, 2),
-            Some(cond("True", "ReplicaSetUpdated")),
+            Some(progressing_cond("True", "ReplicaSetUpdated")),
             bar_foo(),
             Some("foo"),
             None,
@@ -677,7 +733,7 @@ fn test_sync_rollout_status() {
             "only one active set, no new one",
             60,
             (3, 3, 3, 3),
-            Some(cond("True", "NewReplicaSetAvailable")),
+            Some(progressing_cond("True", "NewReplicaSetAvailable")),
             vec![rs("bar", 3, 3, 3, 1)],
             None,
             Some(("True", "NewReplicaSetAvailable")),
@@ -686,7 +742,7 @@ fn test_sync_rollout_status() {
             "progressing, already True",
             60,
             (3, 2, 2, 2),
-            Some(cond("True", "ReplicaSetUpdated")),
+            Some(progressing_cond("True", "ReplicaSetUpdated")),
             bar_foo(),
             Some("foo"),
             Some(("True", "ReplicaSetUpdated")),
@@ -695,7 +751,7 @@ fn test_sync_rollout_status() {
             "progressing clears a timeout",
             60,
             (3, 2, 2, 2),
-            Some(cond("False", "ProgressDeadlineExceeded")),
+            Some(progressing_cond("False", "ProgressDeadlineExceeded")),
             bar_foo(),
             Some("foo"),
             Some(("True", "ReplicaSetUpdated")),
@@ -709,11 +765,17 @@ fn test_sync_rollout_status() {
             Some("foo"),
             Some(("True", "ReplicaSetUpdated")),
         ),
+    ]
+}
+
+/// Rollouts complete, and rollouts past their deadline.
+fn rollout_status_rows_complete_or_timed_out() -> Vec<RolloutStatusRow> {
+    vec![
         (
             "complete, was True",
             60,
             (3, 3, 3, 3),
-            Some(cond("True", "ReplicaSetUpdated")),
+            Some(progressing_cond("True", "ReplicaSetUpdated")),
             vec![rs("foo", 3, 3, 3, 1)],
             Some("foo"),
             Some(("True", "NewReplicaSetAvailable")),
@@ -722,7 +784,7 @@ fn test_sync_rollout_status() {
             "complete, was timed out",
             60,
             (3, 3, 3, 3),
-            Some(cond("False", "ProgressDeadlineExceeded")),
+            Some(progressing_cond("False", "ProgressDeadlineExceeded")),
             vec![rs("foo", 3, 3, 3, 1)],
             Some("foo"),
             Some(("True", "NewReplicaSetAvailable")),
@@ -740,7 +802,7 @@ fn test_sync_rollout_status() {
             "times out",
             60,
             (3, 2, 2, 2),
-            Some(cond("True", "ReplicaSetUpdated")),
+            Some(progressing_cond("True", "ReplicaSetUpdated")),
             vec![rs("foo", 3, 2, 2, 1)],
             Some("foo"),
             Some(("False", "ProgressDeadlineExceeded")),
@@ -749,13 +811,20 @@ fn test_sync_rollout_status() {
             "stays timed out",
             60,
             (3, 2, 2, 2),
-            Some(cond("False", "ProgressDeadlineExceeded")),
+            Some(progressing_cond("False", "ProgressDeadlineExceeded")),
             vec![rs("foo", 3, 2, 2, 1)],
             Some("foo"),
             Some(("False", "ProgressDeadlineExceeded")),
         ),
-    ];
-    let wall = at(test_time) + Duration::from_secs(3600);
+    ]
+}
+
+/// `TestSyncRolloutStatus`: (old status, old condition, sets (name, spec,
+/// pods, available), the new set) → the Progressing condition afterwards.
+#[test]
+fn test_sync_rollout_status() {
+    let rows = rollout_status_rows();
+    let wall = at(TEST_TIME) + Duration::from_secs(3600);
     for (name, pds, (r, replicas, updated, available), old_cond, sets, new, want) in rows {
         let mut d = dep(r, json!(1), json!(0));
         d["spec"]["progressDeadlineSeconds"] = json!(pds);
@@ -781,11 +850,11 @@ fn test_sync_rollout_status() {
                 progressing
                     .as_ref()
                     .map(|p| p["lastTransitionTime"].clone()),
-                Some(json!(test_time))
+                Some(json!(TEST_TIME))
             );
             assert_ne!(
                 progressing.as_ref().map(|p| p["lastUpdateTime"].clone()),
-                Some(json!(test_time))
+                Some(json!(TEST_TIME))
             );
         }
     }

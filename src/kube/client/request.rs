@@ -1,0 +1,324 @@
+//! One request: its verb and shape, the attempts it gets (the server's
+//! pace, the rate limit, the write gate, a re-read token, backoff) and how
+//! a failed attempt becomes an [`Error`].
+
+use super::Client;
+use crate::kube::endpoint::TokenFile;
+use crate::kube::error::{api_error_from_body, sanitize, Error, Result};
+use crate::kube::guard::check_path;
+use serde_json::Value;
+use std::time::Duration;
+
+pub(super) const JSON: &str = "application/json";
+
+/// The API verb of a request, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge,
+    /// `application/strategic-merge-patch+json` (built-in kinds only).
+    Strategic,
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+}
+
+impl PatchType {
+    pub(super) fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::Strategic => "application/strategic-merge-patch+json",
+            PatchType::Json => "application/json-patch+json",
+        }
+    }
+}
+
+/// When a failed request may be sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Reads: on 429, 5xx, transport errors and timeouts.
+    Read,
+    /// Writes: only on 429 with Retry-After (the server did not act on it).
+    Write,
+    /// A write the caller knows is safe to repeat: retried like a read.
+    Idempotent,
+    /// Once (watch setup: the caller has its own backoff).
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Method {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+pub(super) struct Req<'a> {
+    pub(super) verb: Verb,
+    pub(super) method: Method,
+    pub(super) path: String,
+    pub(super) query: Vec<(&'static str, String)>,
+    pub(super) accept: &'a str,
+    pub(super) body: Option<(&'static str, Vec<u8>)>,
+    pub(super) retry: Retry,
+    pub(super) timeout: Duration,
+}
+
+impl Client {
+    pub(super) fn req(
+        &self,
+        verb: Verb,
+        method: Method,
+        path: String,
+        retry: Retry,
+    ) -> Req<'static> {
+        Req {
+            verb,
+            method,
+            path,
+            query: Vec::new(),
+            accept: JSON,
+            body: None,
+            retry,
+            timeout: self.cfg.request_timeout,
+        }
+    }
+
+    pub(super) fn json(&self, req: Req<'_>) -> Result<Value> {
+        self.json_sized(req).map(|(v, _)| v)
+    }
+
+    /// A JSON object answer, with the length of the body it came in.
+    pub(super) fn json_sized(&self, req: Req<'_>) -> Result<(Value, usize)> {
+        let mut resp = self.send(&req)?;
+        let bytes = resp
+            .body_mut()
+            .with_config()
+            .limit(self.cfg.body_limit)
+            .read_to_vec()
+            .map_err(|e| map_ureq(e, self.cfg.body_limit))?;
+        let v: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::Decode(format!(
+                "{} {}: body is not JSON ({e})",
+                req.verb.as_str(),
+                req.path
+            ))
+        })?;
+        if !v.is_object() {
+            return Err(Error::Decode(format!(
+                "{} {}: body is not a JSON object",
+                req.verb.as_str(),
+                req.path
+            )));
+        }
+        Ok((v, bytes.len()))
+    }
+
+    /// Send with retries; a 2xx response is returned with its body unread.
+    pub(super) fn send(&self, req: &Req<'_>) -> Result<ureq::http::Response<ureq::Body>> {
+        check_path(&req.path)?;
+        let mut attempt: u32 = 0;
+        let mut reauthed = false;
+        loop {
+            self.check_pace()?;
+            self.take_token();
+            let mut timeout = req.timeout;
+            if let (Some(gate), false) = (&self.write_gate, matches!(req.method, Method::Get)) {
+                timeout = timeout.min(gate().ok_or(Error::NotLeader)?);
+            }
+            let err = match self.attempt(req, timeout) {
+                Ok(resp) => return Ok(resp),
+                Err(e) => e,
+            };
+            self.note_pace(&err);
+            if err.code() == Some(401) && !reauthed {
+                reauthed = true;
+                if self
+                    .token
+                    .as_deref()
+                    .map(TokenFile::reload)
+                    .unwrap_or(false)
+                {
+                    log::info!("API server refused the token; re-read the token file and retrying");
+                    continue;
+                }
+            }
+            let retry = match req.retry {
+                Retry::Read | Retry::Idempotent => err.is_transient(),
+                Retry::Write => err.code() == Some(429) && err.retry_after().is_some(),
+                Retry::Never => false,
+            };
+            attempt += 1;
+            if !retry || attempt >= self.cfg.max_attempts {
+                return Err(err);
+            }
+            let delay = self.cfg.backoff.delay_after(attempt - 1, err.retry_after());
+            if err.retry_after().is_some() && delay > self.cfg.max_retry_sleep {
+                return Err(err);
+            }
+            log::debug!(
+                "{} {} failed ({err}); retry {attempt} in {} ms",
+                req.verb.as_str(),
+                req.path,
+                delay.as_millis()
+            );
+            std::thread::sleep(delay);
+        }
+    }
+
+    fn attempt(
+        &self,
+        req: &Req<'_>,
+        timeout: Duration,
+    ) -> Result<ureq::http::Response<ureq::Body>> {
+        let agent = self.current_agent()?;
+        let mut url = format!("{}{}", self.base, req.path);
+        if !req.query.is_empty() {
+            let mut ser = url::form_urlencoded::Serializer::new(String::new());
+            for (k, v) in &req.query {
+                ser.append_pair(k, v);
+            }
+            url.push('?');
+            url.push_str(&ser.finish());
+        }
+        let mut headers: Vec<(&str, String)> = vec![("Accept", req.accept.to_string())];
+        if let Some(t) = &self.token {
+            headers.push(("Authorization", format!("Bearer {}", t.current().expose())));
+        }
+        if let Some((ct, _)) = &req.body {
+            headers.push(("Content-Type", ct.to_string()));
+        }
+        let body = req.body.as_ref().map(|(_, b)| b.as_slice());
+        let result = dispatch(&agent, req.method, &url, &headers, body, timeout);
+        drop(headers);
+        let mut resp = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.observe(req.verb, 0);
+                return Err(map_ureq(e, self.cfg.body_limit));
+            }
+        };
+        let code = resp.status().as_u16();
+        self.observe(req.verb, code);
+        self.note_warnings(req, resp.headers());
+        if (200..300).contains(&code) {
+            return Ok(resp);
+        }
+        if (300..400).contains(&code) {
+            return Err(Error::Redirect { code });
+        }
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        // Error bodies are small Status objects; read at most 64 KiB of one.
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(64 << 10)
+            .read_to_vec()
+            .unwrap_or_default();
+        Err(Error::Api(api_error_from_body(code, &body, retry_after)))
+    }
+
+    pub(super) fn observe(&self, verb: Verb, code: u16) {
+        if let Some(o) = &self.observer {
+            o(verb, code);
+        }
+    }
+}
+
+fn dispatch(
+    agent: &ureq::Agent,
+    method: Method,
+    url: &str,
+    headers: &[(&str, String)],
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+    macro_rules! finish {
+        ($b:expr) => {{
+            let mut b = $b;
+            for (k, v) in headers {
+                b = b.header(*k, v.as_str());
+            }
+            b.config().timeout_global(Some(timeout)).build()
+        }};
+    }
+    let body = body.unwrap_or_default();
+    match method {
+        Method::Get => finish!(agent.get(url)).call(),
+        Method::Post => finish!(agent.post(url)).send(body),
+        Method::Put => finish!(agent.put(url)).send(body),
+        Method::Patch => finish!(agent.patch(url)).send(body),
+        Method::Delete => finish!(agent.delete(url).force_send_body()).send(body),
+    }
+}
+
+fn map_ureq(e: ureq::Error, limit: u64) -> Error {
+    match e {
+        ureq::Error::Timeout(t) => Error::Timeout(t.to_string()),
+        ureq::Error::BodyExceedsLimit(_) => Error::BodyTooLarge { limit },
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            Error::Timeout(io.to_string())
+        }
+        other => Error::Transport(with_hint(sanitize(&other.to_string(), 300))),
+    }
+}
+
+/// rustls refuses a server certificate that is itself a CA (self-signed,
+/// `CA:TRUE`), which kubectl and curl accept when it is given as the CA:
+/// say what to do, since the error names only webpki's reason.
+fn with_hint(msg: String) -> String {
+    if msg.contains("CaUsedAsEndEntity") {
+        return format!(
+            "{msg} (the API server presents a CA certificate as its own; serve a leaf \
+             certificate, CA:FALSE with the server's names, signed by that CA)"
+        );
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_used_as_the_server_certificate_says_what_to_do() {
+        let msg = "rustls: invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))";
+        let hinted = with_hint(msg.to_string());
+        assert!(
+            hinted.starts_with(msg) && hinted.contains("serve a leaf"),
+            "{hinted}"
+        );
+        assert_eq!(with_hint("connection refused".into()), "connection refused");
+    }
+}
