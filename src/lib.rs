@@ -20,6 +20,7 @@ pub mod logging;
 pub mod memory;
 pub mod metrics;
 pub mod model;
+pub mod outcome;
 pub mod reconcile;
 pub mod redact;
 pub mod release;

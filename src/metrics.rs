@@ -1,7 +1,7 @@
 //! Counters, gauges and a histogram, rendered as Prometheus text.
 
-use crate::controller::outcome::Outcome;
 use crate::lock::lock;
+use crate::outcome::Outcome;
 use crate::server::{Answer, Handler, Request};
 use crate::token_access::{TokenAccess, Verdict, METRICS_PATH};
 use std::collections::BTreeMap;

@@ -5,8 +5,8 @@
 //! The caches answer; the API is read only for what they do not hold (an
 //! unclaimed target, a foreign ConfigMap, an orphan's owner).
 
-use super::cache::MetaView;
-use super::sync::Reconciler;
+use super::Reconciler;
+use crate::controller::cache::MetaView;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Error, ResourcePath};
 use crate::lock::lock;

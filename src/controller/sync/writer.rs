@@ -1,12 +1,12 @@
 //! How a sync writes: [`Writer`], the one path for a plan's writes and
 //! its Events, and what the answers teach the caches.
 
-use super::events::Poster;
-use super::sync::{Attempt, Reconciler};
-use crate::controller::outcome::Outcome;
+use super::{Attempt, Reconciler};
+use crate::controller::events::Poster;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Error, PatchType, Preconditions, ResourcePath, Retry};
 use crate::lock::lock;
+use crate::outcome::Outcome;
 use crate::reconcile::{
     execute, patches, Cluster, ConfigMapView, DeploymentView, EventSpec, Executed, ModelView, Plan,
     RefusedWrite,

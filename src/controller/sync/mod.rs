@@ -1,22 +1,25 @@
-//! The sync handler: one observation ([`super::observe`]), then one plan
+//! The sync handler: one observation ([`observe`]), then one plan
 //! from the core, then its writes carried out in order, then the status,
-//! then the Events ([`super::writer`]).
+//! then the Events ([`writer`]).
+
+mod observe;
+mod writer;
 
 use super::cache::{AutoscalerView, Fetched, MetaView};
 use super::error::SyncError;
 use super::events::Posted;
-use super::observe::{reports_config_map_conflict, Observing};
-use super::writer::{Failed, Writer};
-use crate::controller::outcome::Outcome;
 use crate::kube::{Client, Error};
 use crate::lock::lock;
 use crate::metrics::Metrics;
+use crate::outcome::Outcome;
 use crate::reconcile::{
     plan, plan_refused, ConfigMapView, DeploymentView, ModelView, Plan, TargetPolicy,
 };
 use crate::runtime::{ObjectKey, Store};
+use observe::{reports_config_map_conflict, Observing};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use writer::{Failed, Writer};
 
 /// The sync handler (sample-controller's `syncHandler`): one OpenMedModel
 /// from the caches to a plan, carried out.
