@@ -1,42 +1,70 @@
 #!/usr/bin/env bash
-# The scale benchmark (issue 17): the operator started cold over N existing
-# OpenMedModels (each with its own Deployment) on kubesim, measured from
-# outside (/proc, kubesim's request log); prints one table row per size:
-# time to all RollingOut and all Ready, requests per resource by verb, peak
-# and steady RSS, CPU to converge and per resync, spec change -> Deployment
-# patch p50/p99, and the machine's load. Budgets are not asserted.
-#   scripts/bench.sh                        # 1,000 and 10,000, release build
-#   scripts/bench.sh --resources 100 --resources 1000 --bin target/static/x86_64-unknown-linux-musl/release/openmed-operator
-#   scripts/bench.sh --resources 1000 --args "--workers 4 --qps 200"
-#   scripts/bench.sh --resources 1000 --latency-ms 5   # every request 5 ms, as on a real cluster
+# The side-by-side benchmark (docs/performance.md): what ships, the static
+# musl build, started cold over N existing OpenMedModels (each with its own
+# Deployment) on kubesim over TLS with bearer tokens, then one version change
+# for all, then idle; measured from outside (/proc, kubesim's request log).
+# Prints one row per contestant and size: time to all Ready (cold and after
+# the change), CPU to converge and its kernel share, allocations per
+# resource (from a counting build of the same source), RSS, idle CPU,
+# change -> Deployment patch p50/p99, requests per resource, and the load.
+# Budgets are not asserted.
+#   scripts/bench.sh                                   # 1,000 and 10,000
+#   scripts/bench.sh --resources 1000 --glibc --peer /tmp/peer-target/release/peer-kube-rs --peer-args "--trim --concurrency 16"
+#   scripts/bench.sh --resources 1000 --bin target/release/openmed-operator --no-count
+#   scripts/bench.sh --resources 1000 --args "--workers 4" --idle-seconds 30 --plain --latency-ms 5
+# The peer is built outside this tree (../shared/peer-kube-rs/README.md).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 
 sizes=()
-bin=""
-args=""
+bin="" args="" glibc=0 count=1
+peer="" peer_args=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --resources) sizes+=("$2"); shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
+    --glibc) glibc=1; shift ;;
+    --no-count) count=0; shift ;;
+    --peer) peer="$2"; shift 2 ;;
+    --peer-args) peer_args="$2"; shift 2 ;;
     --args) args="$2"; shift 2 ;;
+    --idle-seconds) export OMO_BENCH_IDLE_S="$2"; shift 2 ;;
+    --plain) export OMO_BENCH_PLAIN=1; shift ;;
     --latency-ms) export OMO_BENCH_LATENCY_MS="$2"; shift 2 ;;
-    *) die "unknown argument $1 (--resources N, --bin PATH, --args FLAGS, --latency-ms MS)" ;;
+    *) die "unknown argument $1 (--resources N, --bin PATH, --glibc, --no-count, --peer PATH, --peer-args ARGS, --args FLAGS, --idle-seconds S, --plain, --latency-ms MS)" ;;
   esac
 done
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(1000 10000)
 list=$(IFS=,; echo "${sizes[*]}")
 
-say "Building (release: the operator, kubesim and the benchmark)"
-cargo build --release --bin openmed-operator
-[[ -n $bin ]] || bin="$REPO/target/release/openmed-operator"
+label="ours, static musl"
+if [[ -z $bin ]]; then
+  say "Building what ships: the static musl binary"
+  scripts/build-static.sh --out "$REPO/target/static" >/dev/null
+  bin="$REPO/target/static/x86_64-unknown-linux-musl/release/openmed-operator"
+else
+  label="ours, $(basename "$bin")"
+fi
 [[ -x $bin ]] || die "$bin is not an executable"
-info "operator: $bin; $(nproc) cores; sizes: $list"
+count_bin=""
+if ((count)); then
+  say "Building the counting build (static musl, feature alloc-count)"
+  scripts/build-static.sh --out "$REPO/target/static-count" --features alloc-count >/dev/null
+  count_bin="$REPO/target/static-count/x86_64-unknown-linux-musl/release/openmed-operator"
+fi
+glibc_bin=""
+say "Building the benchmark (release: kubesim, the glibc operator)"
+cargo build --release --bin openmed-operator
+((glibc)) && glibc_bin="$REPO/target/release/openmed-operator"
+[[ -z $peer || -x $peer ]] || die "the peer $peer is not an executable (../shared/peer-kube-rs/README.md builds it)"
+info "operator: $bin; $(nproc) cores; sizes: $list; ${OMO_BENCH_PLAIN:+plain HTTP}${OMO_BENCH_PLAIN:-TLS with bearer tokens}"
+info "operator flags: ${args:-(defaults)}; peer: ${peer:-(none)} ${peer_args}"
 
 say "Benchmark"
-info "operator flags: ${args:-(defaults)}"
-OMO_BENCH_RESOURCES="$list" OMO_OPERATOR_BIN="$bin" OMO_BENCH_ARGS="$args" \
+OMO_BENCH_RESOURCES="$list" OMO_OPERATOR_BIN="$bin" OMO_BENCH_LABEL="$label" OMO_BENCH_ARGS="$args" \
+  OMO_BENCH_COUNT_BIN="$count_bin" OMO_BENCH_GLIBC_BIN="$glibc_bin" \
+  OMO_BENCH_PEER_BIN="$peer" OMO_BENCH_PEER_ARGS="$peer_args" \
   cargo test --release --test bench -- --nocapture --test-threads 1 2>&1 |
   grep -E '^\|' || die "the benchmark failed (run: OMO_BENCH_RESOURCES=$list cargo test --release --test bench -- --nocapture)"

@@ -16,7 +16,7 @@
 # directory, at another time, gives the same bytes (scripts/supply-chain.sh
 # checks it).
 #
-# Usage: scripts/build-static.sh [--offline] [--out DIR] [--check]
+# Usage: scripts/build-static.sh [--offline] [--out DIR] [--features F] [--check]
 #   --offline  build from the vendored crates (scripts/vendor.sh; VENDOR_DIR,
 #              default target/vendor-bundle/vendor) with --offline --locked,
 #              inside a network namespace of its own (unshare -n), so no
@@ -24,6 +24,8 @@
 #   --out DIR  the target directory (default target/static); the binary is
 #              DIR/x86_64-unknown-linux-musl/release/openmed-operator and its
 #              SBOM DIR/openmed-operator.cdx.json.
+#   --features F  cargo features, e.g. alloc-count for the benchmark's
+#              counting build (scripts/bench.sh); never for a release.
 #   --check    also prove the result: `file` says statically linked, there is
 #              no ELF interpreter, and it runs from an otherwise empty root
 #              (chroot) against the simulated API server and converges the
@@ -33,13 +35,14 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 
-OFFLINE=0 CHECK=0
+OFFLINE=0 CHECK=0 FEATURES=()
 OUT="$REPO/target/static"
 while (($#)); do
   case $1 in
     --offline) OFFLINE=1 ;;
     --check) CHECK=1 ;;
     --out) OUT="$(realpath -m "$2")" && shift ;;
+    --features) FEATURES=(--features "$2") && shift ;;
     *) die "unknown argument $1 (see the header of $0)" ;;
   esac
   shift
@@ -93,7 +96,7 @@ start=$SECONDS
   CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER=musl-gcc \
   CFLAGS_x86_64_unknown_linux_musl="$cmap" \
   RUSTFLAGS="-C link-self-contained=no -C relocation-model=static -L native=/usr/lib/llvm-14/lib $remap" \
-  /usr/bin/cargo build --release --locked --bin openmed-operator \
+  /usr/bin/cargo build --release --locked --bin openmed-operator "${FEATURES[@]}" \
   -Z build-std=std,panic_abort --target "$TARGET" --target-dir "$OUT"
 info "built in $((SECONDS - start)) s: $BIN, $(stat -c %s "$BIN") bytes (stripped), sha256 $(sha256sum "$BIN" | cut -d' ' -f1)"
 source_info # the SBOM's time is the commit's

@@ -80,6 +80,7 @@ fn api_config(cfg: &Config, identity: Option<String>) -> ClientConfig {
         max_list_items: cfg.list_max_items,
         max_list_bytes: cfg.list_max_bytes,
         identity,
+        shapes: crate::controller::cache::shapes(),
         ..ClientConfig::default()
     }
 }

@@ -137,6 +137,11 @@ impl Health {
             let verdict = match r.path.as_str() {
                 "/healthz" => health.check().map_err(|e| format!("unhealthy: {e}\n")),
                 "/readyz" => health.readiness().map_err(|e| format!("not ready: {e}\n")),
+                #[cfg(feature = "alloc-count")]
+                "/debug/allocations" => {
+                    let (calls, bytes) = crate::memory::count::totals();
+                    return Answer::text(200, format!("allocations {calls}\nbytes {bytes}\n"));
+                }
                 _ => return Answer::text(404, "not found\n"),
             };
             match verdict {

@@ -18,4 +18,10 @@ pub fn limit_arenas() {
     }
 }
 
+#[cfg(feature = "alloc-count")]
+pub mod count;
 pub mod pack;
+
+#[cfg(feature = "alloc-count")]
+#[global_allocator]
+static COUNTING: count::Counting = count::Counting;

@@ -1,39 +1,187 @@
-//! The scale benchmark (issue 17), run by `scripts/bench.sh`: the operator
-//! binary started cold over N existing OpenMedModels, each with its own
-//! Deployment, on kubesim; everything measured from outside the process
-//! (`/proc`, kubesim's request log). One table row per size.
+//! The side-by-side benchmark, run by `scripts/bench.sh`: each contestant
+//! started cold over N existing OpenMedModels, each with its own Deployment,
+//! on a fresh kubesim served over TLS with bearer tokens and 0.5 s pod
+//! warmup, as in a cluster; then one version change for all; then idle.
+//! Everything is measured from outside the process (`/proc`, kubesim's
+//! request log), except allocations, which the counting build reports on
+//! its health port (`alloc-count`, src/memory/count.rs). One row per
+//! contestant and size; budgets are not asserted (docs/performance.md).
 //!
-//! `OMO_BENCH_RESOURCES=1000,10000` picks the sizes (default: 20, which is
-//! what the test suite runs, only to prove the benchmark works; it asserts
-//! no budget). `OMO_OPERATOR_BIN` picks the binary; `OMO_BENCH_ARGS` adds
-//! operator flags (`--workers 4 --qps 100`); `OMO_BENCH_LATENCY_MS` makes
-//! every request that slow.
+//! - `OMO_BENCH_RESOURCES=1000,10000`: the sizes (default 20, what the
+//!   suite runs, only to prove the benchmark works);
+//! - `OMO_OPERATOR_BIN`: our binary (default the test build), labelled
+//!   `OMO_BENCH_LABEL`; `OMO_BENCH_GLIBC_BIN`: the glibc build;
+//!   `OMO_BENCH_BEFORE_BIN`: an earlier build, for a before/after row;
+//! - `OMO_BENCH_COUNT_BIN`: our counting build, run over the same scenario
+//!   for allocations per resource;
+//! - `OMO_BENCH_PEER_BIN` (and `OMO_BENCH_PEER_ARGS`): the kube-rs peer
+//!   (`../shared/peer-kube-rs`), run in the same invocation;
+//! - `OMO_BENCH_ARGS`: flags for our operator; `OMO_BENCH_IDLE_S`: the idle
+//!   window (default 120 s, one full resync cycle at the default period);
+//!   `OMO_BENCH_PLAIN=1`: plain HTTP; `OMO_BENCH_LATENCY_MS`: every request
+//!   that slow.
 
 #[path = "common/operator.rs"]
 mod harness;
 
 use harness::*;
 use kubesim::{Sim, SimConfig};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The peer's token: kubesim takes it as an administrator's.
+const PEER_TOKEN: &str = "bench-peer-token";
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Which program a row measures.
+#[derive(Clone, Debug)]
+enum Kind {
+    /// Ours; `counting` reads allocations off the health port.
+    Ours {
+        bin: String,
+        counting: bool,
+    },
+    Peer {
+        bin: String,
+        args: Vec<String>,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Contestant {
+    label: String,
+    kind: Kind,
+}
+
+fn contestants() -> Vec<Contestant> {
+    let ours = |label: String, bin: String, counting| Contestant {
+        label,
+        kind: Kind::Ours { bin, counting },
+    };
+    let default_bin = env!("CARGO_BIN_EXE_openmed-operator").to_string();
+    let label = env("OMO_BENCH_LABEL").unwrap_or_else(|| "ours".into());
+    let mut all = vec![ours(
+        label,
+        env("OMO_OPERATOR_BIN").unwrap_or(default_bin),
+        false,
+    )];
+    if let Some(bin) = env("OMO_BENCH_BEFORE_BIN") {
+        all.push(ours("ours, the build before".into(), bin, false));
+    }
+    if let Some(bin) = env("OMO_BENCH_GLIBC_BIN") {
+        all.push(ours("ours, glibc".into(), bin, false));
+    }
+    if let Some(bin) = env("OMO_BENCH_COUNT_BIN") {
+        all.push(ours("ours, counting allocator".into(), bin, true));
+    }
+    if let Some(bin) = env("OMO_BENCH_PEER_BIN") {
+        let args: Vec<String> = env("OMO_BENCH_PEER_ARGS")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        let label = format!("kube-rs peer {}", args.join(" "));
+        all.push(Contestant {
+            label: label.trim().to_string(),
+            kind: Kind::Peer { bin, args },
+        });
+    }
+    all
+}
+
+/// A running contestant: its process, and for ours the harness's handle.
+enum Running {
+    Ours(Operator),
+    Peer(Child, PathBuf),
+}
+
+impl Running {
+    fn pid(&self) -> u32 {
+        match self {
+            Running::Ours(op) => op.pid(),
+            Running::Peer(c, _) => c.id(),
+        }
+    }
+
+    /// User and system CPU so far, in ms (from `/proc/PID/stat`).
+    fn cpu(&self) -> (u64, u64) {
+        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        let f: Vec<u64> = s
+            .rsplit(") ")
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        let tick = |i: usize| f.get(i).copied().unwrap_or(0) * 10;
+        (tick(11), tick(12))
+    }
+
+    fn cpu_ms(&self) -> u64 {
+        let (u, s) = self.cpu();
+        u + s
+    }
+
+    fn rss_mib(&self, field: &str) -> f64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    }
+
+    /// Allocations so far, from the counting build's health port.
+    fn allocations(&mut self) -> Option<u64> {
+        let Running::Ours(op) = self else { return None };
+        let (code, body) = op.http_get("/debug/allocations");
+        (code == 200).then_some(())?;
+        body.lines()
+            .find_map(|l| l.strip_prefix("allocations ")?.trim().parse().ok())
+    }
+
+    fn stop(self) {
+        match self {
+            Running::Ours(mut op) => op.assert_clean_exit(),
+            Running::Peer(mut c, log) => {
+                let _ = c.kill();
+                let _ = c.wait();
+                let _ = std::fs::remove_file(log);
+            }
+        }
+    }
+}
 
 /// One row of the table.
 #[derive(Debug, Default)]
 struct Row {
+    label: String,
     n: usize,
-    rolling_out_s: f64,
-    ready_s: f64,
+    cold_ready_s: f64,
+    change_ready_s: f64,
+    cpu_converge_ms: u64,
+    kernel_share: f64,
+    /// Allocations per resource: cold to all Ready, and the change.
+    allocs_cold: Option<f64>,
+    allocs_change: Option<f64>,
     by_verb: Vec<(String, f64)>,
+    idle_requests: u64,
     peak_rss_mib: f64,
     steady_rss_mib: f64,
-    cpu_converge_ms: u64,
-    cpu_per_resync_ms: f64,
+    idle_cpu_ms_per_min: f64,
+    /// The largest burst of CPU in the idle window: a full resync pass.
+    idle_burst_ms: u64,
     patch_p50_ms: u64,
     patch_p99_ms: u64,
-    /// The live view with [`VIEWERS`] streams, while models change: RSS
-    /// each viewer adds (KiB), and CPU all of them add (ms per minute; the
-    /// publisher's work is shared by every viewer).
-    view_rss_kib: f64,
-    view_cpu_ms_per_min: f64,
+    /// The live view (ours): RSS each viewer adds (KiB) and CPU all of
+    /// them add (ms a minute).
+    view: Option<(f64, f64)>,
     load: String,
 }
 
@@ -46,41 +194,12 @@ fn load() -> String {
         .unwrap_or_default()
 }
 
-fn rss_mib(op: &Operator, field: &str) -> f64 {
-    let pid_status =
-        std::fs::read_to_string(format!("/proc/{}/status", op.pid())).unwrap_or_default();
-    pid_status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
-/// Counts of models in each phase, from kubesim's store.
-fn phases(sim: &Sim) -> (usize, usize) {
-    let models = sim.objects("openmed.ai", "openmedmodels", Some(NS));
-    let phase = |p: &str| models.iter().filter(|m| m["status"]["phase"] == p).count();
-    (phase("RollingOut") + phase("Ready"), phase("Ready"))
-}
-
-/// Time from `t` until all `n` models are RollingOut or Ready (or Ready).
-fn wait_all(sim: &Sim, t: Instant, n: usize, ready: bool, limit: Duration) -> Option<Duration> {
-    loop {
-        let (out, done) = phases(sim);
-        if (if ready { done } else { out }) >= n {
-            return Some(t.elapsed());
-        }
-        if t.elapsed() > limit {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn run(n: usize) -> Row {
+/// A fresh cluster holding `n` Deployments and their models, over TLS
+/// unless `OMO_BENCH_PLAIN` is set.
+fn cluster(n: usize) -> Sim {
     let sim = start_sim(SimConfig {
-        warmup: Duration::from_millis(200),
+        tls: env("OMO_BENCH_PLAIN").is_none(),
+        warmup: Duration::from_millis(500),
         tick: Duration::from_millis(100),
         bookmark_interval: Duration::from_secs(5),
         history: 20 * n + 10_000,
@@ -92,30 +211,94 @@ fn run(n: usize) -> Row {
         m["spec"]["replicas"] = 1.into();
         sim.create(m).unwrap();
     }
-    sim.reset_stats();
-    // OMO_BENCH_LATENCY_MS: every request waits this long, as on a real
-    // API server (kubesim answers in microseconds).
-    let latency: u64 = std::env::var("OMO_BENCH_LATENCY_MS")
-        .ok()
+    // Bearer tokens from here on: the operator's ServiceAccount's, and the
+    // peer's (an administrator's).
+    sim.set_tokens(Some(vec![PEER_TOKEN.into()]));
+    let latency: u64 = env("OMO_BENCH_LATENCY_MS")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     sim.set_latency(Duration::from_millis(latency));
-    let dir = tmpdir(&format!("bench-{n}"));
-    let load_before = load();
-    // Small runs (the suite's) keep the steady-state window short.
-    let resync: u64 = if n < 100 { 2 } else { 10 };
-    let resync_arg = resync.to_string();
-    let extra = std::env::var("OMO_BENCH_ARGS").unwrap_or_default();
-    let mut args = vec!["--resync-seconds", &resync_arg];
-    args.extend(extra.split_whitespace());
-    let mut op = Operator::start(&sim.url(), &dir, &args);
-    let started = Instant::now();
-    let limit = Duration::from_secs(60 + n as u64 / 20);
-    let rolling = wait_all(&sim, started, n, false, limit).unwrap_or(limit);
-    let ready = wait_all(&sim, started, n, true, limit).unwrap_or(limit);
-    let cpu_converge_ms = op.cpu_ms().unwrap_or(0);
+    sim
+}
+
+/// How many models are Ready and serve `version`.
+fn serving(sim: &Sim, version: &str) -> usize {
+    let models = sim.objects("openmed.ai", "openmedmodels", Some(NS));
+    models
+        .iter()
+        .filter(|m| m["status"]["phase"] == "Ready" && m["status"]["activeVersion"] == version)
+        .count()
+}
+
+/// Time from `t` until all `n` models serve `version`, or `limit`.
+fn wait_serving(sim: &Sim, t: Instant, n: usize, version: &str, limit: Duration) -> Duration {
+    while serving(sim, version) < n && t.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t.elapsed().min(limit)
+}
+
+fn start(c: &Contestant, sim: &Sim, dir: &Path, resync_s: u64) -> Running {
+    let ca = dir.join("ca.crt");
+    if let Some(pem) = sim.ca_pem() {
+        std::fs::write(&ca, pem).unwrap();
+    }
+    let ca_arg = sim.ca_pem().map(|_| ca.to_str().unwrap().to_string());
+    match &c.kind {
+        Kind::Ours { bin, .. } => {
+            let resync = resync_s.to_string();
+            let extra = env("OMO_BENCH_ARGS").unwrap_or_default();
+            let mut args: Vec<&str> = vec!["--resync-seconds", &resync];
+            if let Some(ca) = &ca_arg {
+                args.extend(["--ca-file", ca]);
+            }
+            args.extend(extra.split_whitespace());
+            Running::Ours(Operator::start_bin(bin, &sim.url(), dir, &args, &[]))
+        }
+        Kind::Peer { bin, args } => {
+            let kubeconfig = dir.join("kubeconfig");
+            sim.write_kubeconfig(
+                &kubeconfig,
+                ca_arg.as_ref().map(Path::new),
+                Some(PEER_TOKEN),
+            )
+            .unwrap();
+            let log = dir.join("peer.log");
+            let child = Command::new(bin)
+                .args(args)
+                .env("KUBECONFIG", &kubeconfig)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start the peer {bin}: {e}"));
+            Running::Peer(child, log)
+        }
+    }
+}
+
+/// The idle window: CPU a minute, the largest burst (sampled every
+/// 100 ms; a burst ends at the first quiet sample) and the requests made.
+fn idle(sim: &Sim, p: &Running, window: Duration) -> (f64, u64, u64) {
+    let requests0 = sim.requests().len();
+    let (t, cpu0) = (Instant::now(), p.cpu_ms());
+    let (mut last, mut burst, mut largest) = (cpu0, 0, 0);
+    while t.elapsed() < window {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = p.cpu_ms();
+        burst = if now > last { burst + now - last } else { 0 };
+        largest = largest.max(burst);
+        last = now;
+    }
+    let per_min = (p.cpu_ms() - cpu0) as f64 / t.elapsed().as_secs_f64() * 60.0;
+    let requests = sim.requests().len().saturating_sub(requests0) as u64;
+    (per_min, largest, requests)
+}
+
+/// Requests per resource by verb since the last reset.
+fn by_verb(sim: &Sim, n: usize) -> Vec<(String, f64)> {
     let requests = sim.stats_json()["byVerb"].clone();
-    let mut by_verb: Vec<(String, f64)> = requests
+    let mut v: Vec<(String, f64)> = requests
         .as_object()
         .map(|o| {
             o.iter()
@@ -123,33 +306,72 @@ fn run(n: usize) -> Row {
                 .collect()
         })
         .unwrap_or_default();
-    by_verb.sort_by(|a, b| a.0.cmp(&b.0));
-    // Steady state: two resync periods with nothing to do.
-    std::thread::sleep(Duration::from_secs(3));
-    let cpu0 = op.cpu_ms().unwrap_or(0);
-    std::thread::sleep(Duration::from_secs(2 * resync));
-    let cpu_per_resync_ms = (op.cpu_ms().unwrap_or(0) - cpu0) as f64 / 2.0;
-    let steady_rss_mib = rss_mib(&op, "VmRSS:");
-    let (p50, p99) = change_to_patch(&sim, n);
-    let peak_rss_mib = rss_mib(&op, "VmHWM:");
-    let (view_rss_kib, view_cpu_ms_per_min) = view_cost(&sim, &op, n);
-    let row = Row {
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+fn set_all(sim: &Sim, n: usize, version: &str) {
+    for i in 0..n {
+        set_version(sim, &format!("m-{i}"), version);
+    }
+}
+
+fn run(c: &Contestant, n: usize) -> Row {
+    let sim = cluster(n);
+    sim.reset_stats();
+    let dir = tmpdir(&format!("bench-{n}"));
+    let load_before = load();
+    let small = n < 100;
+    let resync: u64 = if small { 2 } else { 15 };
+    let counting = matches!(c.kind, Kind::Ours { counting: true, .. });
+    let mut p = start(c, &sim, &dir, resync);
+    let limit = Duration::from_secs(60 + n as u64 / 20);
+    let cold = wait_serving(&sim, Instant::now(), n, V1, limit);
+    let (user, system) = p.cpu();
+    let allocs0 = p.allocations();
+    let verbs = by_verb(&sim, n);
+    std::thread::sleep(Duration::from_secs(2));
+    let allocs1 = p.allocations();
+    set_all(&sim, n, V2);
+    let change = wait_serving(&sim, Instant::now(), n, V2, limit);
+    let allocs2 = p.allocations();
+    let per = |a: Option<u64>, b: Option<u64>| Some((b? - a?) as f64 / n as f64);
+    let mut row = Row {
+        label: c.label.clone(),
         n,
-        rolling_out_s: rolling.as_secs_f64(),
-        ready_s: ready.as_secs_f64(),
-        by_verb,
-        peak_rss_mib,
-        steady_rss_mib,
-        cpu_converge_ms,
-        cpu_per_resync_ms,
-        patch_p50_ms: p50,
-        patch_p99_ms: p99,
-        view_rss_kib,
-        view_cpu_ms_per_min,
-        load: format!("{load_before} -> {}", load()),
+        cold_ready_s: cold.as_secs_f64(),
+        change_ready_s: change.as_secs_f64(),
+        cpu_converge_ms: user + system,
+        kernel_share: system as f64 / (user + system).max(1) as f64,
+        allocs_cold: allocs0.map(|a| a as f64 / n as f64),
+        allocs_change: per(allocs1, allocs2),
+        by_verb: verbs,
+        ..Row::default()
     };
-    op.assert_clean_exit();
+    if !counting {
+        measure_steady(&sim, &mut p, n, small, &mut row);
+    }
+    row.peak_rss_mib = p.rss_mib("VmHWM:");
+    row.load = format!("{load_before} -> {}", load());
+    p.stop();
     row
+}
+
+/// Idle CPU and RSS, change → patch latency and (ours) the live view.
+fn measure_steady(sim: &Sim, p: &mut Running, n: usize, small: bool, row: &mut Row) {
+    std::thread::sleep(Duration::from_secs(3));
+    let window = env("OMO_BENCH_IDLE_S")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if small { 4 } else { 120 });
+    let (per_min, burst, requests) = idle(sim, p, Duration::from_secs(window));
+    row.idle_cpu_ms_per_min = per_min;
+    row.idle_burst_ms = burst;
+    row.idle_requests = requests;
+    row.steady_rss_mib = p.rss_mib("VmRSS:");
+    (row.patch_p50_ms, row.patch_p99_ms) = change_to_patch(sim, n);
+    if let Running::Ours(op) = p {
+        row.view = Some(view_cost(sim, op, n));
+    }
 }
 
 /// Spec change → Deployment patch, for up to 100 models changed one at a
@@ -159,7 +381,7 @@ fn change_to_patch(sim: &Sim, n: usize) -> (u64, u64) {
     let mut changed = Vec::new();
     for &i in &picks {
         changed.push((i, sim.clock_ms()));
-        set_version(sim, &format!("m-{i}"), V2);
+        set_version(sim, &format!("m-{i}"), V1);
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_secs(3));
@@ -181,12 +403,26 @@ fn change_to_patch(sim: &Sim, n: usize) -> (u64, u64) {
     (pct(50).unwrap_or(0), pct(99).unwrap_or(0))
 }
 
-/// What `viewers` live-view streams add to the operator while ten models
+/// What [`VIEWERS`] live-view streams add to the operator while ten models
 /// change version (a message each to every viewer): RSS per viewer (KiB)
-/// and CPU per viewer-minute (ms), against the same changes unwatched.
+/// and CPU per minute (ms), against the same changes unwatched.
 fn view_cost(sim: &Sim, op: &Operator, n: usize) -> (f64, f64) {
     use std::io::{Read, Write};
     let addr = op.view_addr();
+    let rss = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", op.pid()));
+        status
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("VmRSS:")?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0.0)
+    };
     let window = |viewers: usize, version: &str| {
         let conns: Vec<std::net::TcpStream> = (0..viewers)
             .map(|_| {
@@ -208,24 +444,29 @@ fn view_cost(sim: &Sim, op: &Operator, n: usize) -> (f64, f64) {
         }
         std::thread::sleep(Duration::from_millis(1000));
         let cpu = (op.cpu_ms().unwrap_or(0) - cpu0) as f64 / t.elapsed().as_secs_f64() * 60.0;
-        let rss = rss_mib(op, "VmRSS:") * 1024.0;
+        let kib: f64 = rss();
         drop(conns);
-        (cpu, rss)
+        (cpu, kib)
     };
-    let (cpu_alone, rss_alone) = window(0, V1);
-    let (cpu_watched, rss_watched) = window(VIEWERS, V2);
-    let per = VIEWERS as f64;
+    let (cpu_alone, rss_alone) = window(0, V2);
+    let (cpu_watched, rss_watched) = window(VIEWERS, V1);
     (
-        (rss_watched - rss_alone) / per,
+        (rss_watched - rss_alone) / VIEWERS as f64,
         (cpu_watched - cpu_alone).max(0.0),
     )
 }
 
+fn opt(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.0}"))
+}
+
 fn print(rows: &[Row]) {
     println!(
-        "| resources | all RollingOut | all Ready | requests per resource | peak RSS | steady RSS | CPU to converge | CPU per resync | change→patch p50/p99 | load 1/5/15 |"
+        "| resources | operator | cold → all Ready | change → all Ready | CPU to converge (kernel) | allocations per resource (cold / change) | peak RSS | steady RSS | idle CPU a minute | largest idle burst | idle requests | change→patch p50/p99 | requests per resource (cold) | load 1/5/15 |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
     for r in rows {
         let verbs: Vec<String> = r
             .by_verb
@@ -233,44 +474,56 @@ fn print(rows: &[Row]) {
             .map(|(v, k)| format!("{v} {k:.2}"))
             .collect();
         println!(
-            "| {} | {:.1} s | {:.1} s | {} | {:.1} MiB | {:.1} MiB | {:.2} s ({:.2} ms/resource) | {:.0} ms | {}/{} ms | {} |",
+            "| {} | {} | {:.1} s | {:.1} s | {:.2} s ({:.0}%) | {} / {} | {:.1} MiB | {:.1} MiB | {:.2} s | {} ms | {} | {}/{} ms | {} | {} |",
             r.n,
-            r.rolling_out_s,
-            r.ready_s,
-            verbs.join(", "),
+            r.label,
+            r.cold_ready_s,
+            r.change_ready_s,
+            r.cpu_converge_ms as f64 / 1000.0,
+            r.kernel_share * 100.0,
+            opt(r.allocs_cold),
+            opt(r.allocs_change),
             r.peak_rss_mib,
             r.steady_rss_mib,
-            r.cpu_converge_ms as f64 / 1000.0,
-            r.cpu_converge_ms as f64 / r.n as f64,
-            r.cpu_per_resync_ms,
+            r.idle_cpu_ms_per_min / 1000.0,
+            r.idle_burst_ms,
+            r.idle_requests,
             r.patch_p50_ms,
             r.patch_p99_ms,
+            verbs.join(", "),
             r.load
         );
     }
-    println!("| resources | live view, {VIEWERS} viewers, 10 changes: RSS added (the first viewer pays for the shared rows) | CPU added by all of them |");
-    println!("| --- | --- | --- |");
+    println!("| resources | operator | live view, {VIEWERS} viewers, 10 changes: RSS added | CPU added by all of them |");
+    println!("| --- | --- | --- | --- |");
     for r in rows {
-        let all = r.view_rss_kib * VIEWERS as f64 / 1024.0;
-        println!(
-            "| {} | {all:.1} MiB in all, {:.0} KiB a viewer | {:.0} ms a minute |",
-            r.n, r.view_rss_kib, r.view_cpu_ms_per_min
-        );
+        if let Some((kib, cpu)) = r.view {
+            let all = kib * VIEWERS as f64 / 1024.0;
+            println!(
+                "| {} | {} | {all:.1} MiB in all, {kib:.0} KiB a viewer | {cpu:.0} ms a minute |",
+                r.n, r.label
+            );
+        }
     }
 }
 
 #[test]
 fn bench() {
-    let sizes: Vec<usize> = std::env::var("OMO_BENCH_RESOURCES")
-        .unwrap_or_else(|_| "20".into())
+    let sizes: Vec<usize> = env("OMO_BENCH_RESOURCES")
+        .unwrap_or_else(|| "20".into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    let rows: Vec<Row> = sizes.iter().map(|&n| run(n)).collect();
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        for c in contestants() {
+            rows.push(run(&c, n));
+        }
+    }
     print(&rows);
     // Only that it measured something: budgets are not asserted here.
     for r in &rows {
-        assert!(r.ready_s > 0.0 && r.peak_rss_mib > 0.0, "{r:?}");
+        assert!(r.cold_ready_s > 0.0 && r.peak_rss_mib > 0.0, "{r:?}");
         assert!(r.by_verb.iter().any(|(v, _)| v == "patch"), "{r:?}");
     }
 }

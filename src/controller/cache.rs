@@ -8,6 +8,22 @@ use crate::runtime::{ObjectKey, Versioned};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+/// What the operator reads of each kind, by API group and plural, for
+/// the API client ([`crate::kube::shape`]): the views' shapes, and of an
+/// Event what posting one reads back.
+pub fn shapes() -> crate::kube::shape::Shapes {
+    use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS, EVENTS, HORIZONTAL_POD_AUTOSCALERS};
+    use crate::reconcile::observed::shapes::{AUTOSCALER, CONFIG_MAP, DEPLOYMENT, MODEL};
+    let rt = |r: crate::kube::ResourceType, s| (r.group, r.plural, s);
+    crate::kube::shape::Shapes(vec![
+        rt(crate::model::RESOURCE, &MODEL),
+        rt(DEPLOYMENTS, &DEPLOYMENT),
+        rt(CONFIG_MAPS, &CONFIG_MAP),
+        rt(HORIZONTAL_POD_AUTOSCALERS, &AUTOSCALER),
+        rt(EVENTS, &super::events::EVENT),
+    ])
+}
+
 /// Each cached object's key in its store, from its own namespace and name.
 macro_rules! keyed {
     ($($view:ty),*) => {$(
@@ -146,6 +162,27 @@ mod tests {
 
     /// docs/contract.md §9.17, as the views order themselves: a model by
     /// generation, a Deployment by generation then observedGeneration.
+    #[test]
+    fn an_autoscaler_decoded_to_its_shape_keeps_its_key_and_target() {
+        use crate::kube::shape::{decode, Pruned};
+        let hpa = serde_json::json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "h", "namespace": "ns", "uid": "u", "resourceVersion": "3",
+                "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "svc"},
+                "minReplicas": 1, "maxReplicas": 5, "metrics": [{"type": "Resource"}]},
+            "status": {"currentReplicas": 2}});
+        let shapes = shapes();
+        let shape = shapes.of("autoscaling", "horizontalpodautoscalers");
+        let small = decode(hpa.to_string().as_bytes(), Pruned::object(shape)).unwrap();
+        assert_eq!(
+            AutoscalerView::from_json(&small),
+            AutoscalerView::from_json(&hpa)
+        );
+        assert_eq!(ObjectKey::of(&small), ObjectKey::of(&hpa));
+        assert_eq!(small["metadata"]["uid"], "u");
+        assert!(small.get("status").is_none() && small["metadata"].get("managedFields").is_none());
+    }
+
     #[test]
     fn views_order_by_generation_so_the_stores_never_go_backwards() {
         let models: Store<ModelView> = Store::default();

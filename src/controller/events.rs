@@ -25,6 +25,20 @@ use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+/// What posting an Event reads of one: whose it is and its count (an
+/// answer is otherwise ignored).
+pub const EVENT: crate::kube::shape::Shape = {
+    use crate::kube::shape::Shape::{All, Fields};
+    Fields(&[
+        (
+            "metadata",
+            Fields(&[("name", All), ("namespace", All), ("resourceVersion", All)]),
+        ),
+        ("involvedObject", Fields(&[("uid", All)])),
+        ("count", All),
+    ])
+};
+
 /// One Event this operator wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Written {

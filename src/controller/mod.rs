@@ -305,7 +305,7 @@ impl Controller {
                 idx.update(&c.key, c.new.as_ref().map(lookups).as_ref());
                 q.add(c.key);
             });
-            self.spawn(&MODELS, scope, &r.models, ModelView::from_json, on_model)?;
+            self.spawn(&MODELS, scope, &r.models, ModelView::from_decoded, on_model)?;
             let w = self.waker(Kind::ConfigMap);
             let on_cm: reflector::OnChange<ConfigMapView> = Arc::new(move |c| w(&c.key));
             let cms = &r.config_maps;

@@ -8,6 +8,7 @@ pub mod names;
 pub mod path;
 pub mod proxy;
 pub mod ratelimit;
+pub mod shape;
 pub mod watch;
 
 pub use client::{

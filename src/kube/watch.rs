@@ -2,6 +2,8 @@
 //! arrive, one line at a time, never the whole response.
 
 use super::error::{api_error_from_body, sanitize, Error, Result};
+use super::shape::{Pruned, Shape};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use std::io::{ErrorKind, Read};
 
@@ -16,19 +18,62 @@ pub enum WatchEvent {
     },
 }
 
-/// Decode one watch line. An `ERROR` event becomes an `Err` carrying the
-/// server's Status (410 Expired/Gone means: relist).
+/// Decode one watch line, whole.
 pub fn decode_event(line: &[u8]) -> Result<WatchEvent> {
-    /// A watch line, read straight into its two fields (the object is
-    /// taken, not copied out of a parsed line).
-    #[derive(serde::Deserialize)]
-    struct Line {
-        #[serde(rename = "type", default)]
-        ty: String,
-        #[serde(default)]
-        object: Value,
+    decode_shaped(line, &Shape::All)
+}
+
+/// A watch line: its type, and its object decoded as a shape says.
+struct Line {
+    ty: String,
+    object: Value,
+}
+
+/// The seed of a [`Line`].
+struct LineSeed(&'static Shape);
+
+impl<'de> DeserializeSeed<'de> for LineSeed {
+    type Value = Line;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Line, D::Error> {
+        d.deserialize_map(self)
     }
-    let Line { ty, object } = serde_json::from_slice(line).map_err(|e| {
+}
+
+impl<'de> Visitor<'de> for LineSeed {
+    type Value = Line;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a watch event")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Line, A::Error> {
+        let mut line = Line {
+            ty: String::new(),
+            object: Value::Null,
+        };
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "type" => line.ty = map.next_value()?,
+                "object" => line.object = map.next_value_seed(Pruned::object(self.0))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(line)
+    }
+}
+
+/// Decode one watch line, keeping of its object what `shape` names. An
+/// `ERROR` event becomes an `Err` carrying the server's Status (410
+/// Expired/Gone means: relist).
+pub fn decode_shaped(line: &[u8], shape: &'static Shape) -> Result<WatchEvent> {
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let parsed = LineSeed(shape)
+        .deserialize(&mut de)
+        .and_then(|l| de.end().map(|()| l));
+    let Line { ty, object } = parsed.map_err(|e| {
         Error::Decode(format!(
             "watch line is not a watch event ({e}): {}",
             preview(line)
@@ -86,6 +131,8 @@ pub struct WatchStream {
     searched: u64,
     line_cap: usize,
     finished: bool,
+    /// What of each object is decoded.
+    shape: &'static Shape,
 }
 
 impl WatchStream {
@@ -98,7 +145,14 @@ impl WatchStream {
             searched: 0,
             line_cap,
             finished: false,
+            shape: &Shape::All,
         }
+    }
+
+    /// Decode only what `shape` names of each object.
+    pub fn shaped(mut self, shape: &'static Shape) -> WatchStream {
+        self.shape = shape;
+        self
     }
 
     fn fail(&mut self, e: Error) -> Option<Result<WatchEvent>> {
@@ -108,7 +162,7 @@ impl WatchStream {
 
     fn decode(&mut self, line_end: usize) -> Option<Result<WatchEvent>> {
         let line = &self.buf[self.start..line_end];
-        let r = decode_event(line);
+        let r = decode_shaped(line, self.shape);
         if r.is_err() {
             self.finished = true;
         }

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use std::fmt::Write;
 
 pub fn canonical_json(v: &Value) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(512);
     write_value(&mut out, v);
     out
 }
@@ -16,7 +16,9 @@ fn write_value(out: &mut String, v: &Value) {
     match v {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::Number(n) => {
+            let _ = write!(out, "{n}");
+        }
         Value::String(s) => write_string(out, s),
         Value::Array(a) => {
             out.push('[');
@@ -29,18 +31,17 @@ fn write_value(out: &mut String, v: &Value) {
             out.push(']');
         }
         Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            // Python sorts by code point; Rust's str ordering is byte order,
-            // which agrees for UTF-8.
-            keys.sort();
+            // serde_json's map (without `preserve_order`) is a BTreeMap:
+            // its keys come in byte order, which for UTF-8 is the code-point
+            // order Python sorts by.
             out.push('{');
-            for (i, k) in keys.iter().enumerate() {
+            for (i, (k, x)) in m.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 write_string(out, k);
                 out.push(':');
-                write_value(out, &m[*k]);
+                write_value(out, x);
             }
             out.push('}');
         }
@@ -49,7 +50,7 @@ fn write_value(out: &mut String, v: &Value) {
 
 /// Everything outside printable ASCII is escaped as `\uXXXX` (surrogate
 /// pairs above the BMP), as `ensure_ascii=True` does.
-fn write_string(out: &mut String, s: &str) {
+pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -83,7 +84,102 @@ pub fn sha256_hex(data: &[u8]) -> String {
 
 /// `sha256:` + hex SHA-256 of the canonical JSON of `v`.
 pub fn digest(v: &Value) -> String {
-    format!("sha256:{}", sha256_hex(canonical_json(v).as_bytes()))
+    digest_text(&canonical_json(v))
+}
+
+/// [`digest`] of text that is canonical JSON already.
+pub fn digest_text(canonical: &str) -> String {
+    format!("sha256:{}", sha256_hex(canonical.as_bytes()))
+}
+
+/// Canonical JSON written field by field, for values the operator hashes
+/// on every pass: the same text as [`canonical_json`] of the value, without
+/// building it. Fields must be added in byte order of their keys.
+pub struct Writer {
+    out: String,
+    /// Whether the object being written has a field yet, per level.
+    first: Vec<bool>,
+}
+
+impl Writer {
+    pub fn new() -> Writer {
+        Writer {
+            out: String::with_capacity(256),
+            first: Vec::with_capacity(4),
+        }
+    }
+
+    /// A comma before every member of an object or array but its first.
+    fn separate(&mut self) {
+        if let Some(first) = self.first.last_mut() {
+            if !std::mem::replace(first, false) {
+                self.out.push(',');
+            }
+        }
+    }
+
+    fn key(&mut self, k: &str) {
+        self.separate();
+        write_string(&mut self.out, k);
+        self.out.push(':');
+    }
+
+    /// `{` or `[` as the value of `key`, or (None) at the top or as an
+    /// array's element.
+    fn begin(&mut self, key: Option<&str>, bracket: char) -> &mut Writer {
+        match key {
+            Some(k) => self.key(k),
+            None => self.separate(),
+        }
+        self.out.push(bracket);
+        self.first.push(true);
+        self
+    }
+
+    /// An object (see [`Writer::begin`] for `key`).
+    pub fn open(&mut self, key: Option<&str>) -> &mut Writer {
+        self.begin(key, '{')
+    }
+
+    /// An array (see [`Writer::begin`] for `key`).
+    pub fn open_array(&mut self, key: Option<&str>) -> &mut Writer {
+        self.begin(key, '[')
+    }
+
+    pub fn close(&mut self) -> &mut Writer {
+        self.out.push('}');
+        self.first.pop();
+        self
+    }
+
+    pub fn close_array(&mut self) -> &mut Writer {
+        self.out.push(']');
+        self.first.pop();
+        self
+    }
+
+    pub fn str(&mut self, key: &str, v: &str) -> &mut Writer {
+        self.key(key);
+        write_string(&mut self.out, v);
+        self
+    }
+
+    /// A number, a boolean or null: text that is its own JSON.
+    pub fn raw(&mut self, key: &str, v: impl std::fmt::Display) -> &mut Writer {
+        self.key(key);
+        let _ = write!(self.out, "{v}");
+        self
+    }
+
+    pub fn text(&mut self) -> &str {
+        &self.out
+    }
+}
+
+impl Default for Writer {
+    fn default() -> Self {
+        Writer::new()
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! every default filled in. The operator checks again what the CRD schema
 //! checks, because a resource can reach it without passing the schema.
 
-use super::canonical::{canonical_json, digest};
+use super::canonical::digest;
 use super::names::default_config_map_name;
 use crate::kube::names::{is_dns_label, is_dns_subdomain};
 use serde_json::{json, Map, Value};
@@ -156,9 +156,35 @@ impl DesiredSpec {
         })
     }
 
-    /// specHash.
+    /// specHash: the digest of [`DesiredSpec::to_json`], written without
+    /// building it (a pass hashes several specs; the tests check the text).
     pub fn hash(&self) -> String {
-        digest(&self.to_json())
+        crate::model::canonical::digest_text(self.canonical().text())
+    }
+
+    /// The canonical JSON of [`DesiredSpec::to_json`], keys in byte order.
+    fn canonical(&self) -> crate::model::canonical::Writer {
+        let r = &self.rollout;
+        let mut w = crate::model::canonical::Writer::new();
+        w.open(None)
+            .str("family", &self.family)
+            .str("manifestConfigMapName", &self.manifest_config_map_name)
+            .raw("replicas", self.replicas)
+            .open(Some("rolloutStrategy"));
+        amount(&mut w, "maxSurge", r.max_surge);
+        amount(&mut w, "maxUnavailable", r.max_unavailable);
+        w.raw("progressDeadlineSeconds", r.progress_deadline_seconds)
+            .raw("rollbackOnFailure", r.rollback_on_failure)
+            .str("type", r.kind.as_str())
+            .close()
+            .open(Some("targetRef"))
+            .str("containerName", &self.target.container_name)
+            .str("name", &self.target.name)
+            .close()
+            .str("tier", self.tier.as_str())
+            .str("version", &self.version)
+            .close();
+        w
     }
 
     /// A spec stored in status (lastSuccessfulSpec and friends), if valid.
@@ -176,12 +202,37 @@ impl DesiredSpec {
 
     /// The `manifest.json` ConfigMap value.
     pub fn manifest_json(&self) -> String {
-        format!("{}\n", canonical_json(&self.manifest()))
+        format!("{}\n", self.manifest_canonical().text())
     }
 
     pub fn manifest_hash(&self) -> String {
-        digest(&self.manifest())
+        crate::model::canonical::digest_text(self.manifest_canonical().text())
     }
+
+    /// The canonical JSON of [`DesiredSpec::manifest`].
+    fn manifest_canonical(&self) -> crate::model::canonical::Writer {
+        let mut w = crate::model::canonical::Writer::new();
+        w.open(None)
+            .str("apiVersion", MANIFEST_API_VERSION)
+            .str("kind", MANIFEST_KIND)
+            .open_array(Some("models"))
+            .open(None)
+            .str("family", &self.family)
+            .str("tier", self.tier.as_str())
+            .str("version", &self.version)
+            .close()
+            .close_array()
+            .close();
+        w
+    }
+}
+
+/// maxSurge or maxUnavailable, as [`IntOrPercent::to_json`] writes it.
+fn amount(w: &mut crate::model::canonical::Writer, key: &str, a: IntOrPercent) {
+    match a {
+        IntOrPercent::Int(i) => w.raw(key, i),
+        IntOrPercent::Percent(p) => w.str(key, &format!("{p}%")),
+    };
 }
 
 /// The digest a decommissioned Deployment's pod template carries.
@@ -584,6 +635,7 @@ pub fn validate(name: &str, spec: Option<&Value>) -> Result<DesiredSpec, SpecErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::canonical::canonical_json;
 
     fn base() -> Value {
         json!({"family": "PII", "version": "v1", "tier": "Small", "replicas": 2, "rolloutStrategy": {"type": "RollingUpdate"}})
@@ -689,5 +741,30 @@ mod tests {
         assert_eq!(s.target.container_name, "openmed-service");
         assert_eq!(s.manifest_config_map_name, "svc.a-model-manifest");
         assert_eq!(DesiredSpec::from_snapshot("other", &s.to_json()), Some(s));
+    }
+
+    #[test]
+    fn hashes_are_those_of_the_canonical_values() {
+        let specs = [
+            base(),
+            with(&["version"], json!("OpenMed/a_b+c~d:e@sha256:ab")),
+            with(
+                &["rolloutStrategy"],
+                json!({"type": "RollingUpdate", "maxSurge": "25%", "maxUnavailable": 3,
+                       "rollbackOnFailure": false, "progressDeadlineSeconds": 900}),
+            ),
+            with(&["rolloutStrategy"], json!({"type": "Recreate"})),
+            with(
+                &["targetRef"],
+                json!({"name": "t.x-1", "containerName": "c"}),
+            ),
+        ];
+        for v in specs {
+            let s = validate("svc", Some(&v)).unwrap();
+            assert_eq!(s.canonical().text(), canonical_json(&s.to_json()));
+            assert_eq!(s.hash(), digest(&s.to_json()));
+            assert_eq!(s.manifest_canonical().text(), canonical_json(&s.manifest()));
+            assert_eq!(s.manifest_hash(), digest(&s.manifest()));
+        }
     }
 }

@@ -450,11 +450,10 @@ impl StatusDoc {
     /// Write the four conditions, keeping lastTransitionTime where status,
     /// reason and message are unchanged.
     pub fn set_conditions(&mut self, conds: [Cond; 4], generation: i64, now: &str) {
-        let old: Vec<Value> = self
+        let old: &[Value] = self
             .get(Field::Conditions)
             .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+            .map_or(&[], Vec::as_slice);
         let mut out = Vec::with_capacity(4);
         for (ty, c) in ConditionType::ALL.iter().zip(conds) {
             let status = c.status.as_str();
@@ -499,8 +498,10 @@ impl StatusDoc {
     }
 
     /// Each condition's (type, status, reason): what a transition changes.
-    pub fn transitions(&self) -> Vec<(String, String, String)> {
-        let field = |c: &Value, k: &str| c[k].as_str().unwrap_or("").to_string();
+    pub fn transitions(&self) -> Vec<(&str, &str, &str)> {
+        fn field<'a>(c: &'a Value, k: &str) -> &'a str {
+            c[k].as_str().unwrap_or("")
+        }
         self.get(Field::Conditions)
             .and_then(Value::as_array)
             .map(|cs| {

@@ -85,7 +85,7 @@ pub fn execute<C: Cluster>(
         }
     }
     let mut failed = None;
-    for e in plan.events_to_post(patched_gen) {
+    for e in plan.events_to_post() {
         if let Err(err) = cluster.post_event(e) {
             failed.get_or_insert(err);
         }

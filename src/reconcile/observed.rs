@@ -44,8 +44,14 @@ pub struct ModelView {
     pub phase: Option<Phase>,
     spec: Option<RawJson>,
     status: Option<RawJson>,
-    parsed_spec: Parsed<Option<Value>>,
-    parsed_status: Parsed<std::sync::Arc<StatusDoc>>,
+    parsed: Parsed<std::sync::Arc<Parts>>,
+}
+
+/// A model's spec and status, each parsed when first read.
+#[derive(Debug, Default)]
+pub struct Parts {
+    spec: std::sync::OnceLock<Option<Value>>,
+    status: std::sync::OnceLock<std::sync::Arc<StatusDoc>>,
 }
 
 /// A value worked out from a view on first use and kept with it: a pass
@@ -123,6 +129,18 @@ impl RawJson {
             .map(|v| RawJson(pack(&v.to_string(), model_dictionary())))
     }
 
+    /// Of a field the client kept as its JSON text ([`shapes::MODEL`]); a
+    /// field given as a value is taken as [`RawJson::of`] takes it.
+    fn of_text(v: Option<&Value>) -> Option<RawJson> {
+        match v {
+            Some(Value::String(text)) if text != "null" => {
+                Some(RawJson(pack(text, model_dictionary())))
+            }
+            Some(Value::String(_)) => None,
+            other => RawJson::of(other),
+        }
+    }
+
     /// The value again (it was packed and serialized by us, so it parses).
     fn value(&self) -> Option<Value> {
         let text = unpack(&self.0, model_dictionary())?;
@@ -130,8 +148,69 @@ impl RawJson {
     }
 }
 
+/// How many parsed models [`recent_parts`] keeps: a few passes' worth.
+const RECENT_PARTS: usize = 32;
+
+/// Where the spec and status of the packed texts given are parsed: one of
+/// the last [`RECENT_PARTS`] used, or a new one. One pass reads a model
+/// through several copies (observation, plan, Events), and consecutive
+/// passes mostly see the same text: each copy would unpack and parse it
+/// again (docs/performance.md). The texts themselves are the key, so a
+/// hit is exact.
+fn recent_parts(spec: Option<&RawJson>, status: Option<&RawJson>) -> std::sync::Arc<Parts> {
+    type Entry = (Option<RawJson>, Option<RawJson>, std::sync::Arc<Parts>);
+    static RECENT: std::sync::Mutex<std::collections::VecDeque<Entry>> =
+        std::sync::Mutex::new(std::collections::VecDeque::new());
+    let same = |e: &&Entry| e.0.as_ref() == spec && e.1.as_ref() == status;
+    if let Some(hit) = crate::lock::lock(&RECENT).iter().find(same) {
+        return hit.2.clone();
+    }
+    let parts = std::sync::Arc::new(Parts::default());
+    let mut recent = crate::lock::lock(&RECENT);
+    if recent.len() >= RECENT_PARTS {
+        recent.pop_front();
+    }
+    recent.push_back((spec.cloned(), status.cloned(), parts.clone()));
+    parts
+}
+
+/// `status.phase` of a status kept as text, read without a tree.
+fn phase_of_text(status: &str) -> Option<Phase> {
+    #[derive(serde::Deserialize)]
+    struct PhaseOnly<'a> {
+        #[serde(borrow, default)]
+        phase: Option<std::borrow::Cow<'a, str>>,
+    }
+    let p: PhaseOnly = serde_json::from_str(status).ok()?;
+    Phase::parse(p.phase.as_deref()?)
+}
+
 impl ModelView {
+    /// A model as the API client decodes it ([`shapes::MODEL`]): spec and
+    /// status as their JSON text.
+    pub fn from_decoded(v: &Value) -> Option<ModelView> {
+        let mut m = ModelView::from_meta(v)?;
+        if let Some(Value::String(status)) = v.get("status") {
+            m.phase = phase_of_text(status);
+        } else {
+            m.phase = v["status"]["phase"].as_str().and_then(Phase::parse);
+        }
+        m.spec = RawJson::of_text(v.get("spec"));
+        m.status = RawJson::of_text(v.get("status"));
+        Some(m)
+    }
+
+    /// A model given whole.
     pub fn from_json(v: &Value) -> Option<ModelView> {
+        let mut m = ModelView::from_meta(v)?;
+        m.phase = v["status"]["phase"].as_str().and_then(Phase::parse);
+        m.spec = RawJson::of(v.get("spec"));
+        m.status = RawJson::of(v.get("status"));
+        Some(m)
+    }
+
+    /// The metadata; spec, status and phase are left empty.
+    fn from_meta(v: &Value) -> Option<ModelView> {
         let name = meta_str(v, "name");
         let namespace = meta_str(v, "namespace");
         if name.is_empty() || namespace.is_empty() {
@@ -157,18 +236,19 @@ impl ModelView {
                 })
                 .unwrap_or_default(),
             deleting: v["metadata"]["deletionTimestamp"].is_string(),
-            phase: v["status"]["phase"].as_str().and_then(Phase::parse),
-            spec: RawJson::of(v.get("spec")),
-            status: RawJson::of(v.get("status")),
-            parsed_spec: Parsed::default(),
-            parsed_status: Parsed::default(),
+            phase: None,
+            spec: None,
+            status: None,
+            parsed: Parsed::default(),
         })
     }
 
     /// `spec`, parsed (once per copy).
     pub fn spec(&self) -> Option<&Value> {
-        self.parsed_spec
-            .get(|| self.spec.as_ref().and_then(RawJson::value))
+        let spec = self.spec.as_ref();
+        self.parts()
+            .spec
+            .get_or_init(|| spec.and_then(RawJson::value))
             .as_ref()
     }
 
@@ -179,10 +259,51 @@ impl ModelView {
 
     /// `status`, parsed, to share with a plan (which never edits it).
     pub fn shared_status(&self) -> &std::sync::Arc<StatusDoc> {
-        self.parsed_status.get(|| {
-            let text = self.status.as_ref().and_then(RawJson::value);
-            std::sync::Arc::new(StatusDoc::from_owned(text))
+        let status = self.status.as_ref();
+        self.parts().status.get_or_init(|| {
+            std::sync::Arc::new(StatusDoc::from_owned(status.and_then(RawJson::value)))
         })
+    }
+
+    /// Where spec and status are parsed, once per copy, and shared with
+    /// the other copies of the same text made lately ([`recent_parts`]).
+    fn parts(&self) -> &std::sync::Arc<Parts> {
+        self.parsed
+            .get(|| recent_parts(self.spec.as_ref(), self.status.as_ref()))
+    }
+
+    /// The valid specs status retains (`rollbackSpec`, `lastSuccessfulSpec`,
+    /// `previousSuccessfulSpec`), as [`StatusDoc::retained_specs`] reads
+    /// them. Unless a pass has parsed the status already, only these three
+    /// fields are: the index asks at every event of a model, and a whole
+    /// status is most of a model's text (docs/performance.md).
+    pub fn retained_specs(&self) -> Vec<crate::model::DesiredSpec> {
+        if let Some(st) = self.parts().status.get() {
+            return st.retained_specs(&self.name);
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Retained {
+            rollback_spec: Option<Value>,
+            last_successful_spec: Option<Value>,
+            previous_successful_spec: Option<Value>,
+        }
+        let text = self
+            .status
+            .as_ref()
+            .and_then(|r| unpack(&r.0, model_dictionary()));
+        let Some(r) = text.and_then(|t| serde_json::from_str::<Retained>(&t).ok()) else {
+            return Vec::new();
+        };
+        [
+            r.rollback_spec,
+            r.last_successful_spec,
+            r.previous_successful_spec,
+        ]
+        .iter()
+        .flatten()
+        .filter_map(|v| crate::model::DesiredSpec::from_snapshot(&self.name, v))
+        .collect()
     }
 
     /// `<namespace>/<name>`: the value of the owner annotation.
@@ -411,6 +532,143 @@ impl ConfigMapView {
     }
 }
 
+/// What the views read of each kind ([`crate::kube::shape`]): list pages,
+/// watch events and write answers are decoded into these fields only. Every
+/// field a `from_json` here (or [`crate::controller`]'s metadata and
+/// autoscaler views) reads must be named; the tests below check it.
+pub mod shapes {
+    use super::*;
+    use crate::kube::shape::Shape::{self, All, Fields};
+
+    /// A model: its identity, the two annotations, finalizers, deletion,
+    /// and the whole spec and status.
+    pub const MODEL: Shape = Fields(&[
+        (
+            "metadata",
+            Fields(&[
+                ("name", All),
+                ("namespace", All),
+                ("uid", All),
+                ("generation", All),
+                ("resourceVersion", All),
+                ("finalizers", All),
+                ("deletionTimestamp", All),
+                (
+                    "annotations",
+                    Fields(&[(ROLLBACK_ANNOTATION, All), (AUTOSCALED_ANNOTATION, All)]),
+                ),
+            ]),
+        ),
+        ("spec", Shape::Text),
+        ("status", Shape::Text),
+    ]);
+
+    /// A Deployment, claimed or not (the metadata view reads a subset):
+    /// the fields of [`DeploymentView`], nothing of the pod template but
+    /// its two annotations and each container's name and preload variable.
+    pub const DEPLOYMENT: Shape = Fields(&[
+        (
+            "metadata",
+            Fields(&[
+                ("name", All),
+                ("namespace", All),
+                ("uid", All),
+                ("generation", All),
+                ("resourceVersion", All),
+                (
+                    "labels",
+                    Fields(&[(CLAIM_LABEL.0, All), (OPT_IN_LABEL.0, All)]),
+                ),
+                ("annotations", Fields(&[(OWNER_ANNOTATION, All)])),
+            ]),
+        ),
+        (
+            "spec",
+            Fields(&[
+                ("replicas", All),
+                ("progressDeadlineSeconds", All),
+                ("minReadySeconds", All),
+                ("paused", All),
+                ("strategy", All),
+                (
+                    "template",
+                    Fields(&[
+                        (
+                            "metadata",
+                            Fields(&[(
+                                "annotations",
+                                Fields(&[(OWNER_ANNOTATION, All), (HASH_ANNOTATION, All)]),
+                            )]),
+                        ),
+                        (
+                            "spec",
+                            Fields(&[(
+                                "containers",
+                                Fields(&[
+                                    ("name", All),
+                                    (
+                                        "env",
+                                        Fields(&[
+                                            ("name", All),
+                                            ("value", All),
+                                            ("valueFrom", All),
+                                        ]),
+                                    ),
+                                ]),
+                            )]),
+                        ),
+                    ]),
+                ),
+            ]),
+        ),
+        (
+            "status",
+            Fields(&[
+                ("observedGeneration", All),
+                ("replicas", All),
+                ("updatedReplicas", All),
+                ("readyReplicas", All),
+                ("availableReplicas", All),
+                ("unavailableReplicas", All),
+                (
+                    "conditions",
+                    Fields(&[("type", All), ("status", All), ("reason", All)]),
+                ),
+            ]),
+        ),
+    ]);
+
+    /// One of our ConfigMaps: identity, owner, labels, owner references
+    /// and the two data keys.
+    pub const CONFIG_MAP: Shape = Fields(&[
+        (
+            "metadata",
+            Fields(&[
+                ("name", All),
+                ("namespace", All),
+                ("uid", All),
+                ("resourceVersion", All),
+                ("annotations", Fields(&[(OWNER_ANNOTATION, All)])),
+                (
+                    "labels",
+                    Fields(&[(MANAGED_BY_LABEL.0, All), (FAMILY_LABEL, All)]),
+                ),
+                ("ownerReferences", All),
+            ]),
+        ),
+        ("data", Fields(&[(MANIFEST_KEY, All), (PRELOAD_ENV, All)])),
+    ]);
+
+    /// An autoscaler: its name, version and target.
+    pub const AUTOSCALER: Shape = Fields(&[
+        (
+            "metadata",
+            Fields(&[("name", All), ("resourceVersion", All)]),
+        ),
+        ("spec", Fields(&[("scaleTargetRef", All)])),
+    ]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,6 +703,100 @@ mod tests {
               "observedGeneration": 4, "phase": "Ready", "rollbackCount": 0,
               "targetDeploymentGeneration": 7,
               "targetDeploymentUID": "fe039636-6598-4d64-a52c-bb15d180ed57"}})
+    }
+
+    /// `v` as the client decodes it for a resource of `shape`.
+    fn pruned(v: &Value, shape: &'static crate::kube::shape::Shape) -> Value {
+        let text = v.to_string();
+        crate::kube::shape::decode(text.as_bytes(), crate::kube::shape::Pruned::object(shape))
+            .unwrap()
+    }
+
+    /// A Deployment as an API server returns it: managedFields, a
+    /// last-applied annotation, a pod template with more than we read.
+    fn full_deployment() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+          "metadata": {"name": "svc", "namespace": "ns", "uid": "d-1", "generation": 5,
+            "resourceVersion": "42", "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"openmed.ai/managed": "true", "openmed.ai/managed-target": "true", "app": "x"},
+            "annotations": {"openmed.ai/model-resource": "ns/m", "deployment.kubernetes.io/revision": "3",
+              "kubectl.kubernetes.io/last-applied-configuration": "{\"big\": true}"},
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]},
+          "spec": {"replicas": 3, "progressDeadlineSeconds": 600, "minReadySeconds": 5, "paused": false,
+            "revisionHistoryLimit": 10, "selector": {"matchLabels": {"app": "x"}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": {"app": "x"}, "annotations": {
+                "openmed.ai/model-resource": "ns/m", "openmed.ai/model-manifest-hash": "sha256:ab", "other": "y"}},
+              "spec": {"volumes": [{"name": "v", "emptyDir": {}}], "containers": [
+                {"name": "sidecar", "image": "s:1", "ports": [{"containerPort": 80}]},
+                {"name": "openmed-service", "image": "o:1", "resources": {"limits": {"cpu": "1"}},
+                 "env": [{"name": "A", "value": "1"},
+                   {"name": "OPENMED_SERVICE_PRELOAD_MODELS", "valueFrom": {"configMapKeyRef":
+                     {"name": "m-model-manifest", "key": "OPENMED_SERVICE_PRELOAD_MODELS"}}}]}]}}},
+          "status": {"observedGeneration": 5, "replicas": 4, "updatedReplicas": 3, "readyReplicas": 3,
+            "availableReplicas": 3, "unavailableReplicas": 1, "collisionCount": 0, "conditions": [
+              {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+               "message": "ok", "lastUpdateTime": "2026-01-01T00:00:00Z"},
+              {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}})
+    }
+
+    #[test]
+    fn every_view_reads_the_same_of_an_object_decoded_to_its_shape() {
+        let d = full_deployment();
+        let small = pruned(&d, &shapes::DEPLOYMENT);
+        assert_eq!(
+            DeploymentView::from_json(&small),
+            DeploymentView::from_json(&d)
+        );
+        assert!(small["metadata"].get("managedFields").is_none());
+        assert!(small["spec"]["template"]["spec"].get("volumes").is_none());
+        let mut m = converged();
+        m["metadata"]["annotations"] = json!({"openmed.ai/rollback-to": " OpenMed/v1 ",
+            "openmed.ai/autoscaled": "true", "kubectl.kubernetes.io/last-applied-configuration": "{}"});
+        m["metadata"]["finalizers"] = json!(["openmed.ai/finalizer"]);
+        m["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        m["metadata"]["resourceVersion"] = json!("77");
+        m["metadata"]["managedFields"] = json!([{"manager": "kubectl"}]);
+        let pm = pruned(&m, &shapes::MODEL);
+        let (decoded, whole) = (
+            ModelView::from_decoded(&pm).unwrap(),
+            ModelView::from_json(&m),
+        );
+        assert_eq!(Some(&decoded), whole.as_ref());
+        assert_eq!(decoded.phase, Some(Phase::Ready));
+        assert_eq!(decoded.spec(), Some(&m["spec"]));
+        assert_eq!(decoded.status(), &StatusDoc::from_value(Some(&m["status"])));
+        assert!(pm["metadata"].get("managedFields").is_none());
+        let cm = json!({"metadata": {"name": "m-model-manifest", "namespace": "ns", "uid": "c-1",
+            "resourceVersion": "9", "annotations": {"openmed.ai/model-resource": "ns/m"},
+            "labels": {"app.kubernetes.io/managed-by": "openmed-operator", "openmed.ai/model-family": "PII"},
+            "ownerReferences": [{"apiVersion": "openmed.ai/v1alpha1", "kind": "OpenMedModel", "name": "m",
+              "uid": "u", "controller": true, "blockOwnerDeletion": true}],
+            "managedFields": [{"manager": "openmed-operator"}]},
+          "data": {"manifest.json": "{}\n", "OPENMED_SERVICE_PRELOAD_MODELS": "OpenMed/v1", "x": "y"}});
+        let pc = pruned(&cm, &shapes::CONFIG_MAP);
+        assert_eq!(ConfigMapView::from_json(&pc), ConfigMapView::from_json(&cm));
+        assert!(pc["data"].get("x").is_none());
+    }
+
+    #[test]
+    fn retained_specs_read_from_the_text_are_those_of_the_parsed_status() {
+        let mut m = converged();
+        let mut other = m["spec"].clone();
+        other["targetRef"]["name"] = json!("old-api");
+        m["status"]["previousSuccessfulSpec"] = other;
+        m["status"]["rollbackSpec"] = json!({"family": 7});
+        // A copy of its own: nothing parsed yet (the recent parses are
+        // keyed by text, and this text is new).
+        let fresh = ModelView::from_json(&m).unwrap();
+        let from_text = fresh.retained_specs();
+        assert!(
+            fresh.parts().status.get().is_none(),
+            "the status was parsed"
+        );
+        assert_eq!(from_text.len(), 2);
+        assert_eq!(from_text, fresh.status().retained_specs("onc"));
+        assert_eq!(from_text[1].target.name, "old-api");
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub fn lookups(m: &ModelView) -> Lookups {
     if let Ok(s) = validate(&m.name, m.spec()) {
         add(&s);
     }
-    for s in m.status().retained_specs(&m.name) {
+    for s in m.retained_specs() {
         add(&s);
     }
     out
@@ -162,14 +162,40 @@ impl Plan {
     /// The status after this pass, given the generation the Deployment
     /// patch returned (if one was sent).
     pub fn status(&self, patched_generation: Option<i64>) -> Cow<'_, StatusDoc> {
-        match (self.target, patched_generation) {
-            (TargetGen::Known(g), _) | (TargetGen::FromPatch, Some(g)) => {
+        match self.target_generation(patched_generation) {
+            Some(g) => {
                 let mut st = self.new.clone();
                 st.set(Field::TargetDeploymentGeneration, json!(g));
                 Cow::Owned(st)
             }
-            _ => Cow::Borrowed(&self.new),
+            None => Cow::Borrowed(&self.new),
         }
+    }
+
+    /// The `targetDeploymentGeneration` the pass writes, if it writes one.
+    fn target_generation(&self, patched_generation: Option<i64>) -> Option<i64> {
+        match (self.target, patched_generation) {
+            (TargetGen::Known(g), _) | (TargetGen::FromPatch, Some(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// What [`Plan::status`] changes of the stored status, without a copy
+    /// of it: it differs from `new` only in `targetDeploymentGeneration`.
+    fn status_changes(
+        &self,
+        patched_generation: Option<i64>,
+    ) -> Option<serde_json::Map<String, Value>> {
+        let mut changes = self.new.diff(&self.old).unwrap_or_default();
+        if let Some(g) = self.target_generation(patched_generation) {
+            let key = Field::TargetDeploymentGeneration.key();
+            if self.old.0.get(key) == Some(&json!(g)) {
+                changes.remove(key);
+            } else {
+                changes.insert(key.to_string(), json!(g));
+            }
+        }
+        (!changes.is_empty()).then_some(changes)
     }
 
     /// The `/status` merge patch, or None when the status would not change.
@@ -178,15 +204,17 @@ impl Plan {
         patched_generation: Option<i64>,
         resource_version: &str,
     ) -> Option<Value> {
-        let changes = self.status(patched_generation).diff(&self.old)?;
+        let changes = self.status_changes(patched_generation)?;
         Some(patches::status_patch(resource_version, changes))
     }
 
     /// An Event announces a transition (9.1, 9.24): it is posted when a
     /// condition's status or reason changes from the state the pass reasoned
     /// from, never because some other field (a message, a version) did.
-    pub fn events_to_post(&self, patched_generation: Option<i64>) -> &[EventSpec] {
-        let moved = self.status(patched_generation).transitions() != self.base.transitions();
+    /// (The generation [`Plan::status`] adds is no condition: `new`'s
+    /// conditions are the ones written.)
+    pub fn events_to_post(&self) -> &[EventSpec] {
+        let moved = self.new.transitions() != self.base.transitions();
         if self.events_always || moved {
             &self.events
         } else {
@@ -196,7 +224,7 @@ impl Plan {
 
     /// Nothing to write at all.
     pub fn is_noop(&self) -> bool {
-        self.writes.is_empty() && self.status(None).diff(&self.old).is_none()
+        self.writes.is_empty() && self.status_changes(None).is_none()
     }
 
     pub(crate) fn bare(old: Arc<StatusDoc>) -> Plan {

@@ -57,9 +57,14 @@ pub fn start_sim(cfg: SimConfig) -> Sim {
 /// `kubectl --server <sim> ARGS` (as an admin: no token), its output;
 /// a failure fails the test with kubectl's words.
 pub fn kubectl(sim: &Sim, cache: &Path, args: &[&str]) -> Vec<u8> {
+    let tls = sim.ca_pem().is_some();
     let out = Command::new("kubectl")
         .args(["--server", &sim.url(), "--cache-dir"])
         .arg(cache)
+        // Over TLS kubectl asks for a user unless it has a token; kubesim
+        // without a token list takes any as an administrator's.
+        .args(tls.then_some("--insecure-skip-tls-verify=true"))
+        .args(tls.then_some("--token=kubesim-admin"))
         .args(args)
         .output()
         .expect("kubectl");
@@ -324,6 +329,17 @@ impl Operator {
         // for figures: OMO_OPERATOR_BIN=target/static/... cargo test --test e2e a_converged -- --nocapture
         let bin = std::env::var("OMO_OPERATOR_BIN")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_openmed-operator").to_string());
+        Operator::start_bin(&bin, sim_url, dir, extra, env)
+    }
+
+    /// [`Operator::start_with_env`] with the binary at `bin`.
+    pub fn start_bin(
+        bin: &str,
+        sim_url: &str,
+        dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Operator {
         let mut cmd = Command::new(bin);
         let log = dir.join(format!("operator-{:x}.log", rand_tag()));
         let f = std::fs::File::create(&log).unwrap();

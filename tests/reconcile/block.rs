@@ -368,7 +368,7 @@ fn a_refused_write_is_reported_with_the_api_message() {
     assert_eq!(msg.chars().count(), 1024, "bounded");
     assert!(msg.ends_with("..."));
     assert_eq!(
-        p.events_to_post(None)[0].reason,
+        p.events_to_post()[0].reason,
         EventReason::TargetPatchRejected
     );
     // The next pass, with the cause gone, rolls out as usual.

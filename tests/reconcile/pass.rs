@@ -58,7 +58,7 @@ fn first_rollout_to_ready_then_a_pass_that_plans_nothing() {
     // Converged: a pass plans no write, no status patch, no Event.
     let p = w.plan();
     assert!(p.is_noop(), "{p:?}");
-    assert!(p.events_to_post(None).is_empty());
+    assert!(p.events_to_post().is_empty());
     let (tags, ev) = w.step();
     assert!(tags.is_empty() && ev.is_empty());
     let before = w.status().clone();

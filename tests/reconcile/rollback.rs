@@ -608,9 +608,5 @@ fn a_message_change_alone_posts_no_event() {
     w.model["status"]["conditions"][2]["message"] = json!("an older wording");
     let p = w.plan();
     assert!(!p.is_noop(), "the message is put right");
-    assert!(
-        p.events_to_post(None).is_empty(),
-        "{:?}",
-        p.events_to_post(None)
-    );
+    assert!(p.events_to_post().is_empty(), "{:?}", p.events_to_post());
 }

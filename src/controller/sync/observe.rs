@@ -86,7 +86,7 @@ impl Reconciler {
         let path = ResourcePath::object(crate::model::RESOURCE, Some(key.namespace()), key.name())?;
         match self.client.get(&path) {
             Ok(v) => {
-                if let Some(m) = ModelView::from_json(&v) {
+                if let Some(m) = ModelView::from_decoded(&v) {
                     self.models.put_if_newer(m.key(), m);
                 }
                 Ok(())

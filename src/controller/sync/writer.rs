@@ -176,7 +176,7 @@ impl Reconciler {
     }
 
     pub(super) fn remember_model(&self, v: &Value) -> Option<String> {
-        let m = ModelView::from_json(v)?;
+        let m = ModelView::from_decoded(v)?;
         let rv = m.resource_version.clone();
         self.models.put_if_newer(m.key(), m);
         Some(rv)

@@ -5,9 +5,11 @@ use super::{Client, ClientConfig, USER_AGENT};
 use crate::kube::error::{Error, Result};
 use crate::kube::proxy::Proxy;
 use crate::lock::lock;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use ureq::tls::{PemItem, RootCerts, TlsConfig, TlsProvider};
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::NextTimeout;
 
 pub(super) struct AgentState {
     pub(super) agent: ureq::Agent,
@@ -74,7 +76,62 @@ pub(super) fn build_agent(
             .build();
         b = b.tls_config(tls);
     }
-    Ok(b.build().new_agent())
+    Ok(ureq::Agent::with_parts(
+        b.build(),
+        ureq::unversioned::transport::DefaultConnector::new(),
+        KeptResolver::default(),
+    ))
+}
+
+/// How long a resolved host name is used before it is resolved again.
+const RESOLVED_FOR: Duration = Duration::from_secs(30);
+
+/// The API server's address, resolved once and kept: ureq resolves the
+/// host before every request, pooled connection or not, and with a
+/// timeout set its resolver starts a thread each time. At thousands of
+/// requests that thread (its stack mapped, faulted and unmapped) was a
+/// large part of the operator's CPU (docs/performance.md). An address
+/// literal is used as it is; a name is resolved again after
+/// [`RESOLVED_FOR`].
+#[derive(Debug, Default)]
+struct KeptResolver {
+    kept: Mutex<Option<(String, ResolvedSocketAddrs, Instant)>>,
+}
+
+impl Resolver for KeptResolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> std::result::Result<ResolvedSocketAddrs, ureq::Error> {
+        let (Some(host), Some(port)) = (uri.host(), uri.port_u16().or(default_port(uri))) else {
+            return DefaultResolver::default().resolve(uri, config, timeout);
+        };
+        let literal = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = literal.parse::<std::net::IpAddr>() {
+            let mut out = self.empty();
+            out.push(std::net::SocketAddr::new(ip, port));
+            return Ok(out);
+        }
+        let key = format!("{host}:{port}");
+        if let Some((k, addrs, at)) = lock(&self.kept).as_ref() {
+            if *k == key && at.elapsed() < RESOLVED_FOR {
+                return Ok(addrs.clone());
+            }
+        }
+        let addrs = DefaultResolver::default().resolve(uri, config, timeout)?;
+        *lock(&self.kept) = Some((key, addrs.clone(), Instant::now()));
+        Ok(addrs)
+    }
+}
+
+fn default_port(uri: &ureq::http::Uri) -> Option<u16> {
+    match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
+    }
 }
 
 impl Client {
@@ -99,5 +156,39 @@ impl Client {
             }
         }
         Ok(st.agent.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    fn resolve(r: &KeptResolver, url: &str) -> Vec<SocketAddr> {
+        let uri: ureq::http::Uri = url.parse().unwrap();
+        let cfg = ureq::config::Config::default();
+        let timeout = NextTimeout {
+            after: ureq::unversioned::transport::time::Duration::from_secs(5),
+            ..NextTimeout::default()
+        };
+        r.resolve(&uri, &cfg, timeout).unwrap().to_vec()
+    }
+
+    #[test]
+    fn an_address_literal_is_used_as_it_is_and_a_name_is_kept() {
+        let r = KeptResolver::default();
+        let v4: SocketAddr = "10.96.0.1:443".parse().unwrap();
+        assert_eq!(resolve(&r, "https://10.96.0.1/api"), vec![v4]);
+        let v6: SocketAddr = "[fd00::1]:6443".parse().unwrap();
+        assert_eq!(resolve(&r, "https://[fd00::1]:6443/api"), vec![v6]);
+        assert!(lock(&r.kept).is_none(), "a literal is never looked up");
+        let first = resolve(&r, "http://localhost:8080/api");
+        assert!(first
+            .iter()
+            .all(|a| a.port() == 8080 && a.ip().is_loopback()));
+        let kept = lock(&r.kept).clone().unwrap();
+        assert_eq!(kept.0, "localhost:8080");
+        assert_eq!(resolve(&r, "http://localhost:8080/apis"), first);
+        assert_eq!(lock(&r.kept).as_ref().unwrap().2, kept.2, "resolved once");
     }
 }

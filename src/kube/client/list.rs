@@ -5,6 +5,7 @@ use super::request::Method;
 use super::{Client, Retry, Verb};
 use crate::kube::error::{Error, Result};
 use crate::kube::path::ResourcePath;
+use crate::kube::shape::Pruned;
 use crate::lock::lock;
 use serde_json::Value;
 
@@ -40,7 +41,7 @@ impl Client {
     }
 
     fn list_page(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
-        let mut req = self.req(Verb::List, Method::Get, path.render(), Retry::Read);
+        let mut req = self.req(Verb::List, Method::Get, path, Retry::Read);
         push_selectors(
             &mut req.query,
             &params.label_selector,
@@ -55,7 +56,7 @@ impl Client {
         if params.metadata_only {
             req.accept = META_LIST;
         }
-        let (v, bytes) = self.json_sized(req)?;
+        let (v, bytes) = self.decoded(req, Pruned::list)?;
         let mut list = parse_list(v)?;
         list.bytes = bytes;
         Ok(list)

@@ -61,6 +61,9 @@ pub struct ClientConfig {
     pub max_list_bytes: usize,
     /// Client-side rate limit (`--qps`, `--burst`).
     pub limits: super::ratelimit::Limits,
+    /// What is decoded of each resource's objects (all of an unregistered
+    /// one's).
+    pub shapes: crate::kube::shape::Shapes,
     /// Who this process is (its leader-election identity), added to the
     /// User-Agent so the API server's audit log tells replicas apart.
     pub identity: Option<String>,
@@ -83,6 +86,7 @@ impl Default for ClientConfig {
             max_list_bytes: 64 << 20,
             limits: super::ratelimit::Limits::default(),
             identity: None,
+            shapes: Default::default(),
         }
     }
 }
@@ -188,19 +192,19 @@ impl Client {
     }
 
     pub fn get(&self, path: &ResourcePath) -> Result<Value> {
-        let req = self.req(Verb::Get, Method::Get, path.render(), Retry::Read);
+        let req = self.req(Verb::Get, Method::Get, path, Retry::Read);
         self.json(req)
     }
 
     pub fn create(&self, path: &ResourcePath, body: &Value) -> Result<Value> {
-        let mut req = self.req(Verb::Create, Method::Post, path.render(), Retry::Write);
+        let mut req = self.req(Verb::Create, Method::Post, path, Retry::Write);
         req.body = Some((JSON, body.to_string().into_bytes()));
         self.json(req)
     }
 
     /// Replace an object (PUT), bound to the resourceVersion in `body`.
     pub fn update(&self, path: &ResourcePath, body: &Value) -> Result<Value> {
-        let mut req = self.req(Verb::Update, Method::Put, path.render(), Retry::Write);
+        let mut req = self.req(Verb::Update, Method::Put, path, Retry::Write);
         req.body = Some((JSON, body.to_string().into_bytes()));
         self.json(req)
     }
@@ -212,14 +216,14 @@ impl Client {
         body: &Value,
         retry: Retry,
     ) -> Result<Value> {
-        let mut req = self.req(Verb::Patch, Method::Patch, path.render(), retry);
+        let mut req = self.req(Verb::Patch, Method::Patch, path, retry);
         req.body = Some((kind.content_type(), body.to_string().into_bytes()));
         self.json(req)
     }
 
     /// Delete, optionally only if uid / resourceVersion still match (409 otherwise).
     pub fn delete(&self, path: &ResourcePath, pre: Option<&Preconditions>) -> Result<Value> {
-        let mut req = self.req(Verb::Delete, Method::Delete, path.render(), Retry::Write);
+        let mut req = self.req(Verb::Delete, Method::Delete, path, Retry::Write);
         let mut opts = serde_json::json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"});
         if let Some(p) = pre {
             let mut pc = serde_json::Map::new();

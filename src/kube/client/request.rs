@@ -6,6 +6,8 @@ use super::Client;
 use crate::kube::endpoint::TokenFile;
 use crate::kube::error::{api_error_from_body, sanitize, Error, Result};
 use crate::kube::guard::check_path;
+use crate::kube::path::ResourcePath;
+use crate::kube::shape::{self, Pruned, Shape};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -83,6 +85,8 @@ pub(super) struct Req<'a> {
     pub(super) verb: Verb,
     pub(super) method: Method,
     pub(super) path: String,
+    /// What of the answer is decoded.
+    pub(super) shape: &'static Shape,
     pub(super) query: Vec<(&'static str, String)>,
     pub(super) accept: &'a str,
     pub(super) body: Option<(&'static str, Vec<u8>)>,
@@ -91,17 +95,21 @@ pub(super) struct Req<'a> {
 }
 
 impl Client {
+    /// A request for `path`, whose answer keeps what is registered for
+    /// its resource ([`crate::kube::shape`]).
     pub(super) fn req(
         &self,
         verb: Verb,
         method: Method,
-        path: String,
+        path: &ResourcePath,
         retry: Retry,
     ) -> Req<'static> {
+        let rt = path.resource_type();
         Req {
             verb,
             method,
-            path,
+            path: path.render(),
+            shape: self.cfg.shapes.of(rt.group, rt.plural),
             query: Vec::new(),
             accept: JSON,
             body: None,
@@ -116,6 +124,15 @@ impl Client {
 
     /// A JSON object answer, with the length of the body it came in.
     pub(super) fn json_sized(&self, req: Req<'_>) -> Result<(Value, usize)> {
+        self.decoded(req, Pruned::object)
+    }
+
+    /// A JSON object answer decoded by `seed` from the request's shape.
+    pub(super) fn decoded(
+        &self,
+        req: Req<'_>,
+        seed: fn(&'static Shape) -> Pruned,
+    ) -> Result<(Value, usize)> {
         let mut resp = self.send(&req)?;
         let bytes = resp
             .body_mut()
@@ -123,7 +140,7 @@ impl Client {
             .limit(self.cfg.body_limit)
             .read_to_vec()
             .map_err(|e| map_ureq(e, self.cfg.body_limit))?;
-        let v: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        let v: Value = shape::decode(&bytes, seed(req.shape)).map_err(|e| {
             Error::Decode(format!(
                 "{} {}: body is not JSON ({e})",
                 req.verb.as_str(),

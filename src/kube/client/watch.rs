@@ -28,7 +28,7 @@ impl Client {
     /// gives up `watch_grace` after that, so a silently dead connection is
     /// noticed.
     pub fn watch(&self, path: &ResourcePath, params: &WatchParams) -> Result<WatchStream> {
-        let mut req = self.req(Verb::Watch, Method::Get, path.render(), Retry::Never);
+        let mut req = self.req(Verb::Watch, Method::Get, path, Retry::Never);
         req.query.push(("watch", "1".into()));
         req.query.push(("allowWatchBookmarks", "true".into()));
         if !params.resource_version.is_empty() {
@@ -48,10 +48,8 @@ impl Client {
         req.timeout = Duration::from_secs(secs) + self.cfg.watch_grace;
         let resp = self.send(&req)?;
         let reader = resp.into_body().into_with_config().limit(u64::MAX).reader();
-        Ok(WatchStream::new(
-            Box::new(reader),
-            self.cfg.body_limit as usize,
-        ))
+        let stream = WatchStream::new(Box::new(reader), self.cfg.body_limit as usize);
+        Ok(stream.shaped(req.shape))
     }
 }
 

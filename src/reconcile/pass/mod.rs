@@ -88,7 +88,7 @@ impl Pass<'_> {
     /// A transition's Events go into the status it writes (`lastEvents`),
     /// so the shell can post one that a failure or a crash lost (9.7).
     fn record_owed_events(&mut self) {
-        let events = self.plan.events_to_post(None);
+        let events = self.plan.events_to_post();
         if events.is_empty() || self.plan.events_always {
             return;
         }

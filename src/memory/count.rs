@@ -1,0 +1,60 @@
+//! A counting allocator for the benchmark only (feature `alloc-count`,
+//! never in a release build): every call that asks the system allocator for
+//! memory, and the bytes asked, so that `scripts/bench.sh` can print
+//! allocations per converged resource (docs/performance.md). Reading it
+//! costs one relaxed atomic add per allocation.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// The system allocator, counted.
+pub struct Counting;
+
+static CALLS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+fn count(size: usize) {
+    CALLS.fetch_add(1, Relaxed);
+    BYTES.fetch_add(size as u64, Relaxed);
+}
+
+// SAFETY: every call is passed to `System` unchanged; the counters only
+// add.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        System.alloc(layout)
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        System.alloc_zeroed(layout)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size);
+        System.realloc(ptr, layout, new_size)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+}
+
+/// Allocations (alloc, alloc_zeroed and realloc calls) and bytes asked for
+/// since start.
+pub fn totals() -> (u64, u64) {
+    (CALLS.load(Relaxed), BYTES.load(Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_allocation_is_counted() {
+        let (before, _) = super::totals();
+        let v: Vec<u8> = Vec::with_capacity(std::hint::black_box(100));
+        let (after, _) = super::totals();
+        drop(v);
+        assert!(after > before);
+    }
+}
