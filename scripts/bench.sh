@@ -66,5 +66,7 @@ say "Benchmark"
 OMO_BENCH_RESOURCES="$list" OMO_OPERATOR_BIN="$bin" OMO_BENCH_LABEL="$label" OMO_BENCH_ARGS="$args" \
   OMO_BENCH_COUNT_BIN="$count_bin" OMO_BENCH_GLIBC_BIN="$glibc_bin" \
   OMO_BENCH_PEER_BIN="$peer" OMO_BENCH_PEER_ARGS="$peer_args" \
-  cargo test --release --test bench -- --nocapture --test-threads 1 2>&1 |
-  grep -E '^\|' || die "the benchmark failed (run: OMO_BENCH_RESOURCES=$list cargo test --release --test bench -- --nocapture)"
+  cargo test --release --test bench -- --nocapture --test-threads 1 >"$REPO/target/bench.log" 2>&1 ||
+  { grep '^measured: ' "$REPO/target/bench.log" || true
+    die "the benchmark failed: target/bench.log (rows measured before it, above)"; }
+grep -E '^\|' "$REPO/target/bench.log"

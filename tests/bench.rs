@@ -460,6 +460,35 @@ fn opt(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.0}"))
 }
 
+/// One row of the main table.
+fn line(r: &Row) -> String {
+    let verbs: Vec<String> = r
+        .by_verb
+        .iter()
+        .map(|(v, k)| format!("{v} {k:.2}"))
+        .collect();
+    format!(
+        "| {} | {} | {:.1} s | {:.1} s | {:.2} s ({:.0}%) | {} / {} | {:.1} MiB | {:.1} MiB | {:.2} s | {} ms | {} | {}/{} ms | {} | {} |",
+        r.n,
+        r.label,
+        r.cold_ready_s,
+        r.change_ready_s,
+        r.cpu_converge_ms as f64 / 1000.0,
+        r.kernel_share * 100.0,
+        opt(r.allocs_cold),
+        opt(r.allocs_change),
+        r.peak_rss_mib,
+        r.steady_rss_mib,
+        r.idle_cpu_ms_per_min / 1000.0,
+        r.idle_burst_ms,
+        r.idle_requests,
+        r.patch_p50_ms,
+        r.patch_p99_ms,
+        verbs.join(", "),
+        r.load
+    )
+}
+
 fn print(rows: &[Row]) {
     println!(
         "| resources | operator | cold → all Ready | change → all Ready | CPU to converge (kernel) | allocations per resource (cold / change) | peak RSS | steady RSS | idle CPU a minute | largest idle burst | idle requests | change→patch p50/p99 | requests per resource (cold) | load 1/5/15 |"
@@ -468,31 +497,7 @@ fn print(rows: &[Row]) {
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for r in rows {
-        let verbs: Vec<String> = r
-            .by_verb
-            .iter()
-            .map(|(v, k)| format!("{v} {k:.2}"))
-            .collect();
-        println!(
-            "| {} | {} | {:.1} s | {:.1} s | {:.2} s ({:.0}%) | {} / {} | {:.1} MiB | {:.1} MiB | {:.2} s | {} ms | {} | {}/{} ms | {} | {} |",
-            r.n,
-            r.label,
-            r.cold_ready_s,
-            r.change_ready_s,
-            r.cpu_converge_ms as f64 / 1000.0,
-            r.kernel_share * 100.0,
-            opt(r.allocs_cold),
-            opt(r.allocs_change),
-            r.peak_rss_mib,
-            r.steady_rss_mib,
-            r.idle_cpu_ms_per_min / 1000.0,
-            r.idle_burst_ms,
-            r.idle_requests,
-            r.patch_p50_ms,
-            r.patch_p99_ms,
-            verbs.join(", "),
-            r.load
-        );
+        println!("{}", line(r));
     }
     println!("| resources | operator | live view, {VIEWERS} viewers, 10 changes: RSS added | CPU added by all of them |");
     println!("| --- | --- | --- | --- |");
@@ -517,7 +522,10 @@ fn bench() {
     let mut rows = Vec::new();
     for &n in &sizes {
         for c in contestants() {
-            rows.push(run(&c, n));
+            let row = run(&c, n);
+            // At once too, so that a run cut short keeps what it measured.
+            eprintln!("measured: {}", line(&row));
+            rows.push(row);
         }
     }
     print(&rows);

@@ -30,10 +30,7 @@ use std::sync::Mutex;
 pub const EVENT: crate::kube::shape::Shape = {
     use crate::kube::shape::Shape::{All, Fields};
     Fields(&[
-        (
-            "metadata",
-            Fields(&[("name", All), ("namespace", All), ("resourceVersion", All)]),
-        ),
+        ("metadata", Fields(&[])),
         ("involvedObject", Fields(&[("uid", All)])),
         ("count", All),
     ])

@@ -183,8 +183,8 @@ impl<'de> Visitor<'de> for Pruned {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+        // A list's items are objects at the top, as a watch event's is.
         let each = Pruned {
-            top: false,
             meta: false,
             ..self
         };
@@ -300,6 +300,15 @@ mod tests {
         assert_eq!(v["metadata"], list["metadata"]);
         assert_eq!(v["items"].as_array().unwrap().len(), 2);
         assert!(v["items"][1]["metadata"].get("managedFields").is_none());
+        const BARE: Shape = Shape::Fields(&[("spec", Shape::All)]);
+        let mut item = object();
+        item["metadata"]["uid"] = json!("u-1");
+        let list = json!({"metadata": {"resourceVersion": "9"}, "items": [item]});
+        let v = decode(list.to_string().as_bytes(), Pruned::list(&BARE)).unwrap();
+        assert_eq!(
+            v["items"][0]["metadata"],
+            json!({"name": "n", "uid": "u-1"})
+        );
     }
 
     #[test]

@@ -535,7 +535,9 @@ impl ConfigMapView {
 /// What the views read of each kind ([`crate::kube::shape`]): list pages,
 /// watch events and write answers are decoded into these fields only. Every
 /// field a `from_json` here (or [`crate::controller`]'s metadata and
-/// autoscaler views) reads must be named; the tests below check it.
+/// autoscaler views) reads must be named, but for the identity the decoder
+/// always keeps (name, namespace, uid, resourceVersion); the tests below
+/// check it.
 pub mod shapes {
     use super::*;
     use crate::kube::shape::Shape::{self, All, Fields};
@@ -546,11 +548,7 @@ pub mod shapes {
         (
             "metadata",
             Fields(&[
-                ("name", All),
-                ("namespace", All),
-                ("uid", All),
                 ("generation", All),
-                ("resourceVersion", All),
                 ("finalizers", All),
                 ("deletionTimestamp", All),
                 (
@@ -570,11 +568,7 @@ pub mod shapes {
         (
             "metadata",
             Fields(&[
-                ("name", All),
-                ("namespace", All),
-                ("uid", All),
                 ("generation", All),
-                ("resourceVersion", All),
                 (
                     "labels",
                     Fields(&[(CLAIM_LABEL.0, All), (OPT_IN_LABEL.0, All)]),
@@ -644,10 +638,6 @@ pub mod shapes {
         (
             "metadata",
             Fields(&[
-                ("name", All),
-                ("namespace", All),
-                ("uid", All),
-                ("resourceVersion", All),
                 ("annotations", Fields(&[(OWNER_ANNOTATION, All)])),
                 (
                     "labels",
