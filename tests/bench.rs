@@ -409,20 +409,6 @@ fn change_to_patch(sim: &Sim, n: usize) -> (u64, u64) {
 fn view_cost(sim: &Sim, op: &Operator, n: usize) -> (f64, f64) {
     use std::io::{Read, Write};
     let addr = op.view_addr();
-    let rss = || {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", op.pid()));
-        status
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("VmRSS:")?
-                    .split_whitespace()
-                    .next()?
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0.0)
-    };
     let window = |viewers: usize, version: &str| {
         let conns: Vec<std::net::TcpStream> = (0..viewers)
             .map(|_| {
@@ -444,7 +430,7 @@ fn view_cost(sim: &Sim, op: &Operator, n: usize) -> (f64, f64) {
         }
         std::thread::sleep(Duration::from_millis(1000));
         let cpu = (op.cpu_ms().unwrap_or(0) - cpu0) as f64 / t.elapsed().as_secs_f64() * 60.0;
-        let kib: f64 = rss();
+        let kib = op.rss_kib().unwrap_or(0) as f64;
         drop(conns);
         (cpu, kib)
     };
