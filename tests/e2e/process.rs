@@ -81,6 +81,10 @@ fn json_logs_and_readiness_before_sync() {
     sim.create(deployment("svc", 2)).unwrap();
     sim.create(model("svc", "svc", V1, 600)).unwrap();
     wait_serving(&sim, "svc", V1);
+    // The line about a status write follows the write: read the log once it is there.
+    wait_until("the RolloutSucceeded line", || {
+        op.log().contains("\"reason\":\"RolloutSucceeded\"")
+    });
     let lines: Vec<Value> = op
         .log()
         .lines()
