@@ -1,5 +1,7 @@
-//! What the allocator is asked, on glibc (the static musl build has one
-//! heap, and needs none of this). `malloc_trim` once a resync period was
+//! The allocator: which one each build uses, and what it is asked. On musl
+//! (the static build that ships) a cache of freed blocks per thread sits in
+//! front of musl's allocator ([`cache`]); on glibc, one arena. `malloc_trim`
+//! once a resync period was
 //! tried and is not called: it hardly moved steady RSS, so what is resident
 //! is live data, not freed pages (docs/performance.md).
 
@@ -18,10 +20,24 @@ pub fn limit_arenas() {
     }
 }
 
+pub mod cache;
 #[cfg(feature = "alloc-count")]
 pub mod count;
 pub mod pack;
 
+/// The allocator the program's requests go to: on musl, musl's behind a
+/// cache of freed blocks per thread ([`cache`]); elsewhere the system's.
+#[cfg(target_env = "musl")]
+pub type Heap = cache::Cached;
+#[cfg(not(target_env = "musl"))]
+pub type Heap = std::alloc::System;
+
+#[cfg(not(feature = "alloc-count"))]
+#[global_allocator]
+static HEAP: Heap = Heap {};
+
+/// The counting build counts requests to the same allocator.
 #[cfg(feature = "alloc-count")]
 #[global_allocator]
 static COUNTING: count::Counting = count::Counting;
+

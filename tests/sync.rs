@@ -422,3 +422,86 @@ fn a_target_missing_from_the_caches_is_read_before_it_is_reported_absent() {
         "{events:#?}"
     );
 }
+
+/// Syncs until a pass changes nothing, the stores reloaded before each, as
+/// the watches would; how many passes it took.
+fn converge(f: &Fixture) -> usize {
+    for pass in 1..=40 {
+        f.settle();
+        f.load_stores();
+        if f.sync().unwrap() == Outcome::Unchanged {
+            return pass;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("no quiet pass in 40");
+}
+
+#[test]
+fn a_full_pass_leaves_settled_what_the_caches_alone_decide() {
+    let f = Fixture::new();
+    let key = ObjectKey::new(NS, NAME);
+    converge(&f);
+    assert!(f.rc.is_settled(&key));
+    f.requests();
+    // Every eighth resync period (§6): planned again from the same caches,
+    // this resource would plan the same nothing.
+    f.rc.unsettle_reads();
+    assert!(
+        f.rc.is_settled(&key),
+        "a full pass re-plans a cache-only resource"
+    );
+    assert_eq!(f.sync().unwrap(), Outcome::Unchanged);
+    assert_eq!(f.requests(), Vec::<String>::new());
+}
+
+#[test]
+fn a_full_pass_reads_again_an_owner_no_cache_shows() {
+    let f = Fixture::new();
+    let key = ObjectKey::new(NS, NAME);
+    // The Deployment names an owner in a namespace the caches do not hold.
+    f.sim
+        .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}}))
+        .unwrap();
+    let mut other = model(spec(V1));
+    other["metadata"] = json!({"name": "other", "namespace": "elsewhere"});
+    f.sim.create(other).unwrap();
+    f.sim
+        .merge_patch(
+            "apps/v1",
+            "Deployment",
+            NS,
+            NAME,
+            &json!({"metadata": {"annotations": {"openmed.ai/model-resource": "elsewhere/other"}}}),
+        )
+        .unwrap();
+    converge(&f);
+    let status = &f
+        .sim
+        .object("openmed.ai", "openmedmodels", NS, NAME)
+        .unwrap()["status"];
+    assert_eq!(
+        status["conditions"][0]["reason"], "TargetConflict",
+        "{status:#}"
+    );
+    assert!(f.rc.is_settled(&key));
+    f.requests();
+    assert_eq!(f.sync().unwrap(), Outcome::Unchanged);
+    assert_eq!(
+        f.requests(),
+        Vec::<String>::new(),
+        "settled: no pass, no read"
+    );
+
+    // The owner goes, and no watch of ours can tell: the full pass reads it
+    // again, finds it gone and adopts the Deployment.
+    f.sim
+        .delete("openmed.ai/v1alpha1", "OpenMedModel", "elsewhere", "other")
+        .unwrap();
+    f.rc.unsettle_reads();
+    assert!(!f.rc.is_settled(&key));
+    assert_eq!(f.sync().unwrap(), Outcome::Applied);
+    let seen = f.requests();
+    assert_eq!(seen[0], req("GET", "openmedmodels/other", 404), "{seen:#?}");
+    assert!(seen.contains(&req("PATCH", DEPLOY, 200)), "{seen:#?}");
+}

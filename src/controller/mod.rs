@@ -53,8 +53,9 @@ const LOOK: Duration = Duration::from_millis(50);
 /// How often the resync loop sets the queue gauges and looks at the clock;
 /// a stop ends it at once.
 const TICK: Duration = Duration::from_millis(100);
-/// Every this many resync periods, every resource gets a full pass even if
-/// no cache changed (2 minutes at the default 15 s).
+/// Every this many resync periods, every resource whose last pass read what
+/// no cache shows gets a full pass even if no cache changed (2 minutes at
+/// the default 15 s; §6).
 const FULL_RESYNC: u32 = 8;
 
 fn meta_view(v: &Value) -> Option<MetaView> {
@@ -469,7 +470,8 @@ impl Controller {
     /// Re-enqueue every key on each resync tick (evaluated from the caches,
     /// no API requests when converged) until SIGTERM/SIGINT.
     /// Every resync period queues every resource; every [`FULL_RESYNC`]th
-    /// one also makes each a full pass (see [`sync::Reconciler::sync`]).
+    /// one also makes a full pass of each whose last pass read what no
+    /// cache shows (see [`sync::Reconciler::sync`], §6).
     fn resync_until_stopped(&self) {
         let mut next_resync = Instant::now() + self.cfg.resync;
         let mut periods = 0u32;
@@ -480,7 +482,7 @@ impl Controller {
                 next_resync = Instant::now() + self.cfg.resync;
                 periods += 1;
                 if periods % FULL_RESYNC == 0 {
-                    self.reconciler.unsettle_all();
+                    self.reconciler.unsettle_reads();
                 }
                 for k in self.reconciler.models.keys() {
                     self.queue.resync(k);

@@ -4,10 +4,13 @@
 //! allocations per converged resource (docs/performance.md). Reading it
 //! costs one relaxed atomic add per allocation.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use super::Heap;
+use std::alloc::{GlobalAlloc, Layout};
+
+const HEAP: Heap = Heap {};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// The system allocator, counted.
+/// The program's allocator ([`Heap`]), counted.
 pub struct Counting;
 
 static CALLS: AtomicU64 = AtomicU64::new(0);
@@ -18,26 +21,26 @@ fn count(size: usize) {
     BYTES.fetch_add(size as u64, Relaxed);
 }
 
-// SAFETY: every call is passed to `System` unchanged; the counters only
+// SAFETY: every call is passed to the heap unchanged; the counters only
 // add.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout.size());
-        System.alloc(layout)
+        HEAP.alloc(layout)
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count(layout.size());
-        System.alloc_zeroed(layout)
+        HEAP.alloc_zeroed(layout)
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(new_size);
-        System.realloc(ptr, layout, new_size)
+        HEAP.realloc(ptr, layout, new_size)
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
+        HEAP.dealloc(ptr, layout)
     }
 }
 

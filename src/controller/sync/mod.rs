@@ -49,7 +49,25 @@ pub struct Reconciler {
     pub targets: TargetPolicy,
     /// Resources whose last pass changed nothing, with where the caches
     /// stood then ([`Reconciler::sync`]).
-    settled: Mutex<HashMap<ObjectKey, [u64; 5]>>,
+    settled: Mutex<HashMap<ObjectKey, Settled>>,
+}
+
+/// What a pass that changed nothing was planned from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Grounds {
+    /// The caches alone: while they stand still, so does its plan.
+    Caches,
+    /// Also reads of what no cache shows (an owner outside the watched
+    /// namespaces, a ConfigMap not ours): a full pass reads them again.
+    Reads,
+}
+
+/// A resource whose last pass changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Settled {
+    /// Where every cache stood ([`Reconciler::world`]).
+    world: [u64; 5],
+    grounds: Grounds,
 }
 
 /// The plan reports a block about the target that the status did not
@@ -86,6 +104,8 @@ const MAX_REPLANS: usize = 4;
 /// How one attempt at a model ended.
 pub(super) enum Attempt {
     Done(Outcome),
+    /// The plan changed nothing.
+    Quiet(Grounds),
     /// A write met a newer object (409), a ConfigMap the caches did not
     /// know, or the caches were behind: observe and plan again.
     Again,
@@ -121,28 +141,50 @@ impl Reconciler {
     /// not planned again until something in the caches changes: a pass is a
     /// function of what they hold (docs/contract.md §6), so a resync of a
     /// converged cluster costs next to nothing (docs/performance.md).
-    /// [`Reconciler::unsettle_all`] forces full passes now and then, for
-    /// what no cache shows (a foreign ConfigMap, an owner in a namespace not
-    /// watched).
+    /// [`Reconciler::unsettle_reads`] forces full passes now and then of
+    /// those whose pass also read what no cache shows (an owner in a
+    /// namespace not watched).
     pub fn sync(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
         let world = self.world();
-        if lock(&self.settled).get(key) == Some(&world) {
+        if lock(&self.settled)
+            .get(key)
+            .is_some_and(|s| s.world == world)
+        {
             return Ok(Outcome::Unchanged);
         }
         lock(&self.settled).remove(key);
-        let out = self.sync_now(key)?;
-        let quiet = matches!(out, Outcome::Unchanged) && self.world() == world;
+        let (out, grounds) = self.sync_now(key)?;
+        let quiet = grounds.is_some() && self.world() == world;
         let model = self.models.get(key);
-        if quiet && model.is_some_and(|m| !reports_config_map_conflict(&m)) {
-            lock(&self.settled).insert(key.clone(), world);
+        if let (true, Some(grounds)) = (quiet, grounds) {
+            if model.is_some_and(|m| !reports_config_map_conflict(&m)) {
+                lock(&self.settled).insert(key.clone(), Settled { world, grounds });
+            }
         }
         Ok(out)
     }
 
+    /// Whether `key` is settled: its last pass changed nothing, and no cache
+    /// has changed since.
+    pub fn is_settled(&self, key: &ObjectKey) -> bool {
+        let world = self.world();
+        lock(&self.settled)
+            .get(key)
+            .is_some_and(|s| s.world == world)
+    }
+
     /// Forget which resources are settled: the next sync of each is a full
-    /// pass.
+    /// pass (a new leader's first).
     pub fn unsettle_all(&self) {
         lock(&self.settled).clear();
+    }
+
+    /// Forget the settled resources whose last pass read what no cache
+    /// shows: the next sync of each reads it again (§6). The others stay
+    /// settled: planned again from the same caches, they would plan the
+    /// same nothing.
+    pub fn unsettle_reads(&self) {
+        lock(&self.settled).retain(|_, s| s.grounds == Grounds::Caches);
     }
 
     /// Where every cache stands: equal readings mean nothing changed.
@@ -156,26 +198,29 @@ impl Reconciler {
         ]
     }
 
-    fn sync_now(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
+    /// The outcome, and for a pass that changed nothing what it was
+    /// planned from.
+    fn sync_now(&self, key: &ObjectKey) -> Result<(Outcome, Option<Grounds>), SyncError> {
         let mut extra_cms: Vec<ConfigMapView> = Vec::new();
         let mut last_conflict = None;
         for _ in 0..MAX_REPLANS {
-            match self.attempt(key, &mut extra_cms) {
-                Ok(Attempt::Done(o)) => {
-                    self.post_owed_events(key)?;
-                    return Ok(o);
-                }
-                Ok(Attempt::Again) => {}
+            let done = match self.attempt(key, &mut extra_cms) {
+                Ok(Attempt::Done(o)) => (o, None),
+                Ok(Attempt::Quiet(g)) => (Outcome::Unchanged, Some(g)),
+                Ok(Attempt::Again) => continue,
                 Err(e) if e.is_conflict() => {
                     log::debug!("{key}: conflict, re-reading: {e}");
                     self.refresh_model(key)?;
                     last_conflict = Some(e);
+                    continue;
                 }
                 Err(e) if e.is_not_found() && !self.models.contains(key) => {
-                    return Ok(Outcome::Unchanged)
+                    return Ok((Outcome::Unchanged, Some(Grounds::Caches)))
                 }
                 Err(e) => return Err(e.into()),
-            }
+            };
+            self.post_owed_events(key)?;
+            return Ok(done);
         }
         Err(SyncError::NotSettled {
             replans: MAX_REPLANS,
@@ -190,14 +235,14 @@ impl Reconciler {
         extra_cms: &mut Vec<ConfigMapView>,
     ) -> Result<Attempt, Error> {
         let seen = match self.observe(key, extra_cms)? {
-            Observing::Gone => return Ok(Attempt::Done(Outcome::Unchanged)),
+            Observing::Gone => return Ok(Attempt::Quiet(Grounds::Caches)),
             Observing::Behind => return Ok(Attempt::Again),
             Observing::Seen(o) => o,
         };
         let obs = seen.observed(&self.targets);
         let p = plan(obs);
         if p.is_noop() {
-            return Ok(Attempt::Done(Outcome::Unchanged));
+            return Ok(Attempt::Quiet(seen.grounds));
         }
         if newly_blocked(&seen.model, &p) && self.confirm_targets(&seen.model, &seen.deployments)? {
             // The caches were behind (9.14): plan again from what is there.

@@ -5,7 +5,7 @@
 //! The caches answer; the API is read only for what they do not hold (an
 //! unclaimed target, a foreign ConfigMap, an orphan's owner).
 
-use super::Reconciler;
+use super::{Grounds, Reconciler};
 use crate::controller::cache::MetaView;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Error, ResourcePath};
@@ -32,6 +32,8 @@ pub(super) struct Observation {
     pub orphans: Vec<String>,
     /// The time the plan stamps on what it writes.
     pub now: String,
+    /// Whether it rests on the caches alone.
+    pub grounds: Grounds,
 }
 
 /// What observing a key found.
@@ -165,7 +167,12 @@ impl Reconciler {
                 config_maps.push(cm);
             }
         }
+        let mut grounds = match extra_cms.is_empty() {
+            true => Grounds::Caches,
+            false => Grounds::Reads,
+        };
         if reports_config_map_conflict(model) {
+            grounds = Grounds::Reads;
             for name in &l.config_maps {
                 if !config_maps.iter().any(|c| &c.name == name) {
                     config_maps.extend(self.read_config_map(ns, name)?);
@@ -176,13 +183,17 @@ impl Reconciler {
             d.autoscaler = self.autoscaler_of(ns, &d.name);
         }
         note_autoscaled(model, &mut deployments);
-        let orphans = self.orphans(&owner, &deployments)?;
+        let (orphans, read) = self.orphans(&owner, &deployments)?;
+        if read {
+            grounds = Grounds::Reads;
+        }
         Ok(Observation {
             model: seen,
             deployments,
             config_maps,
             orphans,
             now: crate::time::now(),
+            grounds,
         })
     }
 
@@ -200,9 +211,15 @@ impl Reconciler {
     }
 
     /// Owners named on these Deployments, other than `owner`, whose
-    /// OpenMedModel is gone: not in the cache and confirmed by a read.
-    fn orphans(&self, owner: &str, deployments: &[DeploymentView]) -> Result<Vec<String>, Error> {
+    /// OpenMedModel is gone: not in the cache and confirmed by a read; and
+    /// whether any was read.
+    fn orphans(
+        &self,
+        owner: &str,
+        deployments: &[DeploymentView],
+    ) -> Result<(Vec<String>, bool), Error> {
         let mut out = Vec::new();
+        let mut read = false;
         let named = deployments
             .iter()
             .flat_map(|d| [d.owner.clone(), d.template_owner.clone()])
@@ -219,13 +236,14 @@ impl Reconciler {
                 continue;
             }
             let path = ResourcePath::object(crate::model::RESOURCE, Some(ns), name)?;
+            read = true;
             match self.client.get(&path) {
                 Err(e) if e.is_not_found() => out.push(other),
                 Err(e) => return Err(e),
                 Ok(_) => {}
             }
         }
-        Ok(out)
+        Ok((out, read))
     }
 
     /// Before reporting a block the caches suggest (9.14), read the target

@@ -1,0 +1,286 @@
+//! The static musl build's allocator: musl's own (mallocng) behind a small
+//! cache of freed blocks per thread. mallocng takes one lock per call and
+//! hands a group of blocks back to the kernel (munmap, madvise) as soon as
+//! it is free, so a pass that allocates and frees a few thousand small
+//! blocks faults the same pages in again on the next pass: most of the
+//! static build's kernel time (docs/performance.md, "The allocator"). Here a
+//! small block freed is kept by the thread that freed it and handed out
+//! again by size class, without a lock; past 128 KiB a thread
+//! gives blocks back to musl as before, so what is kept stays bounded.
+//! A thread's blocks go back to musl when it ends.
+//!
+//! Blocks are asked of musl as whole classes (16-byte steps up to
+//! [`MAX_SMALL`], 16-byte aligned), so every block of a class is
+//! interchangeable whichever thread asked for it. Larger or more strictly
+//! aligned requests go straight to musl.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The largest request served from the cache.
+const MAX_SMALL: usize = 1024;
+/// The class step and the alignment every cached block has.
+const STEP: usize = 16;
+const CLASSES: usize = MAX_SMALL / STEP;
+/// The bytes of freed blocks one thread keeps at most.
+const KEEP_BYTES: usize = 128 * 1024;
+
+/// Freed blocks kept by one thread: a list per class, linked through the
+/// blocks themselves.
+struct Kept {
+    heads: [Cell<*mut u8>; CLASSES],
+    bytes: Cell<usize>,
+    state: Cell<State>,
+}
+
+/// Where a thread's cache stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Nothing kept yet, no exit hook.
+    Fresh,
+    /// The exit hook is set ([`on_exit`]).
+    Hooked,
+    /// The thread is ending and its blocks went back: what it frees from
+    /// now on goes straight to musl, never to a list no one will read.
+    Ended,
+}
+
+thread_local! {
+    // No destructor and a constant start: reading it never allocates, so
+    // the allocator may use it (a lazily made one would call back in).
+    static KEPT: Kept = const {
+        Kept {
+            heads: [const { Cell::new(null_mut()) }; CLASSES],
+            bytes: Cell::new(0),
+            state: Cell::new(State::Fresh),
+        }
+    };
+}
+
+/// musl's allocator with a per-thread cache of small freed blocks.
+pub struct Cached;
+
+/// The class of a request served from the cache, if it is one.
+fn class_of(layout: Layout) -> Option<usize> {
+    (layout.size() <= MAX_SMALL && layout.align() <= STEP)
+        .then(|| layout.size().max(1).div_ceil(STEP) - 1)
+}
+
+/// The layout every block of `class` is asked of musl with.
+fn class_layout(class: usize) -> Layout {
+    // (class + 1) * STEP is a non-zero multiple of the alignment.
+    unsafe { Layout::from_size_align_unchecked((class + 1) * STEP, STEP) }
+}
+
+/// The pthread key whose destructor hands an ending thread's blocks back
+/// (0 until made; pthread_key_create takes no memory of the heap).
+static EXIT_KEY: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes sure this thread's blocks go back to musl when it ends.
+fn on_exit(kept: &Kept) {
+    if kept.state.get() != State::Fresh {
+        return;
+    }
+    kept.state.set(State::Hooked);
+    let mut key = EXIT_KEY.load(Ordering::Acquire);
+    if key == 0 {
+        let mut made: libc::pthread_key_t = 0;
+        // SAFETY: made is a valid out pointer; release_all is an extern "C"
+        // fn taking the value set below.
+        if unsafe { libc::pthread_key_create(&mut made, Some(release_all)) } != 0 {
+            return;
+        }
+        // Key 0 is valid for pthreads but used here as "none": keep one more.
+        let stored = made as usize + 1;
+        key = match EXIT_KEY.compare_exchange(0, stored, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => stored,
+            Err(other) => {
+                // SAFETY: made is ours and unused.
+                unsafe { libc::pthread_key_delete(made) };
+                other
+            }
+        };
+    }
+    // SAFETY: the key was made above; a non-null value makes its
+    // destructor run at thread exit. Storing it takes no heap memory.
+    unsafe {
+        let any = std::ptr::from_ref(&EXIT_KEY).cast::<libc::c_void>();
+        libc::pthread_setspecific((key - 1) as libc::pthread_key_t, any);
+    }
+}
+
+/// The exit hook: every block this thread kept goes back to musl.
+extern "C" fn release_all(_: *mut libc::c_void) {
+    let _ = KEPT.try_with(|kept| {
+        for (class, head) in kept.heads.iter().enumerate() {
+            let mut p = head.replace(null_mut());
+            while !p.is_null() {
+                // SAFETY: p is a kept block of this class: its first word
+                // links the next, and musl gave it with the class layout.
+                unsafe {
+                    let next = *(p as *mut *mut u8);
+                    System.dealloc(p, class_layout(class));
+                    p = next;
+                }
+            }
+        }
+        kept.bytes.set(0);
+        kept.state.set(State::Ended);
+    });
+}
+
+// SAFETY: every block handed out is one musl gave with the class layout (or
+// the caller's, outside the cache), at least as large and as aligned as the
+// request; a kept block is owned by the list of the thread keeping it alone.
+unsafe impl GlobalAlloc for Cached {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let Some(class) = class_of(layout) else {
+            return System.alloc(layout);
+        };
+        let kept = KEPT.try_with(|kept| {
+            let p = kept.heads[class].get();
+            if p.is_null() {
+                return p;
+            }
+            // SAFETY: a kept block's first word links the next one.
+            kept.heads[class].set(unsafe { *(p as *mut *mut u8) });
+            kept.bytes.set(kept.bytes.get() - (class + 1) * STEP);
+            p
+        });
+        match kept {
+            Ok(p) if !p.is_null() => p,
+            _ => System.alloc(class_layout(class)),
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let Some(class) = class_of(layout) else {
+            return System.dealloc(ptr, layout);
+        };
+        let size = (class + 1) * STEP;
+        let kept = KEPT.try_with(|kept| {
+            if kept.bytes.get() + size > KEEP_BYTES || kept.state.get() == State::Ended {
+                return false;
+            }
+            on_exit(kept);
+            // SAFETY: the block is at least 16 bytes and 16-byte aligned,
+            // and no longer the caller's: its first word may link the list.
+            unsafe { *(ptr as *mut *mut u8) = kept.heads[class].get() };
+            kept.heads[class].set(ptr);
+            kept.bytes.set(kept.bytes.get() + size);
+            true
+        });
+        if kept != Ok(true) {
+            System.dealloc(ptr, class_layout(class));
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY (of the layout): the caller promises new_size, rounded to
+        // the alignment, does not overflow.
+        let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        match (class_of(layout), class_of(new)) {
+            (Some(a), Some(b)) if a == b => ptr,
+            (None, None) => System.realloc(ptr, layout, new_size),
+            _ => {
+                let out = self.alloc(new);
+                if !out.is_null() {
+                    std::ptr::copy_nonoverlapping(ptr, out, layout.size().min(new_size));
+                    self.dealloc(ptr, layout);
+                }
+                out
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_cover_every_small_request_and_no_other() {
+        let l = |size, align| Layout::from_size_align(size, align).unwrap();
+        assert_eq!(class_of(l(1, 1)), Some(0));
+        assert_eq!(class_of(l(16, 8)), Some(0));
+        assert_eq!(class_of(l(17, 8)), Some(1));
+        assert_eq!(class_of(l(512, 16)), Some(CLASSES - 1));
+        assert_eq!(class_of(l(513, 8)), None);
+        assert_eq!(class_of(l(64, 32)), None);
+        for size in 1..=MAX_SMALL {
+            let c = class_of(l(size, 8)).unwrap();
+            assert!(class_layout(c).size() >= size && class_layout(c).size() < size + STEP);
+        }
+    }
+
+    #[test]
+    fn a_freed_block_is_handed_out_again_and_the_cache_stays_bounded() {
+        let a = Cached;
+        let l = Layout::from_size_align(40, 8).unwrap();
+        unsafe {
+            let p = a.alloc(l);
+            p.write_bytes(7, 40);
+            a.dealloc(p, l);
+            let q = a.alloc(l);
+            assert_eq!(p, q, "the block just freed is reused");
+            // Past the bound, blocks go back to musl: the cache never holds
+            // more than KEEP_BYTES.
+            let many: Vec<*mut u8> = (0..2 * KEEP_BYTES / 48).map(|_| a.alloc(l)).collect();
+            for p in many {
+                a.dealloc(p, l);
+            }
+            assert!(KEPT.with(|k| k.bytes.get()) <= KEEP_BYTES);
+            a.dealloc(q, l);
+        }
+    }
+
+    #[test]
+    fn realloc_keeps_the_bytes_across_classes_and_sizes() {
+        let a = Cached;
+        unsafe {
+            let mut l = Layout::from_size_align(8, 8).unwrap();
+            let mut p = a.alloc(l);
+            for (i, size) in [8usize, 12, 100, 600, 5000, 300, 20]
+                .into_iter()
+                .enumerate()
+            {
+                if i > 0 {
+                    p = a.realloc(p, l, size);
+                    assert_eq!(*p, 0xA5, "the first byte survives {} -> {size}", l.size());
+                    l = Layout::from_size_align(size, 8).unwrap();
+                }
+                *p = 0xA5;
+            }
+            a.dealloc(p, l);
+        }
+    }
+
+    #[test]
+    fn an_ending_thread_hands_its_blocks_back_and_keeps_no_more() {
+        std::thread::spawn(|| {
+            let a = Cached;
+            let l = Layout::from_size_align(100, 8).unwrap();
+            unsafe {
+                let p = a.alloc(l);
+                a.dealloc(p, l);
+                assert_eq!(KEPT.with(|k| k.bytes.get()), 112, "the block is kept");
+                assert!(KEPT.with(|k| k.state.get() == State::Hooked));
+                // What the exit hook does when the thread ends.
+                release_all(null_mut());
+                assert_eq!(KEPT.with(|k| k.bytes.get()), 0);
+                assert!(KEPT.with(|k| k.heads.iter().all(|h| h.get().is_null())));
+                let p = a.alloc(l);
+                a.dealloc(p, l);
+                assert_eq!(
+                    KEPT.with(|k| k.bytes.get()),
+                    0,
+                    "an ended thread keeps nothing"
+                );
+            }
+        })
+        .join()
+        .unwrap();
+    }
+}
