@@ -40,4 +40,3 @@ static HEAP: Heap = Heap {};
 #[cfg(feature = "alloc-count")]
 #[global_allocator]
 static COUNTING: count::Counting = count::Counting;
-

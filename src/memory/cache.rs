@@ -206,8 +206,8 @@ mod tests {
         assert_eq!(class_of(l(1, 1)), Some(0));
         assert_eq!(class_of(l(16, 8)), Some(0));
         assert_eq!(class_of(l(17, 8)), Some(1));
-        assert_eq!(class_of(l(512, 16)), Some(CLASSES - 1));
-        assert_eq!(class_of(l(513, 8)), None);
+        assert_eq!(class_of(l(MAX_SMALL, 16)), Some(CLASSES - 1));
+        assert_eq!(class_of(l(MAX_SMALL + 1, 8)), None);
         assert_eq!(class_of(l(64, 32)), None);
         for size in 1..=MAX_SMALL {
             let c = class_of(l(size, 8)).unwrap();

@@ -367,24 +367,58 @@ pub struct OwedEvent {
 
 /// The status document: the observed status, edited field by field, so
 /// fields a state does not mention keep their previous value untouched.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct StatusDoc(pub Map<String, Value>);
+/// The observed fields are shared, and the edits kept beside them: a pass
+/// starts from the stored status without copying it, and its patch is the
+/// edits that change something.
+#[derive(Debug, Clone, Default)]
+pub struct StatusDoc {
+    /// The status as decoded (shared by every copy, never edited).
+    stored: std::sync::Arc<Map<String, Value>>,
+    /// Fields set since, and cleared ones as `null`.
+    edits: Map<String, Value>,
+}
+
+impl PartialEq for StatusDoc {
+    /// Equal when every field reads the same (`null` and absent apart, as
+    /// a merge patch tells them apart).
+    fn eq(&self, other: &StatusDoc) -> bool {
+        let mine: Vec<_> = self.fields().collect();
+        mine.len() == other.fields().count() && mine.iter().all(|(k, v)| other.raw(k) == Some(*v))
+    }
+}
 
 impl StatusDoc {
     pub fn from_value(v: Option<&Value>) -> StatusDoc {
-        StatusDoc(v.and_then(Value::as_object).cloned().unwrap_or_default())
+        StatusDoc::from_owned(v.filter(|v| v.is_object()).cloned())
     }
 
     /// As [`StatusDoc::from_value`], taking the value (no copy).
     pub fn from_owned(v: Option<Value>) -> StatusDoc {
         match v {
-            Some(Value::Object(map)) => StatusDoc(map),
+            Some(Value::Object(map)) => StatusDoc {
+                stored: std::sync::Arc::new(map),
+                edits: Map::new(),
+            },
             _ => StatusDoc::default(),
         }
     }
 
+    /// A field as it reads now, `null` included.
+    fn raw(&self, key: &str) -> Option<&Value> {
+        self.edits.get(key).or_else(|| self.stored.get(key))
+    }
+
+    /// Every field as it reads now, `null`s included: the stored ones not
+    /// edited, then the edits.
+    fn fields(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.stored
+            .iter()
+            .filter(|(k, _)| !self.edits.contains_key(*k))
+            .chain(&self.edits)
+    }
+
     pub fn get(&self, f: Field) -> Option<&Value> {
-        self.0.get(f.key()).filter(|v| !v.is_null())
+        self.raw(f.key()).filter(|v| !v.is_null())
     }
 
     pub fn str(&self, f: Field) -> Option<&str> {
@@ -435,12 +469,12 @@ impl StatusDoc {
     }
 
     pub fn set(&mut self, f: Field, v: Value) {
-        self.0.insert(f.key().to_string(), v);
+        self.edits.insert(f.key().to_string(), v);
     }
 
     /// Clear a field (rendered as `null` in the merge patch).
     pub fn clear(&mut self, f: Field) {
-        self.0.insert(f.key().to_string(), Value::Null);
+        self.set(f, Value::Null);
     }
 
     pub fn set_phase(&mut self, p: Phase) {
@@ -514,7 +548,14 @@ impl StatusDoc {
 
     /// Every condition carries the generation this status describes.
     pub fn stamp_generation(&mut self, generation: i64) {
-        if let Some(Value::Array(cs)) = self.0.get_mut(Field::Conditions.key()) {
+        let key = Field::Conditions.key();
+        if !self.edits.contains_key(key) {
+            match self.stored.get(key) {
+                Some(cs @ Value::Array(_)) => self.edits.insert(key.to_string(), cs.clone()),
+                _ => return,
+            };
+        }
+        if let Some(Value::Array(cs)) = self.edits.get_mut(key) {
             for c in cs.iter_mut().filter(|c| c.is_object()) {
                 c["observedGeneration"] = json!(generation);
             }
@@ -522,18 +563,21 @@ impl StatusDoc {
     }
 
     /// The merge-patch body turning `old` into `self`: changed keys, and
-    /// `null` for keys that went away. None when nothing changed.
+    /// `null` for keys that went away. None when nothing changed. When
+    /// `self` is `old` edited, only the edits are compared.
     pub fn diff(&self, old: &StatusDoc) -> Option<Map<String, Value>> {
         let mut patch = Map::new();
-        for (k, v) in &self.0 {
-            let before = old.0.get(k).unwrap_or(&Value::Null);
-            if before != v {
-                patch.insert(k.clone(), v.clone());
-            }
-        }
-        for k in old.0.keys() {
-            if !self.0.contains_key(k) {
-                patch.insert(k.clone(), Value::Null);
+        let edited_from_old =
+            std::sync::Arc::ptr_eq(&self.stored, &old.stored) && old.edits.is_empty();
+        let changed = |(k, v): &(&String, &Value)| old.raw(k).unwrap_or(&Value::Null) != *v;
+        if edited_from_old {
+            patch.extend(self.edits.iter().filter(changed).map(clone_entry));
+        } else {
+            patch.extend(self.fields().filter(changed).map(clone_entry));
+            for (k, _) in old.fields() {
+                if self.raw(k).is_none() {
+                    patch.insert(k.clone(), Value::Null);
+                }
             }
         }
         (!patch.is_empty()).then_some(patch)
@@ -542,13 +586,22 @@ impl StatusDoc {
     /// The status as it will read after the patch (nulls dropped).
     pub fn normalized(&self) -> Value {
         Value::Object(
-            self.0
-                .iter()
+            self.fields()
                 .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(clone_entry)
                 .collect(),
         )
     }
+
+    /// Whether `f` reads `v` now, `null` included (what a merge patch of
+    /// `v` would leave unchanged).
+    pub fn reads(&self, f: Field, v: &Value) -> bool {
+        self.raw(f.key()) == Some(v)
+    }
+}
+
+fn clone_entry((k, v): (&String, &Value)) -> (String, Value) {
+    (k.clone(), v.clone())
 }
 
 #[cfg(test)]

@@ -189,7 +189,7 @@ impl Plan {
         let mut changes = self.new.diff(&self.old).unwrap_or_default();
         if let Some(g) = self.target_generation(patched_generation) {
             let key = Field::TargetDeploymentGeneration.key();
-            if self.old.0.get(key) == Some(&json!(g)) {
+            if self.old.reads(Field::TargetDeploymentGeneration, &json!(g)) {
                 changes.remove(key);
             } else {
                 changes.insert(key.to_string(), json!(g));

@@ -1,0 +1,392 @@
+//! The view of an OpenMedModel the caches hold: its metadata, and its spec
+//! and status kept as packed text, parsed when a pass reads them. Copies are
+//! cheap (the cache hands out one per read): they share what was decoded.
+
+use super::{annotation, meta_str};
+use crate::foreign::bounded;
+use crate::memory::pack::{pack, unpack, Dictionary};
+use crate::model::status::{Phase, StatusDoc, MAX_ROLLBACK_TARGET};
+use crate::model::{AUTOSCALED_ANNOTATION, ROLLBACK_ANNOTATION};
+use serde_json::Value;
+
+/// An OpenMedModel as the caches hold it. A copy shares what was decoded
+/// ([`ModelData`], read through `Deref`): the cache hands out a copy at
+/// every read, and a pass makes several.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelView {
+    data: std::sync::Arc<ModelData>,
+    parsed: Parsed<std::sync::Arc<Parts>>,
+}
+
+/// What a [`ModelView`] holds.
+#[derive(Debug, PartialEq)]
+pub struct ModelData {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub generation: i64,
+    pub resource_version: String,
+    /// `openmed.ai/rollback-to`, trimmed and cut to 256 characters (9.15);
+    /// None when absent or blank.
+    pub rollback_to: Option<String>,
+    /// `openmed.ai/autoscaled: "true"`: the target's replicas belong to an
+    /// autoscaler (one the operator may not see, such as KEDA's).
+    pub autoscaled: bool,
+    pub finalizers: Vec<String>,
+    pub deleting: bool,
+    /// `status.phase`, read once: the metrics count phases at every scrape.
+    pub phase: Option<Phase>,
+    spec: Option<RawJson>,
+    status: Option<RawJson>,
+}
+
+impl std::ops::Deref for ModelView {
+    type Target = ModelData;
+    fn deref(&self) -> &ModelData {
+        &self.data
+    }
+}
+
+impl From<ModelData> for ModelView {
+    fn from(data: ModelData) -> ModelView {
+        ModelView {
+            data: std::sync::Arc::new(data),
+            parsed: Parsed::default(),
+        }
+    }
+}
+
+/// A model's spec and status, each parsed when first read.
+#[derive(Debug, Default)]
+pub struct Parts {
+    spec: std::sync::OnceLock<Option<Value>>,
+    status: std::sync::OnceLock<std::sync::Arc<StatusDoc>>,
+}
+
+/// A value worked out from a view on first use and kept with it: a pass
+/// reads a model's spec and status several times and should parse each
+/// once. A copy starts without it (the cache hands out copies, so what it
+/// holds stays packed), and it takes no part in comparisons.
+#[derive(Default)]
+pub struct Parsed<T>(std::sync::OnceLock<T>);
+
+impl<T> Parsed<T> {
+    fn get(&self, f: impl FnOnce() -> T) -> &T {
+        self.0.get_or_init(f)
+    }
+}
+
+impl<T> Clone for Parsed<T> {
+    fn clone(&self) -> Self {
+        Parsed(std::sync::OnceLock::new())
+    }
+}
+
+impl<T> PartialEq for Parsed<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl<T> std::fmt::Debug for Parsed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Parsed")
+    }
+}
+
+/// A JSON value kept as its text, packed ([`crate::memory::pack`]). Every
+/// model is held in the cache all the time but its spec and status are
+/// read only when a pass runs: packed text is a small fraction of a parsed
+/// value, at the cost of unpacking and parsing it then (docs/performance.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawJson(Box<[u8]>);
+
+/// What the text of a model's spec and status usually holds, in the order
+/// serde_json writes it (keys sorted): the packer's preset dictionary, so
+/// even the first occurrence of a key in a model costs a few bytes.
+const MODEL_TEXT: &str = concat!(
+    r#"{"family":"PII","manifestConfigMapName":"-model-manifest","replicas":1,"#,
+    r#""rolloutStrategy":{"maxSurge":1,"maxUnavailable":0,"progressDeadlineSeconds":600,"#,
+    r#""rollbackOnFailure":true,"type":"RollingUpdate"},"targetRef":{"containerName":"#,
+    r#""openmed-service","name":""},"tier":"Small","version":"OpenMed/OpenMed-"}"#,
+    r#"{"activeVersion":"OpenMed/OpenMed-","appliedSpecHash":"sha256:","#,
+    r#""conditions":[{"lastTransitionTime":"2026-01-01T00:00:00Z","message":"#,
+    r#"" is serving","observedGeneration":1,"reason":"RolloutSucceeded","status":"True","#,
+    r#""type":"Ready"},{"lastTransitionTime":"","message":"rollout of  complete","#,
+    r#""observedGeneration":1,"reason":"RolloutComplete","status":"False","#,
+    r#""type":"Progressing"},{"lastTransitionTime":"","message":"no failure","#,
+    r#""observedGeneration":1,"reason":"Healthy","status":"False","type":"Degraded"},"#,
+    r#"{"lastTransitionTime":"","message":"no rollback requested","observedGeneration":1,"#,
+    r#""reason":"NotRequested","status":"False","type":"RolledBack"}],"#,
+    r#""desiredSpecHash":"sha256:","desiredVersion":"OpenMed/OpenMed-","#,
+    r#""lastEvents":[{"generation":1,"message":"Deployment  is serving ","#,
+    r#""reason":"RolloutSucceeded"}],"lastSuccessfulSpec":{"family":"PII","#,
+    r#""manifestConfigMapName":"-model-manifest","previousSuccessfulSpec":{"#,
+    r#""manifestHash":"sha256:","observedGeneration":1,"phase":"Ready","rollbackCount":0,"#,
+    r#""targetDeploymentGeneration":2,"targetDeploymentUID":"}"#,
+);
+
+/// [`MODEL_TEXT`], hashed once.
+fn model_dictionary() -> &'static Dictionary {
+    static DICT: std::sync::OnceLock<Dictionary> = std::sync::OnceLock::new();
+    DICT.get_or_init(|| Dictionary::new(MODEL_TEXT))
+}
+
+impl RawJson {
+    fn of(v: Option<&Value>) -> Option<RawJson> {
+        v.filter(|v| !v.is_null())
+            .map(|v| RawJson(pack(&v.to_string(), model_dictionary())))
+    }
+
+    /// Of a field the client kept as its JSON text ([`shapes::MODEL`]); a
+    /// field given as a value is taken as [`RawJson::of`] takes it.
+    fn of_text(v: Option<&Value>) -> Option<RawJson> {
+        match v {
+            Some(Value::String(text)) if text != "null" => {
+                Some(RawJson(pack(text, model_dictionary())))
+            }
+            Some(Value::String(_)) => None,
+            other => RawJson::of(other),
+        }
+    }
+
+    /// The value again (it was packed and serialized by us, so it parses).
+    fn value(&self) -> Option<Value> {
+        let text = unpack(&self.0, model_dictionary())?;
+        serde_json::from_str(&text).ok()
+    }
+}
+
+/// How many parsed models [`recent_parts`] keeps: a few passes' worth.
+const RECENT_PARTS: usize = 32;
+
+/// Where the spec and status of the packed texts given are parsed: one of
+/// the last [`RECENT_PARTS`] used, or a new one. One pass reads a model
+/// through several copies (observation, plan, Events), and consecutive
+/// passes mostly see the same text: each copy would unpack and parse it
+/// again (docs/performance.md). The texts themselves are the key, so a
+/// hit is exact.
+fn recent_parts(spec: Option<&RawJson>, status: Option<&RawJson>) -> std::sync::Arc<Parts> {
+    type Entry = (Option<RawJson>, Option<RawJson>, std::sync::Arc<Parts>);
+    static RECENT: std::sync::Mutex<std::collections::VecDeque<Entry>> =
+        std::sync::Mutex::new(std::collections::VecDeque::new());
+    let same = |e: &&Entry| e.0.as_ref() == spec && e.1.as_ref() == status;
+    if let Some(hit) = crate::lock::lock(&RECENT).iter().find(same) {
+        return hit.2.clone();
+    }
+    let parts = std::sync::Arc::new(Parts::default());
+    let mut recent = crate::lock::lock(&RECENT);
+    if recent.len() >= RECENT_PARTS {
+        recent.pop_front();
+    }
+    recent.push_back((spec.cloned(), status.cloned(), parts.clone()));
+    parts
+}
+
+/// `status.phase` of a status kept as text, read without a tree.
+fn phase_of_text(status: &str) -> Option<Phase> {
+    #[derive(serde::Deserialize)]
+    struct PhaseOnly<'a> {
+        #[serde(borrow, default)]
+        phase: Option<std::borrow::Cow<'a, str>>,
+    }
+    let p: PhaseOnly = serde_json::from_str(status).ok()?;
+    Phase::parse(p.phase.as_deref()?)
+}
+
+impl ModelView {
+    /// A model as the API client decodes it ([`shapes::MODEL`]): spec and
+    /// status as their JSON text.
+    pub fn from_decoded(v: &Value) -> Option<ModelView> {
+        let mut m = ModelData::from_meta(v)?;
+        if let Some(Value::String(status)) = v.get("status") {
+            m.phase = phase_of_text(status);
+        } else {
+            m.phase = v["status"]["phase"].as_str().and_then(Phase::parse);
+        }
+        m.spec = RawJson::of_text(v.get("spec"));
+        m.status = RawJson::of_text(v.get("status"));
+        Some(m.into())
+    }
+
+    /// A model given whole.
+    pub fn from_json(v: &Value) -> Option<ModelView> {
+        let mut m = ModelData::from_meta(v)?;
+        m.phase = v["status"]["phase"].as_str().and_then(Phase::parse);
+        m.spec = RawJson::of(v.get("spec"));
+        m.status = RawJson::of(v.get("status"));
+        Some(m.into())
+    }
+
+    /// `spec`, parsed (once per copy).
+    pub fn spec(&self) -> Option<&Value> {
+        let spec = self.spec.as_ref();
+        self.parts()
+            .spec
+            .get_or_init(|| spec.and_then(RawJson::value))
+            .as_ref()
+    }
+
+    /// `status`, parsed (once per copy).
+    pub fn status(&self) -> &StatusDoc {
+        self.shared_status()
+    }
+
+    /// `status`, parsed, to share with a plan (which never edits it).
+    pub fn shared_status(&self) -> &std::sync::Arc<StatusDoc> {
+        let status = self.status.as_ref();
+        self.parts().status.get_or_init(|| {
+            std::sync::Arc::new(StatusDoc::from_owned(status.and_then(RawJson::value)))
+        })
+    }
+
+    /// Where spec and status are parsed, once per copy, and shared with
+    /// the other copies of the same text made lately ([`recent_parts`]).
+    fn parts(&self) -> &std::sync::Arc<Parts> {
+        self.parsed
+            .get(|| recent_parts(self.spec.as_ref(), self.status.as_ref()))
+    }
+
+    /// The valid specs status retains (`rollbackSpec`, `lastSuccessfulSpec`,
+    /// `previousSuccessfulSpec`), as [`StatusDoc::retained_specs`] reads
+    /// them. Unless a pass has parsed the status already, only these three
+    /// fields are: the index asks at every event of a model, and a whole
+    /// status is most of a model's text (docs/performance.md).
+    pub fn retained_specs(&self) -> Vec<crate::model::DesiredSpec> {
+        if let Some(st) = self.parts().status.get() {
+            return st.retained_specs(&self.name);
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Retained {
+            rollback_spec: Option<Value>,
+            last_successful_spec: Option<Value>,
+            previous_successful_spec: Option<Value>,
+        }
+        let text = self
+            .status
+            .as_ref()
+            .and_then(|r| unpack(&r.0, model_dictionary()));
+        let Some(r) = text.and_then(|t| serde_json::from_str::<Retained>(&t).ok()) else {
+            return Vec::new();
+        };
+        [
+            r.rollback_spec,
+            r.last_successful_spec,
+            r.previous_successful_spec,
+        ]
+        .iter()
+        .flatten()
+        .filter_map(|v| crate::model::DesiredSpec::from_snapshot(&self.name, v))
+        .collect()
+    }
+
+    /// `<namespace>/<name>`: the value of the owner annotation.
+    pub fn qualified_name(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl ModelData {
+    /// The metadata; spec, status and phase are left empty.
+    fn from_meta(v: &Value) -> Option<ModelData> {
+        let name = meta_str(v, "name");
+        let namespace = meta_str(v, "namespace");
+        if name.is_empty() || namespace.is_empty() {
+            return None;
+        }
+        Some(ModelData {
+            name,
+            namespace,
+            uid: meta_str(v, "uid"),
+            generation: v["metadata"]["generation"].as_i64().unwrap_or(0),
+            resource_version: meta_str(v, "resourceVersion"),
+            rollback_to: annotation(v, ROLLBACK_ANNOTATION)
+                .map(|a| bounded(a.trim(), MAX_ROLLBACK_TARGET))
+                .filter(|a| !a.is_empty()),
+            autoscaled: annotation(v, AUTOSCALED_ANNOTATION).as_deref() == Some("true"),
+            finalizers: v["metadata"]["finalizers"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            deleting: v["metadata"]["deletionTimestamp"].is_string(),
+            phase: None,
+            spec: None,
+            status: None,
+        })
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A converged model as the operator leaves it (values unlike the
+    /// dictionary's: another version, real-looking hashes and uids).
+    pub(crate) fn converged() -> Value {
+        let v = "OpenMed/OpenMed-NER-Oncology-Base-220M-v3";
+        let spec = json!({"family": "NER", "manifestConfigMapName": "onc-model-manifest",
+            "replicas": 3, "rolloutStrategy": {"maxSurge": 1, "maxUnavailable": 0,
+            "progressDeadlineSeconds": 900, "rollbackOnFailure": true, "type": "RollingUpdate"},
+            "targetRef": {"containerName": "openmed-service", "name": "onc-api"},
+            "tier": "Base", "version": v});
+        let hash = "sha256:9c1185a5c5e9fc54612808977ee8f548b2258d31a6b4f5e0f6a1a5c3e1d2b3c4";
+        let cond = |t: &str, s: &str, r: &str, m: String| {
+            json!({"lastTransitionTime":
+            "2026-11-30T21:04:17Z", "message": m, "observedGeneration": 4, "reason": r,
+            "status": s, "type": t})
+        };
+        json!({"metadata": {"name": "onc", "namespace": "clinic-7", "uid": "u", "generation": 4},
+            "spec": spec.clone(),
+            "status": {"activeVersion": v, "appliedSpecHash": hash, "conditions": [
+                cond("Ready", "True", "RolloutSucceeded", format!("{v} is serving")),
+                cond("Progressing", "False", "RolloutComplete", format!("rollout of {v} complete")),
+                cond("Degraded", "False", "Healthy", "no failure".into()),
+                cond("RolledBack", "False", "NotRequested", "no rollback requested".into())],
+              "desiredSpecHash": hash, "desiredVersion": v, "lastEvents": [{"generation": 4,
+                "message": format!("Deployment onc-api is serving {v}"), "reason": "RolloutSucceeded"}],
+              "lastSuccessfulSpec": spec,
+              "manifestHash": "sha256:1ecb6f1b4e1beae6703ed08f7d73ff5bfc0cadd43420314e7d416279ac7f30b1",
+              "observedGeneration": 4, "phase": "Ready", "rollbackCount": 0,
+              "targetDeploymentGeneration": 7,
+              "targetDeploymentUID": "fe039636-6598-4d64-a52c-bb15d180ed57"}})
+    }
+
+    #[test]
+    fn retained_specs_read_from_the_text_are_those_of_the_parsed_status() {
+        let mut m = converged();
+        let mut other = m["spec"].clone();
+        other["targetRef"]["name"] = json!("old-api");
+        m["status"]["previousSuccessfulSpec"] = other;
+        m["status"]["rollbackSpec"] = json!({"family": 7});
+        // A copy of its own: nothing parsed yet (the recent parses are
+        // keyed by text, and this text is new).
+        let fresh = ModelView::from_json(&m).unwrap();
+        let from_text = fresh.retained_specs();
+        assert!(
+            fresh.parts().status.get().is_none(),
+            "the status was parsed"
+        );
+        assert_eq!(from_text.len(), 2);
+        assert_eq!(from_text, fresh.status().retained_specs("onc"));
+        assert_eq!(from_text[1].target.name, "old-api");
+    }
+
+    #[test]
+    fn a_cached_model_gives_back_its_spec_and_status_in_a_fraction_of_the_text() {
+        let m = converged();
+        let view = ModelView::from_json(&m).unwrap();
+        assert_eq!(view.spec(), Some(&m["spec"]));
+        assert_eq!(view.status(), &StatusDoc::from_value(Some(&m["status"])));
+        let text = m["spec"].to_string().len() + m["status"].to_string().len();
+        let held = view.spec.as_ref().map_or(0, |r| r.0.len())
+            + view.status.as_ref().map_or(0, |r| r.0.len());
+        assert!(held * 3 < text, "{text} bytes of text held in {held}");
+    }
+}
