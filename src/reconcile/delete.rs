@@ -8,7 +8,7 @@ use super::patches;
 use super::plan::{Observed, Plan, Write};
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{EventReason, Field};
-use crate::model::{validate, FINALIZER, KOPF_FINALIZER};
+use crate::model::{FINALIZER, KOPF_FINALIZER};
 
 fn is_ours(f: &str) -> bool {
     f == FINALIZER || f == KOPF_FINALIZER
@@ -17,8 +17,8 @@ fn is_ours(f: &str) -> bool {
 /// The spec to clean up after: the desired one, or if it is invalid, the
 /// one status records as applied (9.4).
 fn cleanup_spec(m: &ModelView) -> Option<DesiredSpec> {
-    if let Ok(s) = validate(&m.name, m.spec()) {
-        return Some(s);
+    if let Ok(s) = m.desired() {
+        return Some(s.clone());
     }
     let st = m.status();
     let stored = st.retained_specs(&m.name);

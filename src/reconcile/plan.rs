@@ -9,7 +9,7 @@ use super::observed::{ConfigMapView, DeploymentView, ModelView};
 use super::patches;
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{EventReason, Field, StatusDoc};
-use crate::model::{validate, AUTOSCALED_ANNOTATION};
+use crate::model::AUTOSCALED_ANNOTATION;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -66,7 +66,7 @@ pub fn note_autoscaled(m: &ModelView, ds: &mut [DeploymentView]) {
     if !m.autoscaled {
         return;
     }
-    let Ok(s) = validate(&m.name, m.spec()) else {
+    let Ok(s) = m.desired() else {
         return;
     };
     for d in ds.iter_mut().filter(|d| d.name == s.target.name) {
@@ -85,8 +85,8 @@ pub fn lookups(m: &ModelView) -> Lookups {
             out.config_maps.push(s.manifest_config_map_name.clone());
         }
     };
-    if let Ok(s) = validate(&m.name, m.spec()) {
-        add(&s);
+    if let Ok(s) = m.desired() {
+        add(s);
     }
     for s in m.retained_specs() {
         add(&s);

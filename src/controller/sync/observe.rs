@@ -139,6 +139,9 @@ impl Reconciler {
         let model = &seen;
         let ns = model.namespace.as_str();
         let owner = model.qualified_name();
+        // Read first: it parses the status, which the lookups then read
+        // rather than parse a part of it again.
+        let conflict = reports_config_map_conflict(model);
         let l = lookups(model);
         let mut deployments = Vec::new();
         for name in &l.deployments {
@@ -171,7 +174,7 @@ impl Reconciler {
             true => Grounds::Caches,
             false => Grounds::Reads,
         };
-        if reports_config_map_conflict(model) {
+        if conflict {
             grounds = Grounds::Reads;
             for name in &l.config_maps {
                 if !config_maps.iter().any(|c| &c.name == name) {

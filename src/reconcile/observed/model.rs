@@ -6,7 +6,7 @@ use super::{annotation, meta_str};
 use crate::foreign::bounded;
 use crate::memory::pack::{pack, unpack, Dictionary};
 use crate::model::status::{Phase, StatusDoc, MAX_ROLLBACK_TARGET};
-use crate::model::{AUTOSCALED_ANNOTATION, ROLLBACK_ANNOTATION};
+use crate::model::{DesiredSpec, SpecError, AUTOSCALED_ANNOTATION, ROLLBACK_ANNOTATION};
 use serde_json::Value;
 
 /// An OpenMedModel as the caches hold it. A copy shares what was decoded
@@ -16,6 +16,9 @@ use serde_json::Value;
 pub struct ModelView {
     data: std::sync::Arc<ModelData>,
     parsed: Parsed<std::sync::Arc<Parts>>,
+    /// The spec validated, once per copy (it depends on the name, so it is
+    /// not shared by text as [`Parts`] are).
+    desired: Parsed<Result<DesiredSpec, SpecError>>,
 }
 
 /// What a [`ModelView`] holds.
@@ -52,6 +55,7 @@ impl From<ModelData> for ModelView {
         ModelView {
             data: std::sync::Arc::new(data),
             parsed: Parsed::default(),
+            desired: Parsed::default(),
         }
     }
 }
@@ -67,8 +71,13 @@ pub struct Parts {
 /// reads a model's spec and status several times and should parse each
 /// once. A copy starts without it (the cache hands out copies, so what it
 /// holds stays packed), and it takes no part in comparisons.
-#[derive(Default)]
 pub struct Parsed<T>(std::sync::OnceLock<T>);
+
+impl<T> Default for Parsed<T> {
+    fn default() -> Self {
+        Parsed(std::sync::OnceLock::new())
+    }
+}
 
 impl<T> Parsed<T> {
     fn get(&self, f: impl FnOnce() -> T) -> &T {
@@ -224,6 +233,14 @@ impl ModelView {
         self.parts()
             .spec
             .get_or_init(|| spec.and_then(RawJson::value))
+            .as_ref()
+    }
+
+    /// The desired spec, validated with every default filled in (once per
+    /// copy): the lookups, the plan and the autoscaler note all ask.
+    pub fn desired(&self) -> Result<&DesiredSpec, &SpecError> {
+        self.desired
+            .get(|| crate::model::validate(&self.name, self.spec()))
             .as_ref()
     }
 

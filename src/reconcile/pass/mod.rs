@@ -14,7 +14,7 @@ use super::messages::NO_ROLLBACK;
 use super::observed::ModelView;
 use super::plan::{Observed, Plan, Write};
 use crate::model::status::{states, Cond, EventReason, Field, Messages, Phase};
-use crate::model::{validate, FINALIZER, KOPF_FINALIZER};
+use crate::model::{FINALIZER, KOPF_FINALIZER};
 use serde_json::json;
 
 /// The state of one pass, its plan growing as the steps run.
@@ -53,7 +53,7 @@ impl Pass<'_> {
             self.plan.new.set(Field::RollbackCount, json!(0));
         }
         // 1. Invalid spec.
-        let s = match validate(&m.name, m.spec()) {
+        let s = match m.desired() {
             Ok(s) => s,
             Err(e) => {
                 let msg = e.to_string();
@@ -73,16 +73,16 @@ impl Pass<'_> {
         self.set_str(Field::ManifestHash, &s.manifest_hash());
 
         // 2-4, and 9.2's foreign ConfigMap.
-        if let Some(b) = self.blocked(&s) {
+        if let Some(b) = self.blocked(s) {
             self.report_block(b);
             return;
         }
         // 5. Manual rollback.
         if let Some(target) = m.rollback_to.clone() {
-            self.manual_rollback(&s, &hash, &target);
+            self.manual_rollback(s, &hash, &target);
             return;
         }
-        self.judge_desired(&s, &hash);
+        self.judge_desired(s, &hash);
     }
 
     /// A transition's Events go into the status it writes (`lastEvents`),
