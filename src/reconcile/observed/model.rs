@@ -17,8 +17,9 @@ pub struct ModelView {
     data: std::sync::Arc<ModelData>,
     parsed: Parsed<std::sync::Arc<Parts>>,
     /// The spec validated, once per copy (it depends on the name, so it is
-    /// not shared by text as [`Parts`] are).
-    desired: Parsed<Result<DesiredSpec, SpecError>>,
+    /// not shared by text as [`Parts`] are). Boxed: every cached view
+    /// carries the empty slot.
+    desired: Parsed<Box<Result<DesiredSpec, SpecError>>>,
 }
 
 /// What a [`ModelView`] holds.
@@ -240,7 +241,8 @@ impl ModelView {
     /// copy): the lookups, the plan and the autoscaler note all ask.
     pub fn desired(&self) -> Result<&DesiredSpec, &SpecError> {
         self.desired
-            .get(|| crate::model::validate(&self.name, self.spec()))
+            .get(|| Box::new(crate::model::validate(&self.name, self.spec())))
+            .as_ref()
             .as_ref()
     }
 
