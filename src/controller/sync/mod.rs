@@ -16,7 +16,7 @@ use crate::reconcile::{
     plan, plan_refused, ConfigMapView, DeploymentView, ModelView, Plan, TargetPolicy,
 };
 use crate::runtime::{ObjectKey, Store};
-use observe::{reports_config_map_conflict, Observing};
+use observe::Observing;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use writer::{Failed, Writer};
@@ -60,6 +60,9 @@ pub(super) enum Grounds {
     /// Also reads of what no cache shows (an owner outside the watched
     /// namespaces, a ConfigMap not ours): a full pass reads them again.
     Reads,
+    /// The status reports a foreign ConfigMap of our name, which no cache
+    /// holds: every pass reads it again, so such a resource never settles.
+    ForeignConfigMap,
 }
 
 /// A resource whose last pass changed nothing.
@@ -146,18 +149,13 @@ impl Reconciler {
     /// namespace not watched).
     pub fn sync(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
         let world = self.world();
-        if lock(&self.settled)
-            .get(key)
-            .is_some_and(|s| s.world == world)
-        {
+        if self.settled_in(key, world) {
             return Ok(Outcome::Unchanged);
         }
         lock(&self.settled).remove(key);
         let (out, grounds) = self.sync_now(key)?;
-        let quiet = grounds.is_some() && self.world() == world;
-        let model = self.models.get(key);
-        if let (true, Some(grounds)) = (quiet, grounds) {
-            if model.is_some_and(|m| !reports_config_map_conflict(&m)) {
+        if let Some(grounds @ (Grounds::Caches | Grounds::Reads)) = grounds {
+            if self.world() == world {
                 lock(&self.settled).insert(key.clone(), Settled { world, grounds });
             }
         }
@@ -167,7 +165,11 @@ impl Reconciler {
     /// Whether `key` is settled: its last pass changed nothing, and no cache
     /// has changed since.
     pub fn is_settled(&self, key: &ObjectKey) -> bool {
-        let world = self.world();
+        self.settled_in(key, self.world())
+    }
+
+    /// Whether `key` settled with the caches where `world` says they stand.
+    fn settled_in(&self, key: &ObjectKey, world: [u64; 5]) -> bool {
         lock(&self.settled)
             .get(key)
             .is_some_and(|s| s.world == world)

@@ -18,7 +18,7 @@ use crate::runtime::ObjectKey;
 /// The status already reports a foreign ConfigMap of our name. The caches
 /// hold only ours, so the shell reads that name each pass rather than retry a
 /// create bound to meet AlreadyExists on every resync: a read, not a write.
-pub(super) fn reports_config_map_conflict(model: &ModelView) -> bool {
+fn reports_config_map_conflict(model: &ModelView) -> bool {
     use crate::model::status::Reason::ConfigMapConflict;
     let was = model.status().ready_reason();
     was == Some(ConfigMapConflict)
@@ -170,12 +170,13 @@ impl Reconciler {
                 config_maps.push(cm);
             }
         }
-        let mut grounds = match extra_cms.is_empty() {
-            true => Grounds::Caches,
-            false => Grounds::Reads,
+        let mut grounds = if extra_cms.is_empty() {
+            Grounds::Caches
+        } else {
+            Grounds::Reads
         };
         if conflict {
-            grounds = Grounds::Reads;
+            grounds = Grounds::ForeignConfigMap;
             for name in &l.config_maps {
                 if !config_maps.iter().any(|c| &c.name == name) {
                     config_maps.extend(self.read_config_map(ns, name)?);
@@ -187,7 +188,7 @@ impl Reconciler {
         }
         note_autoscaled(model, &mut deployments);
         let (orphans, read) = self.orphans(&owner, &deployments)?;
-        if read {
+        if read && grounds == Grounds::Caches {
             grounds = Grounds::Reads;
         }
         Ok(Observation {
