@@ -18,7 +18,9 @@ impl Origin {
     /// a bearer token never crosses a network in clear text.
     pub fn parse(raw: &str) -> Result<Origin> {
         let bad = |why: &str| Error::Config(format!("refusing API server URL {raw:?}: {why}"));
-        let url = url::Url::parse(raw.trim()).map_err(|e| bad(&format!("not a URL ({e})")))?;
+        let ascii = super::idn::url_with_ascii_host(raw.trim())
+            .ok_or_else(|| bad("the host name has no ASCII form"))?;
+        let url = url::Url::parse(&ascii).map_err(|e| bad(&format!("not a URL ({e})")))?;
         let https = match url.scheme() {
             "https" => true,
             "http" => false,
@@ -123,6 +125,10 @@ mod tests {
             ("http://127.9.9.9:8001", "http://127.9.9.9:8001"),
             ("http://localhost:8001", "http://localhost:8001"),
             ("http://[::1]:8001", "http://[::1]:8001"),
+            (
+                "https://API.München.example",
+                "https://api.xn--mnchen-3ya.example:443",
+            ),
         ] {
             let origin = Origin::parse(given).unwrap_or_else(|e| panic!("{given}: {e}"));
             assert_eq!(origin.base_url(), base, "{given}");

@@ -4,6 +4,7 @@ pub mod client;
 pub mod endpoint;
 pub mod error;
 pub mod guard;
+pub mod idn;
 pub mod names;
 pub mod path;
 pub mod proxy;

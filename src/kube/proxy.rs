@@ -116,7 +116,9 @@ fn parse_proxy(source: &'static str, raw: &str) -> Result<Proxy> {
     } else {
         format!("http://{raw}")
     };
-    let url = url::Url::parse(&text).map_err(|_| bad("not a proxy URL".into()))?;
+    let url = super::idn::url_with_ascii_host(&text)
+        .and_then(|ascii| url::Url::parse(&ascii).ok())
+        .ok_or_else(|| bad("not a proxy URL".into()))?;
     if url.scheme() != "http" {
         return Err(bad(format!(
             "proxy scheme {:?} is not supported, only http:// (CONNECT)",
@@ -261,13 +263,7 @@ fn split_host_port(s: &str) -> Option<(&str, &str)> {
 
 /// A domain in its ASCII (punycode) form, as Go compares them.
 fn ascii_domain(s: &str) -> String {
-    if s.is_ascii() {
-        return s.to_string();
-    }
-    match url::Host::parse(s) {
-        Ok(url::Host::Domain(d)) => d,
-        _ => s.to_string(),
-    }
+    super::idn::domain_to_ascii(s).unwrap_or_else(|| s.to_string())
 }
 
 /// `%XX` escapes decoded (user info in a URL); anything else kept.
