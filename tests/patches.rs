@@ -277,25 +277,27 @@ fn status_and_finalizer_patches_carry_the_resource_version() {
 #[test]
 fn event_body_is_a_valid_core_event() {
     let m = mv();
-    let e = patches::event(
+    let e = serde_json::to_value(patches::event(
         &m,
         "openmed-service-rolloutstarted-1-81dead65c2",
         openmed_operator::model::EventReason::RolloutStarted,
         "Rolling out v1",
         "2026-11-30T00:00:00Z",
-    );
+    ))
+    .unwrap();
     accepted_by_api_server("", "events", &e, &json!({}));
     assert_eq!(e["type"], "Normal");
     assert_eq!(
         e["involvedObject"],
         json!({"apiVersion": "openmed.ai/v1alpha1", "kind": "OpenMedModel", "name": NAME, "namespace": NS, "uid": "uid-1"})
     );
-    let w = patches::event(
+    let w = serde_json::to_value(patches::event(
         &m,
         "x",
         openmed_operator::model::EventReason::RollbackFailed,
         "m",
         "2026-11-30T00:00:00Z",
-    );
+    ))
+    .unwrap();
     assert_eq!(w["type"], "Warning");
 }

@@ -62,15 +62,44 @@ impl Dictionary {
 /// `text`, packed against `dict`. Texts past 4 GiB are not packed well
 /// (positions are 32-bit); nothing the API server sends comes near.
 pub fn pack(text: &str, dict: &Dictionary) -> Box<[u8]> {
-    let mut recent = dict.recent.clone();
-    let dict = dict.bytes;
-    let buf = [dict, text.as_bytes()].concat();
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => pack_in(&mut scratch, text, dict),
+        Err(_) => pack_in(&mut Scratch::default(), text, dict),
+    })
+}
+
+/// What [`pack`] works in: the hash table (16 KiB) and dictionary + text.
+#[derive(Default)]
+struct Scratch {
+    recent: Vec<u32>,
+    buf: Vec<u8>,
+}
+
+/// Beyond this, a thread's buffer is let go after the pack.
+const SCRATCH_KEEP: usize = 256 * 1024;
+
+thread_local! {
+    /// Each thread's [`Scratch`], reused: every decoded model is packed,
+    /// and a fresh table and buffer a time were an allocation and a free
+    /// of 16 KiB each, which musl's allocator hands back to the kernel
+    /// (docs/performance.md).
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+fn pack_in(scratch: &mut Scratch, text: &str, dict: &Dictionary) -> Box<[u8]> {
+    scratch.recent.clear();
+    scratch.recent.extend_from_slice(&dict.recent.0);
+    scratch.buf.clear();
+    scratch.buf.extend_from_slice(dict.bytes);
+    scratch.buf.extend_from_slice(text.as_bytes());
+    let (table, buf) = (&mut scratch.recent, scratch.buf.as_slice());
+    let mut recent = Recent(std::mem::take(table));
     let mut out = Vec::with_capacity(text.len() / 3);
-    let mut literals = dict.len();
-    let mut at = dict.len();
+    let mut literals = dict.bytes.len();
+    let mut at = literals;
     while at < buf.len() {
         let len = recent
-            .swap(&buf, at)
+            .swap(buf, at)
             .filter(|from| at - from <= MAX_DISTANCE)
             .map(|from| (from, common_prefix(&buf[from..], &buf[at..])))
             .filter(|(_, len)| *len >= MIN_MATCH);
@@ -83,12 +112,16 @@ pub fn pack(text: &str, dict: &Dictionary) -> Box<[u8]> {
         out.push(0x80 | (len - MIN_MATCH) as u8);
         out.extend_from_slice(&distance.to_le_bytes());
         for skipped in at + 1..at + len {
-            recent.swap(&buf, skipped);
+            recent.swap(buf, skipped);
         }
         at += len;
         literals = at;
     }
     put_literals(&mut out, &buf[literals..]);
+    *table = recent.0;
+    if scratch.buf.capacity() > SCRATCH_KEEP {
+        scratch.buf = Vec::new();
+    }
     out.into_boxed_slice()
 }
 
@@ -110,11 +143,11 @@ fn put_literals(out: &mut Vec<u8>, mut bytes: &[u8]) {
 }
 
 /// The text `pack` was given, or None if `packed` is not its output for
-/// this `dict`.
+/// this `dict`. Copies that reach back into the dictionary read it where it
+/// is, so only the text is written.
 pub fn unpack(packed: &[u8], dict: &Dictionary) -> Option<String> {
     let dict = dict.bytes;
-    let mut out = Vec::with_capacity(dict.len() + packed.len() * 4);
-    out.extend_from_slice(dict);
+    let mut out: Vec<u8> = Vec::with_capacity(packed.len() * 4);
     let mut at = 0;
     while at < packed.len() {
         let token = packed[at] as usize;
@@ -125,14 +158,20 @@ pub fn unpack(packed: &[u8], dict: &Dictionary) -> Option<String> {
         } else {
             let d = packed.get(at + 1..at + 3)?;
             let distance = u16::from_le_bytes([d[0], d[1]]) as usize;
-            let from = out.len().checked_sub(distance).filter(|_| distance > 0)?;
-            for i in 0..(token & 0x7f) + MIN_MATCH {
-                out.push(out[from + i]);
+            let from = (dict.len() + out.len())
+                .checked_sub(distance)
+                .filter(|_| distance > 0)?;
+            for i in from..from + (token & 0x7f) + MIN_MATCH {
+                let byte = match i.checked_sub(dict.len()) {
+                    Some(j) => out[j],
+                    None => dict[i],
+                };
+                out.push(byte);
             }
             at += 3;
         }
     }
-    String::from_utf8(out.split_off(dict.len())).ok()
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

@@ -563,24 +563,31 @@ impl StatusDoc {
     }
 
     /// The merge-patch body turning `old` into `self`: changed keys, and
-    /// `null` for keys that went away. None when nothing changed. When
-    /// `self` is `old` edited, only the edits are compared.
+    /// `null` for keys that went away. None when nothing changed.
     pub fn diff(&self, old: &StatusDoc) -> Option<Map<String, Value>> {
-        let mut patch = Map::new();
-        let edited_from_old =
-            std::sync::Arc::ptr_eq(&self.stored, &old.stored) && old.edits.is_empty();
-        let changed = |(k, v): &(&String, &Value)| old.raw(k).unwrap_or(&Value::Null) != *v;
-        if edited_from_old {
-            patch.extend(self.edits.iter().filter(changed).map(clone_entry));
-        } else {
-            patch.extend(self.fields().filter(changed).map(clone_entry));
-            for (k, _) in old.fields() {
-                if self.raw(k).is_none() {
-                    patch.insert(k.clone(), Value::Null);
-                }
-            }
-        }
+        let patch: Map<String, Value> = self.changes(old).map(clone_entry).collect();
         (!patch.is_empty()).then_some(patch)
+    }
+
+    /// Whether a key other than `except` changes from `old` (what
+    /// [`StatusDoc::diff`] would name, without copying a value).
+    pub fn differs(&self, old: &StatusDoc, except: Option<&str>) -> bool {
+        self.changes(old).any(|(k, _)| Some(k.as_str()) != except)
+    }
+
+    /// The changed keys with their new values, `null` for removed ones.
+    /// When `self` is `old` edited, only the edits are compared.
+    fn changes<'a>(&'a self, old: &'a StatusDoc) -> Box<dyn Iterator<Item = Entry<'a>> + 'a> {
+        static NULL: Value = Value::Null;
+        let changed = move |(k, v): &Entry<'a>| old.raw(k).unwrap_or(&Value::Null) != *v;
+        if std::sync::Arc::ptr_eq(&self.stored, &old.stored) && old.edits.is_empty() {
+            return Box::new(self.edits.iter().filter(changed));
+        }
+        let removed = old
+            .fields()
+            .filter(|(k, _)| self.raw(k).is_none())
+            .map(|(k, _)| (k, &NULL));
+        Box::new(self.fields().filter(changed).chain(removed))
     }
 
     /// The status as it will read after the patch (nulls dropped).
@@ -599,6 +606,9 @@ impl StatusDoc {
         self.raw(f.key()) == Some(v)
     }
 }
+
+/// A field of a status document, borrowed.
+type Entry<'a> = (&'a String, &'a Value);
 
 fn clone_entry((k, v): (&String, &Value)) -> (String, Value) {
     (k.clone(), v.clone())
@@ -674,8 +684,11 @@ mod tests {
         ));
         let mut new = old.clone();
         assert!(new.diff(&old).is_none());
-        new.clear(Field::RollbackSpec);
+        assert!(!new.differs(&old, None));
         new.set_phase(Phase::RollingOut);
+        assert!(new.differs(&old, None) && !new.differs(&old, Some("phase")));
+        new.clear(Field::RollbackSpec);
+        assert!(new.differs(&old, Some("phase")));
         let d = new.diff(&old).unwrap();
         assert_eq!(
             Value::Object(d),

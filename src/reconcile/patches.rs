@@ -192,29 +192,87 @@ pub fn finalizers_patch(resource_version: &str, finalizers: &[String]) -> Value 
     json!({"metadata": {"resourceVersion": resource_version, "finalizers": finalizers}})
 }
 
-/// A core/v1 Event about the OpenMedModel.
-pub fn event(m: &ModelView, name: &str, reason: EventReason, message: &str, now: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": name, "namespace": m.namespace},
-        "involvedObject": {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "name": m.name,
-            "namespace": m.namespace,
-            "uid": m.uid,
+/// A new Event (core/v1) for `m`, borrowing what it names: one is posted
+/// for most passes that change something, so no JSON tree is built for it.
+/// Fields in the order a `Value` would write them.
+pub fn event<'a>(
+    m: &'a ModelView,
+    name: &'a str,
+    reason: EventReason,
+    message: &'a str,
+    now: &'a str,
+) -> EventBody<'a> {
+    EventBody {
+        api_version: "v1",
+        count: 1,
+        first_timestamp: now,
+        involved_object: InvolvedObject {
+            api_version: API_VERSION,
+            kind: KIND,
+            name: &m.name,
+            namespace: &m.namespace,
+            uid: &m.uid,
         },
-        "reason": reason.as_str(),
-        "message": message,
-        "type": if reason.is_warning() { "Warning" } else { "Normal" },
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": COMPONENT,
-    })
+        kind: "Event",
+        last_timestamp: now,
+        message,
+        metadata: EventMeta {
+            name,
+            namespace: &m.namespace,
+        },
+        reason: reason.as_str(),
+        reporting_component: COMPONENT,
+        reporting_instance: COMPONENT,
+        source: EventSource {
+            component: COMPONENT,
+        },
+        type_: if reason.is_warning() {
+            "Warning"
+        } else {
+            "Normal"
+        },
+    }
+}
+
+/// The body [`event`] writes.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventBody<'a> {
+    api_version: &'static str,
+    count: i64,
+    first_timestamp: &'a str,
+    involved_object: InvolvedObject<'a>,
+    kind: &'static str,
+    last_timestamp: &'a str,
+    message: &'a str,
+    metadata: EventMeta<'a>,
+    reason: &'static str,
+    reporting_component: &'static str,
+    reporting_instance: &'static str,
+    source: EventSource,
+    #[serde(rename = "type")]
+    type_: &'static str,
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InvolvedObject<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    name: &'a str,
+    namespace: &'a str,
+    uid: &'a str,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct EventMeta<'a> {
+    name: &'a str,
+    namespace: &'a str,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct EventSource {
+    component: &'static str,
 }
 
 /// Merge patch recording another occurrence of an existing Event.

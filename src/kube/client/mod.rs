@@ -196,16 +196,16 @@ impl Client {
         self.json(req)
     }
 
-    pub fn create(&self, path: &ResourcePath, body: &Value) -> Result<Value> {
+    pub fn create(&self, path: &ResourcePath, body: &impl serde::Serialize) -> Result<Value> {
         let mut req = self.req(Verb::Create, Method::Post, path, Retry::Write);
-        req.body = Some((JSON, body.to_string().into_bytes()));
+        req.body = Some((JSON, encode(body)?));
         self.json(req)
     }
 
     /// Replace an object (PUT), bound to the resourceVersion in `body`.
-    pub fn update(&self, path: &ResourcePath, body: &Value) -> Result<Value> {
+    pub fn update(&self, path: &ResourcePath, body: &impl serde::Serialize) -> Result<Value> {
         let mut req = self.req(Verb::Update, Method::Put, path, Retry::Write);
-        req.body = Some((JSON, body.to_string().into_bytes()));
+        req.body = Some((JSON, encode(body)?));
         self.json(req)
     }
 
@@ -213,11 +213,11 @@ impl Client {
         &self,
         path: &ResourcePath,
         kind: PatchType,
-        body: &Value,
+        body: &impl serde::Serialize,
         retry: Retry,
     ) -> Result<Value> {
         let mut req = self.req(Verb::Patch, Method::Patch, path, retry);
-        req.body = Some((kind.content_type(), body.to_string().into_bytes()));
+        req.body = Some((kind.content_type(), encode(body)?));
         self.json(req)
     }
 
@@ -238,4 +238,11 @@ impl Client {
         req.body = Some((JSON, opts.to_string().into_bytes()));
         self.json(req)
     }
+}
+
+/// A request body's JSON: a `Value` or a struct that borrows what it
+/// writes (no tree is built for a body the operator composes).
+fn encode(body: &impl serde::Serialize) -> Result<Vec<u8>> {
+    serde_json::to_vec(body)
+        .map_err(|e| super::Error::Decode(format!("cannot encode a request body ({e})")))
 }

@@ -134,13 +134,12 @@ impl Client {
         seed: fn(&'static Shape) -> Pruned,
     ) -> Result<(Value, usize)> {
         let mut resp = self.send(&req)?;
-        let bytes = resp
-            .body_mut()
-            .with_config()
-            .limit(self.cfg.body_limit)
-            .read_to_vec()
-            .map_err(|e| map_ureq(e, self.cfg.body_limit))?;
-        let v: Value = shape::decode(&bytes, seed(req.shape)).map_err(|e| {
+        let limit = self.cfg.body_limit;
+        let (v, len) = with_body(resp.body_mut(), limit, |bytes| {
+            (shape::decode(bytes, seed(req.shape)), bytes.len())
+        })
+        .map_err(|e| map_ureq(e, limit))?;
+        let v: Value = v.map_err(|e| {
             Error::Decode(format!(
                 "{} {}: body is not JSON ({e})",
                 req.verb.as_str(),
@@ -154,7 +153,7 @@ impl Client {
                 req.path
             )));
         }
-        Ok((v, bytes.len()))
+        Ok((v, len))
     }
 
     /// Send with retries; a 2xx response is returned with its body unread.
@@ -271,6 +270,43 @@ impl Client {
             o(verb, code);
         }
     }
+}
+
+/// A buffer a thread keeps this large at most between answers.
+const BODY_KEEP: usize = 256 * 1024;
+
+thread_local! {
+    /// Each thread's buffer for answers: an answer is decoded from it and
+    /// never outlives it, so a read needs no fresh buffer (answers are
+    /// mostly past the allocator's per-thread cache, docs/performance.md).
+    static BODY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Read a whole answer, bounded by `limit`, and hand its bytes to `f`.
+fn with_body<T>(
+    body: &mut ureq::Body,
+    limit: u64,
+    f: impl FnOnce(&[u8]) -> T,
+) -> std::result::Result<T, ureq::Error> {
+    use std::io::Read;
+    let mut read = |buf: &mut Vec<u8>| {
+        buf.clear();
+        let r = body.with_config().limit(limit).reader().read_to_end(buf);
+        r.map_err(ureq::Error::from)
+    };
+    BODY.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            let out = read(&mut buf).map(|_| f(&buf));
+            if buf.capacity() > BODY_KEEP {
+                *buf = Vec::new();
+            }
+            out
+        }
+        Err(_) => {
+            let mut buf = Vec::new();
+            read(&mut buf).map(|_| f(&buf))
+        }
+    })
 }
 
 fn dispatch(

@@ -16,9 +16,9 @@ use serde_json::Value;
 pub struct ModelView {
     data: std::sync::Arc<ModelData>,
     parsed: Parsed<std::sync::Arc<Parts>>,
-    /// The spec validated, once per copy (it depends on the name, so it is
-    /// not shared by text as [`Parts`] are). Boxed: every cached view
-    /// carries the empty slot.
+    /// The spec validated for this copy, when [`Parts`] hold it for
+    /// another name (the defaults depend on the name). Boxed: every cached
+    /// view carries the empty slot.
     desired: Parsed<Box<Result<DesiredSpec, SpecError>>>,
 }
 
@@ -66,6 +66,8 @@ impl From<ModelData> for ModelView {
 pub struct Parts {
     spec: std::sync::OnceLock<Option<Value>>,
     status: std::sync::OnceLock<std::sync::Arc<StatusDoc>>,
+    /// The spec validated for the name of the first view that asked.
+    desired: std::sync::OnceLock<(String, Result<DesiredSpec, SpecError>)>,
 }
 
 /// A value worked out from a view on first use and kept with it: a pass
@@ -237,13 +239,19 @@ impl ModelView {
             .as_ref()
     }
 
-    /// The desired spec, validated with every default filled in (once per
-    /// copy): the lookups, the plan and the autoscaler note all ask.
+    /// The desired spec, validated with every default filled in: the
+    /// lookups, the plan and the autoscaler note all ask, through several
+    /// copies. Once for the copies of one text and name ([`Parts`]).
     pub fn desired(&self) -> Result<&DesiredSpec, &SpecError> {
-        self.desired
-            .get(|| Box::new(crate::model::validate(&self.name, self.spec())))
-            .as_ref()
-            .as_ref()
+        let validate = || crate::model::validate(&self.name, self.spec());
+        let (name, shared) = self
+            .parts()
+            .desired
+            .get_or_init(|| (self.name.clone(), validate()));
+        if *name == self.name {
+            return shared.as_ref();
+        }
+        self.desired.get(|| Box::new(validate())).as_ref().as_ref()
     }
 
     /// `status`, parsed (once per copy).
@@ -375,6 +383,25 @@ pub(super) mod tests {
               "observedGeneration": 4, "phase": "Ready", "rollbackCount": 0,
               "targetDeploymentGeneration": 7,
               "targetDeploymentUID": "fe039636-6598-4d64-a52c-bb15d180ed57"}})
+    }
+
+    /// The defaults depend on the name: two models of the same text share
+    /// the parse, never each other's validated spec.
+    #[test]
+    fn models_of_one_text_get_the_defaults_of_their_own_names() {
+        let mut m = converged();
+        m["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("manifestConfigMapName");
+        let a = ModelView::from_json(&m).unwrap();
+        m["metadata"]["name"] = json!("other");
+        let b = ModelView::from_json(&m).unwrap();
+        assert!(std::sync::Arc::ptr_eq(a.parts(), b.parts()), "one parse");
+        let manifest = |m: &ModelView| m.desired().unwrap().manifest_config_map_name.clone();
+        assert_eq!(manifest(&a), "onc-model-manifest");
+        assert_eq!(manifest(&b), "other-model-manifest");
+        assert_eq!(manifest(&a.clone()), "onc-model-manifest");
     }
 
     #[test]
