@@ -365,6 +365,25 @@ pub struct OwedEvent {
     pub message: String,
 }
 
+impl OwedEvent {
+    /// Those of a `lastEvents` value; an entry without a known reason or a
+    /// generation is skipped.
+    pub fn all_of(last_events: Option<&Value>) -> Vec<OwedEvent> {
+        last_events
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                Some(OwedEvent {
+                    reason: EventReason::parse(e["reason"].as_str()?)?,
+                    generation: e["generation"].as_i64()?,
+                    message: e["message"].as_str().unwrap_or("").to_string(),
+                })
+            })
+            .collect()
+    }
+}
+
 /// The status document: the observed status, edited field by field, so
 /// fields a state does not mention keep their previous value untouched.
 /// The observed fields are shared, and the edits kept beside them: a pass
@@ -517,18 +536,7 @@ impl StatusDoc {
 
     /// The Events the last transition requires (`lastEvents`).
     pub fn last_events(&self) -> Vec<OwedEvent> {
-        self.get(Field::LastEvents)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                Some(OwedEvent {
-                    reason: EventReason::parse(e["reason"].as_str()?)?,
-                    generation: e["generation"].as_i64()?,
-                    message: e["message"].as_str().unwrap_or("").to_string(),
-                })
-            })
-            .collect()
+        OwedEvent::all_of(self.get(Field::LastEvents))
     }
 
     /// Each condition's (type, status, reason): what a transition changes.

@@ -152,7 +152,6 @@ impl Reconciler {
         let Some(model) = self.models.get(key) else {
             return Ok(());
         };
-        let st = model.status();
         let poster = Poster {
             client: &self.client,
             posted: &self.posted,
@@ -163,7 +162,7 @@ impl Reconciler {
         // state the status shows is still owed (docs/contract.md §9.7), as
         // after a status write whose answer a cut connection lost, then a
         // spec change that kept the same block.
-        for owed in st.last_events() {
+        for owed in model.last_events() {
             if owed.generation > model.generation
                 || poster.was_posted(&model, owed.reason, owed.generation)
             {

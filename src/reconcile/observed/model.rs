@@ -5,7 +5,7 @@
 use super::{annotation, meta_str};
 use crate::foreign::bounded;
 use crate::memory::pack::{pack, unpack, Dictionary};
-use crate::model::status::{Phase, StatusDoc, MAX_ROLLBACK_TARGET};
+use crate::model::status::{OwedEvent, Phase, StatusDoc, MAX_ROLLBACK_TARGET};
 use crate::model::{DesiredSpec, SpecError, AUTOSCALED_ANNOTATION, ROLLBACK_ANNOTATION};
 use serde_json::Value;
 
@@ -290,11 +290,7 @@ impl ModelView {
             last_successful_spec: Option<Value>,
             previous_successful_spec: Option<Value>,
         }
-        let text = self
-            .status
-            .as_ref()
-            .and_then(|r| unpack(&r.0, model_dictionary()));
-        let Some(r) = text.and_then(|t| serde_json::from_str::<Retained>(&t).ok()) else {
+        let Some(r) = self.status_fields::<Retained>() else {
             return Vec::new();
         };
         [
@@ -306,6 +302,30 @@ impl ModelView {
         .flatten()
         .filter_map(|v| crate::model::DesiredSpec::from_snapshot(&self.name, v))
         .collect()
+    }
+
+    /// The Events the last transition requires, as
+    /// [`StatusDoc::last_events`] reads them. Unless a pass has parsed the
+    /// status, only `lastEvents` is: the writer asks after each status write,
+    /// before any pass has parsed the status it wrote.
+    pub fn last_events(&self) -> Vec<OwedEvent> {
+        if let Some(st) = self.parts().status.get() {
+            return st.last_events();
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Owed {
+            last_events: Option<Value>,
+        }
+        let owed = self.status_fields::<Owed>().and_then(|o| o.last_events);
+        OwedEvent::all_of(owed.as_ref())
+    }
+
+    /// Some fields of the status, decoded from its text; the others are
+    /// skipped without building anything.
+    fn status_fields<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        let text = unpack(&self.status.as_ref()?.0, model_dictionary())?;
+        serde_json::from_str(&text).ok()
     }
 
     /// `<namespace>/<name>`: the value of the owner annotation.
@@ -383,6 +403,24 @@ pub(super) mod tests {
               "observedGeneration": 4, "phase": "Ready", "rollbackCount": 0,
               "targetDeploymentGeneration": 7,
               "targetDeploymentUID": "fe039636-6598-4d64-a52c-bb15d180ed57"}})
+    }
+
+    #[test]
+    fn owed_events_read_from_the_text_are_those_of_the_parsed_status() {
+        let mut m = converged();
+        m["status"]["lastEvents"] = json!([
+            {"generation": 4, "reason": "RolloutSucceeded", "message": "done"},
+            {"generation": 4, "reason": "NoSuchReason"},
+        ]);
+        let fresh = ModelView::from_json(&m).unwrap();
+        let from_text = fresh.last_events();
+        assert!(
+            fresh.parts().status.get().is_none(),
+            "the status was parsed"
+        );
+        assert_eq!(from_text, fresh.status().last_events());
+        assert_eq!(from_text.len(), 1);
+        assert_eq!(from_text[0].message, "done");
     }
 
     /// The defaults depend on the name: two models of the same text share
