@@ -86,14 +86,12 @@ impl Posted {
 /// name, or (when another object holds that name) one qualified by the uid.
 fn names(model: &ModelView, reason: EventReason, generation: i64) -> [String; 2] {
     let base = event_name(&model.name, reason.as_str(), generation);
-    let tag: String = model
-        .uid
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .take(8)
-        .collect();
-    let mut qualified: String = base.chars().take(253 - tag.len() - 1).collect();
-    qualified = format!("{}-{tag}", qualified.trim_end_matches('-'));
+    let tag = model.uid.bytes().filter(u8::is_ascii_alphanumeric).take(8);
+    let mut qualified = String::with_capacity(base.len() + 9);
+    qualified.extend(base.chars().take(253 - tag.clone().count() - 1));
+    qualified.truncate(qualified.trim_end_matches('-').len());
+    qualified.push('-');
+    qualified.extend(tag.map(char::from));
     [base, qualified]
 }
 
@@ -116,7 +114,7 @@ impl Poster<'_> {
     ) -> Result<i64, Error> {
         let ns = model.namespace.as_str();
         for name in names(model, reason, generation) {
-            let key = ObjectKey::new(ns, name.clone());
+            let key = ObjectKey::new(ns, &name);
             let known = lock(self.posted).get(&key).cloned();
             let count = match known {
                 Some(w) if w.uid != model.uid => continue,
@@ -141,7 +139,7 @@ impl Poster<'_> {
         let posted = lock(self.posted);
         names(model, reason, generation).iter().any(|n| {
             posted
-                .get(&ObjectKey::new(model.namespace.clone(), n.clone()))
+                .get(&ObjectKey::new(&model.namespace, n))
                 .is_some_and(|w| w.uid == model.uid)
         })
     }
@@ -202,5 +200,29 @@ impl Poster<'_> {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn model(name: &str) -> ModelView {
+        ModelView::from_json(&json!({"metadata": {"name": name, "namespace": "ml",
+            "uid": "1a2b-3c4d-5e6f-7a8b", "resourceVersion": "1"}, "spec": {}}))
+        .unwrap()
+    }
+
+    /// The qualified name is the contract's name, cut to leave room, then
+    /// the first eight letters and digits of the uid (§9.7).
+    #[test]
+    fn a_qualified_name_is_the_name_cut_to_fit_and_eight_characters_of_the_uid() {
+        let [base, qualified] = names(&model("onc"), EventReason::RolloutStarted, 3);
+        assert_eq!(qualified, format!("{base}-1a2b3c4d"));
+        let [base, qualified] = names(&model(&"a".repeat(250)), EventReason::RolloutStarted, 3);
+        let cut: String = base.chars().take(253 - 9).collect();
+        assert_eq!(qualified, format!("{}-1a2b3c4d", cut.trim_end_matches('-')));
+        assert!(qualified.len() <= 253);
     }
 }

@@ -18,12 +18,13 @@ pub const SA_CA_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.c
 pub const TOKEN_MAX_AGE: Duration = Duration::from_secs(60);
 
 /// A bearer token. Its `Debug` and `Display` never show the value.
+/// Shared: every request sends it, so a copy is a reference count.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub struct Secret(std::sync::Arc<str>);
 
 impl Secret {
     pub fn new(s: String) -> Secret {
-        Secret(s)
+        Secret(s.into())
     }
     pub fn expose(&self) -> &str {
         &self.0
@@ -139,7 +140,21 @@ pub struct TokenFile {
 
 struct TokenState {
     value: Secret,
+    /// `Bearer <value>`, the header sent: made at each read of the file,
+    /// not at each request.
+    authorization: Secret,
     read_at: Instant,
+}
+
+impl TokenState {
+    fn new(value: Secret) -> TokenState {
+        let authorization = Secret::new(format!("Bearer {}", value.expose()));
+        TokenState {
+            value,
+            authorization,
+            read_at: Instant::now(),
+        }
+    }
 }
 
 impl fmt::Debug for TokenFile {
@@ -157,20 +172,26 @@ impl TokenFile {
         Ok(TokenFile {
             path,
             max_age,
-            state: Mutex::new(TokenState {
-                value,
-                read_at: Instant::now(),
-            }),
+            state: Mutex::new(TokenState::new(value)),
         })
     }
 
     /// The token to send, re-read if the cached one is older than `max_age`.
     pub fn current(&self) -> Secret {
+        self.fresh(|st| st.value.clone())
+    }
+
+    /// The `Authorization` header's value for [`TokenFile::current`].
+    pub fn authorization(&self) -> Secret {
+        self.fresh(|st| st.authorization.clone())
+    }
+
+    fn fresh(&self, read: impl FnOnce(&TokenState) -> Secret) -> Secret {
         let mut st = lock(&self.state);
         if st.read_at.elapsed() >= self.max_age {
             self.refresh(&mut st);
         }
-        st.value.clone()
+        read(&st)
     }
 
     /// Re-read now (after a 401). Returns whether the token changed.
@@ -183,11 +204,13 @@ impl TokenFile {
 
     fn refresh(&self, st: &mut TokenState) {
         match read_token(&self.path) {
-            Ok(v) => st.value = v,
+            Ok(v) => *st = TokenState::new(v),
             // Keep the last good token; the file may be mid-rotation.
-            Err(e) => log::warn!("keeping the previous token: {e}"),
+            Err(e) => {
+                log::warn!("keeping the previous token: {e}");
+                st.read_at = Instant::now();
+            }
         }
-        st.read_at = Instant::now();
     }
 }
 
@@ -208,7 +231,7 @@ fn read_token(path: &Path) -> Result<Secret> {
         )));
     }
     crate::redact::remember(t);
-    Ok(Secret(t.to_string()))
+    Ok(Secret::new(t.to_string()))
 }
 
 /// Tracks a CA file so the TLS configuration can be rebuilt when it changes.

@@ -223,16 +223,20 @@ impl Client {
             url.push('?');
             url.push_str(&ser.finish());
         }
-        let mut headers: Vec<(&str, String)> = vec![("Accept", req.accept.to_string())];
-        if let Some(t) = &self.token {
-            headers.push(("Authorization", format!("Bearer {}", t.current().expose())));
+        let authorization = self.token.as_ref().map(|t| t.authorization());
+        let mut headers = [("Accept", req.accept), ("", ""), ("", "")];
+        let mut n = 1;
+        if let Some(a) = &authorization {
+            headers[n] = ("Authorization", a.expose());
+            n += 1;
         }
         if let Some((ct, _)) = &req.body {
-            headers.push(("Content-Type", ct.to_string()));
+            headers[n] = ("Content-Type", ct);
+            n += 1;
         }
         let body = req.body.as_ref().map(|(_, b)| b.as_slice());
-        let result = dispatch(&agent, req.method, &url, &headers, body, timeout);
-        drop(headers);
+        let result = dispatch(&agent, req.method, &url, &headers[..n], body, timeout);
+        drop(authorization);
         let mut resp = match result {
             Ok(r) => r,
             Err(e) => {
@@ -313,7 +317,7 @@ fn dispatch(
     agent: &ureq::Agent,
     method: Method,
     url: &str,
-    headers: &[(&str, String)],
+    headers: &[(&str, &str)],
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error> {
@@ -321,7 +325,7 @@ fn dispatch(
         ($b:expr) => {{
             let mut b = $b;
             for (k, v) in headers {
-                b = b.header(*k, v.as_str());
+                b = b.header(*k, *v);
             }
             b.config().timeout_global(Some(timeout)).build()
         }};
