@@ -21,7 +21,7 @@ const HASH_BITS: u32 = 12;
 
 /// Where the last 4-byte sequence with each hash started (`u32::MAX`:
 /// none yet).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 struct Recent(Vec<u32>);
 
 impl Recent {
@@ -71,7 +71,7 @@ pub fn pack(text: &str, dict: &Dictionary) -> Box<[u8]> {
 /// What [`pack`] works in: the hash table (16 KiB) and dictionary + text.
 #[derive(Default)]
 struct Scratch {
-    recent: Vec<u32>,
+    recent: Recent,
     buf: Vec<u8>,
 }
 
@@ -87,13 +87,12 @@ thread_local! {
 }
 
 fn pack_in(scratch: &mut Scratch, text: &str, dict: &Dictionary) -> Box<[u8]> {
-    scratch.recent.clear();
-    scratch.recent.extend_from_slice(&dict.recent.0);
+    scratch.recent.0.clear();
+    scratch.recent.0.extend_from_slice(&dict.recent.0);
     scratch.buf.clear();
     scratch.buf.extend_from_slice(dict.bytes);
     scratch.buf.extend_from_slice(text.as_bytes());
-    let (table, buf) = (&mut scratch.recent, scratch.buf.as_slice());
-    let mut recent = Recent(std::mem::take(table));
+    let (recent, buf) = (&mut scratch.recent, scratch.buf.as_slice());
     let mut out = Vec::with_capacity(text.len() / 3);
     let mut literals = dict.bytes.len();
     let mut at = literals;
@@ -118,7 +117,6 @@ fn pack_in(scratch: &mut Scratch, text: &str, dict: &Dictionary) -> Box<[u8]> {
         literals = at;
     }
     put_literals(&mut out, &buf[literals..]);
-    *table = recent.0;
     if scratch.buf.capacity() > SCRATCH_KEEP {
         scratch.buf = Vec::new();
     }
