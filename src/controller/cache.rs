@@ -2,9 +2,14 @@
 //! generic stores of [`crate::runtime`], the autoscaler and metadata views,
 //! and the Deployments read on demand.
 
+use crate::kube::fields::{self, fill, Decode, Seen};
+use crate::kube::shape::Shape;
 use crate::lock::lock;
+use crate::model::CLAIM_LABEL;
+use crate::reconcile::observed::ModelData;
 use crate::reconcile::{ConfigMapView, DeploymentView, ModelView};
-use crate::runtime::{ObjectKey, Versioned};
+use crate::runtime::{Item, ObjectKey, Versioned};
+use serde::de::{Deserializer, Error as _};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -67,6 +72,26 @@ impl Versioned for ConfigMapView {
     }
 }
 
+/// The views decoded straight from a watch or a list
+/// ([`crate::kube::fields`]) are their own items; one without a name is
+/// none (as `from_json` gives none).
+macro_rules! item {
+    ($($view:ty),*) => {$(
+        impl Item for $view {
+            fn key(&self) -> Option<ObjectKey> {
+                (!self.name.is_empty()).then(|| ObjectKey::new(&self.namespace, &self.name))
+            }
+            fn version(&self) -> Option<&str> {
+                Some(&self.resource_version)
+            }
+            fn uid(&self) -> &str {
+                &self.uid
+            }
+        }
+    )*};
+}
+item!(DeploymentView, ConfigMapView, ModelData);
+
 /// What the operator keeps of a HorizontalPodAutoscaler: the Deployment it
 /// scales, if it scales one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +137,67 @@ impl Versioned for MetaView {
     }
 }
 
+/// A Deployment as the metadata-only watch delivers it, decoded straight
+/// from its text ([`crate::kube::fields`]): where it lives, and what its
+/// [`MetaView`] keeps (none without a resourceVersion).
+#[derive(Debug, Default)]
+pub struct DeploymentMeta {
+    namespace: String,
+    name: String,
+    uid: String,
+    resource_version: Option<String>,
+    claimed: bool,
+}
+
+impl DeploymentMeta {
+    pub fn view(self) -> Option<MetaView> {
+        Some(MetaView {
+            resource_version: self.resource_version?,
+            claimed: self.claimed,
+        })
+    }
+}
+
+impl Item for DeploymentMeta {
+    fn key(&self) -> Option<ObjectKey> {
+        (!self.name.is_empty()).then(|| ObjectKey::new(&self.namespace, &self.name))
+    }
+    fn version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
+    }
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+}
+
+impl Decode for DeploymentMeta {
+    fn decode<'de, D: Deserializer<'de>>(d: D, _: &'static Shape) -> Result<Self, D::Error> {
+        let mut m = DeploymentMeta::default();
+        match fields::object(d, Top(&mut m))? {
+            Seen::Object => Ok(m),
+            _ => Err(D::Error::custom("not a JSON object")),
+        }
+    }
+}
+
+fill!(Top, DeploymentMeta, |m, map| {
+    "metadata" => fields::fill_next(map, Meta(m))?,
+});
+
+fill!(Meta, DeploymentMeta, |m, map| {
+    "namespace" => m.namespace = fields::string(map)?.unwrap_or_default(),
+    "name" => m.name = fields::string(map)?.unwrap_or_default(),
+    "uid" => m.uid = fields::string(map)?.unwrap_or_default(),
+    "resourceVersion" => m.resource_version = fields::string(map)?,
+    "labels" => fields::fill_next(map, Labels(m))?,
+});
+
+fill!(Labels, DeploymentMeta, |m, map| {
+    k if k == CLAIM_LABEL.0 => {
+        m.claimed = fields::Scalar::next(map)?.as_str() == Some(CLAIM_LABEL.1)
+    },
+});
+
 /// Unclaimed Deployments read on demand (not watched in full), each reused
 /// while the metadata watch shows the same resourceVersion. Most are
 /// claimed soon after and dropped; the table shrinks with them, so the
@@ -143,7 +229,33 @@ impl Fetched {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube::fields::tests::{decoded, variants};
     use crate::runtime::{Stale, Store};
+
+    /// What the metadata watch keeps of a Deployment, read from its
+    /// `Value`: its key, and its resourceVersion and claim label.
+    #[test]
+    fn deployment_metadata_decoded_from_its_text_reads_as_from_its_value() {
+        let d = serde_json::json!({"kind": "PartialObjectMetadata", "metadata": {"name": "d",
+            "namespace": "a", "uid": "u", "resourceVersion": "5", "generation": 2,
+            "labels": {"openmed.ai/managed": "true", "app": "x"}, "managedFields": [{}]}});
+        for v in variants(&d) {
+            let from_value = ObjectKey::of(&v).filter(|k| !k.name().is_empty()).map(|k| {
+                let m = &v["metadata"];
+                let rv = m["resourceVersion"].as_str().map(str::to_string);
+                let claimed = m["labels"][CLAIM_LABEL.0] == CLAIM_LABEL.1;
+                (
+                    k,
+                    rv.map(|r| MetaView {
+                        resource_version: r,
+                        claimed,
+                    }),
+                )
+            });
+            let typed = decoded::<DeploymentMeta>(&v).and_then(|m| Some((m.key()?, m.view())));
+            assert_eq!(typed, from_value, "{v}");
+        }
+    }
 
     fn model(uid: &str, generation: i64, rv: &str) -> ModelView {
         ModelView::from_json(&serde_json::json!({"metadata": {

@@ -14,6 +14,7 @@
 //!   write carries (`status.lastEvents`), so a crash between the status write
 //!   and the post is repaired on the next pass.
 
+use crate::kube::fields::Skipped;
 use crate::kube::path::EVENTS;
 use crate::kube::{Client, Error, PatchType, ResourcePath, Retry};
 use crate::lock::lock;
@@ -156,7 +157,7 @@ impl Poster<'_> {
     ) -> Result<Option<i64>, Error> {
         let body = patches::event(model, name, reason, message, now);
         let path = ResourcePath::collection(EVENTS, Some(&model.namespace))?;
-        match self.client.create(&path, &body) {
+        match self.client.create_as::<Skipped>(&path, &body) {
             Ok(_) => Ok(Some(1)),
             Err(e) if e.is_already_exists() => {
                 let existing = self.client.get(&ResourcePath::object(
@@ -189,13 +190,13 @@ impl Poster<'_> {
         let body = patches::event_repeat(count + 1, message, now);
         match self
             .client
-            .patch(&path, PatchType::Merge, &body, Retry::Write)
+            .patch_as::<Skipped>(&path, PatchType::Merge, &body, Retry::Write)
         {
             Ok(_) => Ok(count + 1),
             Err(e) if e.is_not_found() => {
                 let body = patches::event(model, name, reason, message, now);
                 let events = ResourcePath::collection(EVENTS, Some(&model.namespace))?;
-                self.client.create(&events, &body)?;
+                self.client.create_as::<Skipped>(&events, &body)?;
                 Ok(1)
             }
             Err(e) => Err(e),

@@ -25,17 +25,19 @@ pub mod sync;
 use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::health::Health;
+use crate::kube::fields::Decode;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS};
 use crate::kube::{Client, ResourcePath};
 use crate::metrics::Metrics;
 use crate::model::status::Phase;
 use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::outcome::Outcome;
+use crate::reconcile::observed::ModelData;
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::reflector::{self, Reflector};
-use crate::runtime::{reconnect, Change, ObjectKey, Reader, Stop, Store, Versioned};
-use cache::{AutoscalerView, MetaView};
+use crate::runtime::{reconnect, Change, Item, ObjectKey, Reader, Stop, Store, Versioned};
+use cache::{AutoscalerView, DeploymentMeta, MetaView};
 use error::StartError;
 use index::{Kind, TargetIndex};
 use serde_json::Value;
@@ -57,13 +59,6 @@ const TICK: Duration = Duration::from_millis(100);
 /// no cache shows gets a full pass even if no cache changed (2 minutes at
 /// the default 15 s; §6).
 const FULL_RESYNC: u32 = 8;
-
-fn meta_view(v: &Value) -> Option<MetaView> {
-    Some(MetaView {
-        resource_version: v["metadata"]["resourceVersion"].as_str()?.to_string(),
-        claimed: v["metadata"]["labels"][CLAIM_LABEL.0] == CLAIM_LABEL.1,
-    })
-}
 
 /// What the app root ([`crate::app`]) builds for the controller: the API
 /// client (behind the write gate with `--leader-elect`), the metrics and
@@ -254,16 +249,17 @@ impl Controller {
     }
 
     /// A reflector for `w` in `scope`, filling `store`.
-    fn spawn<V>(
+    fn spawn<V, O>(
         &self,
         w: &Watch,
         scope: &Option<String>,
         store: &Store<V>,
-        parse: fn(&Value) -> Option<V>,
+        parse: fn(O) -> Option<V>,
         on_change: reflector::OnChange<V>,
     ) -> Result<(), StartError>
     where
         V: Clone + PartialEq + Versioned + Send + Sync + 'static,
+        O: Decode + Item + Send + 'static,
     {
         let common = reflector::Common {
             client: self.client.clone(),
@@ -306,28 +302,22 @@ impl Controller {
                 idx.update(&c.key, c.new.as_ref().map(lookups).as_ref());
                 q.add(c.key);
             });
-            self.spawn(&MODELS, scope, &r.models, ModelView::from_decoded, on_model)?;
+            self.spawn(&MODELS, scope, &r.models, ModelData::view, on_model)?;
             let w = self.waker(Kind::ConfigMap);
             let on_cm: reflector::OnChange<ConfigMapView> = Arc::new(move |c| w(&c.key));
             let cms = &r.config_maps;
-            self.spawn(
-                &OUR_CONFIG_MAPS,
-                scope,
-                cms,
-                ConfigMapView::from_json,
-                on_cm,
-            )?;
+            self.spawn(&OUR_CONFIG_MAPS, scope, cms, Some, on_cm)?;
             let w = self.waker(Kind::Deployment);
             let on_deploy: reflector::OnChange<DeploymentView> = Arc::new(move |c| w(&c.key));
             let ds = &r.deployments;
-            let parse = DeploymentView::from_json;
-            self.spawn(&CLAIMED_DEPLOYMENTS, scope, ds, parse, on_deploy)?;
+            self.spawn(&CLAIMED_DEPLOYMENTS, scope, ds, Some, on_deploy)?;
             let meta = &r.deployment_meta;
             let on_meta = self.on_deployment_meta();
-            self.spawn(&ALL_DEPLOYMENTS, scope, meta, meta_view, on_meta)?;
+            self.spawn(&ALL_DEPLOYMENTS, scope, meta, DeploymentMeta::view, on_meta)?;
             let hpas = &r.autoscalers;
             let on_hpa = self.on_autoscaler();
-            self.spawn(&AUTOSCALERS, scope, hpas, AutoscalerView::from_json, on_hpa)?;
+            let parse = |o: Value| AutoscalerView::from_json(&o);
+            self.spawn(&AUTOSCALERS, scope, hpas, parse, on_hpa)?;
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 pub mod client;
 pub mod endpoint;
 pub mod error;
+pub mod fields;
 pub mod guard;
 pub mod idn;
 pub mod names;

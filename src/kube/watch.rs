@@ -2,16 +2,23 @@
 //! arrive, one line at a time, never the whole response.
 
 use super::error::{api_error_from_body, sanitize, Error, Result};
-use super::shape::{Pruned, Shape};
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use super::fields::{As, Decode};
+use super::shape::Shape;
+use serde::de::DeserializeSeed;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::io::{ErrorKind, Read};
+use std::marker::PhantomData;
 
+/// One event of a watch, its object decoded as `O` (a pruned `Value`, or
+/// a typed view: [`super::fields`]).
 #[derive(Debug, Clone, PartialEq)]
-pub enum WatchEvent {
-    Added(Value),
-    Modified(Value),
-    Deleted(Value),
+pub enum WatchEvent<O = Value> {
+    Added(O),
+    Modified(O),
+    Deleted(O),
     /// The server has sent everything up to this resourceVersion.
     Bookmark {
         resource_version: String,
@@ -23,89 +30,56 @@ pub fn decode_event(line: &[u8]) -> Result<WatchEvent> {
     decode_shaped(line, &Shape::All)
 }
 
-/// A watch line: its type, and its object decoded as a shape says.
-struct Line {
-    ty: String,
-    object: Value,
+/// A watch line: its type, and its object's text, both borrowed from the
+/// line; the object is decoded once its type says how.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(borrow)]
+    object: Option<&'a RawValue>,
 }
 
-/// The seed of a [`Line`].
-struct LineSeed(&'static Shape);
-
-impl<'de> DeserializeSeed<'de> for LineSeed {
-    type Value = Line;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Line, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for LineSeed {
-    type Value = Line;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a watch event")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Line, A::Error> {
-        let mut line = Line {
-            ty: String::new(),
-            object: Value::Null,
-        };
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match key.as_ref() {
-                "type" => line.ty = map.next_value()?,
-                "object" => line.object = map.next_value_seed(Pruned::object(self.0))?,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(line)
-    }
-}
-
-/// Decode one watch line, keeping of its object what `shape` names. An
-/// `ERROR` event becomes an `Err` carrying the server's Status (410
-/// Expired/Gone means: relist).
-pub fn decode_shaped(line: &[u8], shape: &'static Shape) -> Result<WatchEvent> {
-    let mut de = serde_json::Deserializer::from_slice(line);
-    let parsed = LineSeed(shape)
-        .deserialize(&mut de)
-        .and_then(|l| de.end().map(|()| l));
-    let Line { ty, object } = parsed.map_err(|e| {
+/// Decode one watch line, its object as `O` (keeping of a `Value` what
+/// `shape` names). An `ERROR` event becomes an `Err` carrying the server's
+/// Status (410 Expired/Gone means: relist).
+pub fn decode_shaped<O: Decode>(line: &[u8], shape: &'static Shape) -> Result<WatchEvent<O>> {
+    let not_an_event = |e: serde_json::Error| {
         Error::Decode(format!(
             "watch line is not a watch event ({e}): {}",
             preview(line)
         ))
-    })?;
-    let ty = ty.as_str();
-    let object = match (ty, object) {
-        ("ERROR", o @ Value::Object(_)) => {
-            let code = o.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
-            let bytes = serde_json::to_vec(&o).unwrap_or_default();
-            return Err(Error::Api(api_error_from_body(code, &bytes, None)));
-        }
-        (_, o @ Value::Object(_)) => o,
-        _ => {
-            return Err(Error::Decode(format!(
-                "watch event without an object: {}",
-                preview(line)
-            )))
-        }
     };
-    match ty {
-        "ADDED" => Ok(WatchEvent::Added(object)),
-        "MODIFIED" => Ok(WatchEvent::Modified(object)),
-        "DELETED" => Ok(WatchEvent::Deleted(object)),
+    let Line { ty, object } = serde_json::from_slice(line).map_err(not_an_event)?;
+    let Some(text) = object.map(RawValue::get).filter(|t| t.starts_with('{')) else {
+        return Err(Error::Decode(format!(
+            "watch event without an object: {}",
+            preview(line)
+        )));
+    };
+    let object = || {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let o = As::<O>::new(shape).deserialize(&mut de)?;
+        de.end().map(|()| o)
+    };
+    match ty.as_ref() {
+        "ADDED" => object().map(WatchEvent::Added).map_err(not_an_event),
+        "MODIFIED" => object().map(WatchEvent::Modified).map_err(not_an_event),
+        "DELETED" => object().map(WatchEvent::Deleted).map_err(not_an_event),
         "BOOKMARK" => {
-            let rv = object
+            let o: Value = serde_json::from_str(text).map_err(not_an_event)?;
+            let rv = o
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
                 .ok_or_else(|| Error::Decode("bookmark without metadata.resourceVersion".into()))?;
             Ok(WatchEvent::Bookmark {
                 resource_version: rv.to_string(),
             })
+        }
+        "ERROR" => {
+            let o: Value = serde_json::from_str(text).map_err(not_an_event)?;
+            let code = o.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
+            Err(Error::Api(api_error_from_body(code, text.as_bytes(), None)))
         }
         other => Err(Error::Decode(format!(
             "unknown watch event type {:?}",
@@ -120,7 +94,7 @@ fn preview(line: &[u8]) -> String {
 
 /// An iterator of watch events over a response body. It ends (returns
 /// `None`) when the server closes the stream; after any `Err` it ends too.
-pub struct WatchStream {
+pub struct WatchStream<O = Value> {
     reader: Box<dyn Read + Send>,
     buf: Vec<u8>,
     start: usize,
@@ -131,12 +105,22 @@ pub struct WatchStream {
     searched: u64,
     line_cap: usize,
     finished: bool,
-    /// What of each object is decoded.
+    /// What of each object is decoded, if it is decoded as a `Value`.
     shape: &'static Shape,
+    decoded: PhantomData<fn() -> O>,
 }
 
 impl WatchStream {
+    /// A stream of whole objects.
     pub fn new(reader: Box<dyn Read + Send>, line_cap: usize) -> WatchStream {
+        WatchStream::of(reader, line_cap, &Shape::All)
+    }
+}
+
+impl<O: Decode> WatchStream<O> {
+    /// A stream of objects decoded as `O` (of a `Value`, what `shape`
+    /// names).
+    pub fn of(reader: Box<dyn Read + Send>, line_cap: usize, shape: &'static Shape) -> Self {
         WatchStream {
             reader,
             buf: Vec::with_capacity(16 * 1024),
@@ -145,22 +129,17 @@ impl WatchStream {
             searched: 0,
             line_cap,
             finished: false,
-            shape: &Shape::All,
+            shape,
+            decoded: PhantomData,
         }
     }
 
-    /// Decode only what `shape` names of each object.
-    pub fn shaped(mut self, shape: &'static Shape) -> WatchStream {
-        self.shape = shape;
-        self
-    }
-
-    fn fail(&mut self, e: Error) -> Option<Result<WatchEvent>> {
+    fn fail(&mut self, e: Error) -> Option<Result<WatchEvent<O>>> {
         self.finished = true;
         Some(Err(e))
     }
 
-    fn decode(&mut self, line_end: usize) -> Option<Result<WatchEvent>> {
+    fn decode(&mut self, line_end: usize) -> Option<Result<WatchEvent<O>>> {
         let line = &self.buf[self.start..line_end];
         let r = decode_shaped(line, self.shape);
         if r.is_err() {
@@ -170,10 +149,10 @@ impl WatchStream {
     }
 }
 
-impl Iterator for WatchStream {
-    type Item = Result<WatchEvent>;
+impl<O: Decode> Iterator for WatchStream<O> {
+    type Item = Result<WatchEvent<O>>;
 
-    fn next(&mut self) -> Option<Result<WatchEvent>> {
+    fn next(&mut self) -> Option<Result<WatchEvent<O>>> {
         if self.finished {
             return None;
         }
@@ -213,9 +192,7 @@ impl Iterator for WatchStream {
                         return None;
                     }
                     // A last event without its newline is still an event.
-                    let end = self.buf.len();
-                    let r = decode_event(&self.buf[..end]);
-                    return Some(r);
+                    return self.decode(self.buf.len());
                 }
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,

@@ -14,6 +14,6 @@ pub mod stop;
 pub mod store;
 pub mod watcher;
 
-pub use object::{newer, regresses, ObjectKey, Versioned};
+pub use object::{newer, regresses, Item, ObjectKey, Versioned};
 pub use stop::Stop;
 pub use store::{Change, Event, IndexFn, Reader, Stale, Store, Writer};

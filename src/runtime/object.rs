@@ -74,6 +74,27 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
+/// An object as a list or a watch delivers it, before it is a view:
+/// where it lives, how old it is, and which object it is.
+pub trait Item {
+    /// None without a name: no object a store can hold.
+    fn key(&self) -> Option<ObjectKey>;
+    fn version(&self) -> Option<&str>;
+    fn uid(&self) -> &str;
+}
+
+impl Item for serde_json::Value {
+    fn key(&self) -> Option<ObjectKey> {
+        ObjectKey::of(self)
+    }
+    fn version(&self) -> Option<&str> {
+        self["metadata"]["resourceVersion"].as_str()
+    }
+    fn uid(&self) -> &str {
+        self["metadata"]["uid"].as_str().unwrap_or("")
+    }
+}
+
 /// A cached view's age: what a store compares before it lets one view
 /// replace another.
 pub trait Versioned {

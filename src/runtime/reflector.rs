@@ -8,9 +8,10 @@ use super::reconnect::{Policy, WatchEnd};
 use super::stop::Stop;
 use super::store::{Change, Event, Writer};
 use super::watcher::{Action, Outcome, Watcher};
-use super::{ObjectKey, Versioned};
+use super::{Item, Versioned};
 use crate::health::Health;
 use crate::kube::client::random_watch_timeout;
+use crate::kube::fields::Decode;
 use crate::kube::{Client, Error, ListParams, ResourcePath, WatchEvent, WatchParams};
 use crate::metrics::Metrics;
 use serde_json::Value;
@@ -38,7 +39,9 @@ pub struct Common {
     pub reconnect: Policy,
 }
 
-pub struct Reflector<V> {
+/// Objects arrive decoded as `O` (a pruned `Value`, or a typed view:
+/// [`crate::kube::fields`]), and `parse` makes them views.
+pub struct Reflector<V, O = Value> {
     /// For logs, metrics and health: the plural of what is watched.
     pub resource: &'static str,
     pub namespace: Option<String>,
@@ -47,7 +50,7 @@ pub struct Reflector<V> {
     pub metadata_only: bool,
     pub client: Arc<Client>,
     pub store: Writer<V>,
-    pub parse: fn(&Value) -> Option<V>,
+    pub parse: fn(O) -> Option<V>,
     pub on_change: OnChange<V>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
@@ -59,7 +62,11 @@ pub struct Reflector<V> {
 /// Consecutive failures after which a loop is reported not ready.
 const FAILING_AFTER: u32 = 3;
 
-impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
+impl<V, O> Reflector<V, O>
+where
+    V: Clone + PartialEq + Versioned + Send + Sync + 'static,
+    O: Decode + Item + Send + 'static,
+{
     /// A reflector over every object of `path` (a collection); narrow it
     /// with [`Reflector::selecting`] or [`Reflector::metadata_only`].
     pub fn new(
@@ -68,9 +75,9 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         path: ResourcePath,
         namespace: Option<String>,
         store: Writer<V>,
-        parse: fn(&Value) -> Option<V>,
+        parse: fn(O) -> Option<V>,
         on_change: OnChange<V>,
-    ) -> Reflector<V> {
+    ) -> Reflector<V, O> {
         Reflector {
             resource,
             namespace,
@@ -90,13 +97,13 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
     }
 
     /// Only objects carrying this label (`key=value`).
-    pub fn selecting(mut self, label: (&str, &str)) -> Reflector<V> {
+    pub fn selecting(mut self, label: (&str, &str)) -> Self {
         self.label_selector = Some(format!("{}={}", label.0, label.1));
         self
     }
 
     /// Watch `PartialObjectMetadata` only: cheap for kinds with big objects.
-    pub fn metadata_only(mut self) -> Reflector<V> {
+    pub fn metadata_only(mut self) -> Self {
         self.metadata_only = true;
         self
     }
@@ -160,7 +167,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
             metadata_only: self.metadata_only,
             ..Default::default()
         };
-        let list = match self.client.list_all(&self.path, &params) {
+        let list = match self.client.list_all_as::<O>(&self.path, &params) {
             Ok(l) => l,
             Err(e) => {
                 let failed = Outcome::ListFailed {
@@ -178,10 +185,10 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
         };
         self.health.list_ok(name);
         self.metrics.relisted(self.resource);
-        let items: Vec<(ObjectKey, V)> = list
+        let items: Vec<_> = list
             .items
-            .iter()
-            .filter_map(|o| Some((ObjectKey::of(o)?, (self.parse)(o)?)))
+            .into_iter()
+            .filter_map(|o| Some((o.key()?, (self.parse)(o)?)))
             .collect();
         self.feed(Event::Listed(self.namespace.clone(), items));
         self.store.mark_synced(name);
@@ -201,7 +208,7 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
             metadata_only: self.metadata_only,
         };
         let opened = Instant::now();
-        let end = match self.client.watch(&self.path, &wp) {
+        let end = match self.client.watch_as::<O>(&self.path, &wp) {
             Ok(stream) => {
                 self.health.watching(name, true);
                 let end = self.consume(name, stream, &mut rv);
@@ -257,22 +264,23 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
     fn consume(
         &self,
         name: &str,
-        stream: impl Iterator<Item = Result<WatchEvent, Error>>,
+        stream: impl Iterator<Item = Result<WatchEvent<O>, Error>>,
         rv: &mut String,
     ) -> Option<WatchEnd> {
         for ev in stream {
             match ev {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
                     remember_rv(&o, rv);
-                    if let (Some(k), Some(v)) = (ObjectKey::of(&o), (self.parse)(&o)) {
-                        self.feed(Event::Applied(k, v));
+                    if let Some(k) = o.key() {
+                        if let Some(v) = (self.parse)(o) {
+                            self.feed(Event::Applied(k, v));
+                        }
                     }
                 }
                 Ok(WatchEvent::Deleted(o)) => {
                     remember_rv(&o, rv);
-                    if let Some(k) = ObjectKey::of(&o) {
-                        let uid = o["metadata"]["uid"].as_str().unwrap_or("").to_string();
-                        self.feed(Event::Deleted(k, uid));
+                    if let Some(k) = o.key() {
+                        self.feed(Event::Deleted(k, o.uid().to_string()));
                     }
                 }
                 Ok(WatchEvent::Bookmark { resource_version }) => *rv = resource_version,
@@ -300,8 +308,8 @@ impl<V: Clone + PartialEq + Versioned + Send + Sync + 'static> Reflector<V> {
     }
 }
 
-fn remember_rv(o: &Value, rv: &mut String) {
-    if let Some(r) = o["metadata"]["resourceVersion"].as_str() {
-        *rv = r.to_string();
+fn remember_rv(o: &impl Item, rv: &mut String) {
+    if let Some(r) = o.version() {
+        r.clone_into(rv);
     }
 }

@@ -11,7 +11,8 @@ use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Error, ResourcePath};
 use crate::lock::lock;
 use crate::reconcile::{
-    lookups, note_autoscaled, ConfigMapView, DeploymentView, ModelView, Observed, TargetPolicy,
+    lookups, note_autoscaled, ConfigMapView, DeploymentView, ModelData, ModelView, Observed,
+    TargetPolicy,
 };
 use crate::runtime::ObjectKey;
 
@@ -86,9 +87,9 @@ impl Reconciler {
     /// watch: 9.17).
     pub(super) fn refresh_model(&self, key: &ObjectKey) -> Result<(), Error> {
         let path = ResourcePath::object(crate::model::RESOURCE, Some(key.namespace()), key.name())?;
-        match self.client.get(&path) {
-            Ok(v) => {
-                if let Some(m) = ModelView::from_decoded(&v) {
+        match self.client.get_as::<ModelData>(&path) {
+            Ok(m) => {
+                if let Some(m) = m.view() {
                     self.models.put_if_newer(m.key(), m);
                 }
                 Ok(())
@@ -264,18 +265,16 @@ impl Reconciler {
             let path = ResourcePath::object(DEPLOYMENTS, Some(ns), &name)?;
             let was = seen.iter().find(|d| d.name == name);
             let key = ObjectKey::new(ns, name.clone());
-            match self.client.get(&path) {
-                Ok(v) => {
-                    let Some(d) = DeploymentView::from_json(&v) else {
-                        continue;
-                    };
+            match self.client.get_as::<DeploymentView>(&path) {
+                Ok(d) if d.name.is_empty() => continue,
+                Ok(d) => {
                     if was.is_none_or(|w| w.resource_version != d.resource_version) {
                         let meta = MetaView {
                             resource_version: d.resource_version.clone(),
                             claimed: d.claimed,
                         };
                         self.deployment_meta.put_if_newer(key, meta);
-                        self.remember_deployment(&v);
+                        self.remember_deployment(d);
                         changed = true;
                     }
                 }

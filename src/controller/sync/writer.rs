@@ -8,8 +8,8 @@ use crate::kube::{Error, PatchType, Preconditions, ResourcePath, Retry};
 use crate::lock::lock;
 use crate::outcome::Outcome;
 use crate::reconcile::{
-    execute, patches, Cluster, ConfigMapView, DeploymentView, EventSpec, Executed, ModelView, Plan,
-    RefusedWrite,
+    execute, patches, Cluster, ConfigMapView, DeploymentView, EventSpec, Executed, ModelData,
+    ModelView, Plan, RefusedWrite,
 };
 use crate::runtime::ObjectKey;
 use serde_json::Value;
@@ -67,10 +67,10 @@ impl Reconciler {
         let name = body["metadata"]["name"].as_str().unwrap_or("");
         match self
             .client
-            .create(&ResourcePath::collection(CONFIG_MAPS, Some(ns))?, body)
+            .create_as(&ResourcePath::collection(CONFIG_MAPS, Some(ns))?, body)
         {
             Ok(resp) => {
-                self.remember_cm(&resp);
+                self.remember_cm(resp);
                 log::info!("{who}: created ConfigMap {name}");
                 Ok(None)
             }
@@ -174,25 +174,28 @@ impl Reconciler {
         Ok(())
     }
 
-    pub(super) fn remember_model(&self, v: &Value) -> Option<String> {
-        let m = ModelView::from_decoded(v)?;
+    /// A model as a write answered, decoded straight into its view.
+    pub(super) fn remember_model(&self, m: ModelData) -> Option<String> {
+        let m = m.view()?;
         let rv = m.resource_version.clone();
         self.models.put_if_newer(m.key(), m);
         Some(rv)
     }
 
-    pub(super) fn remember_cm(&self, v: &Value) {
-        if let Some(cm) = ConfigMapView::from_json(v) {
-            if cm.managed_by.as_deref() == Some(crate::model::MANAGED_BY_LABEL.1) {
-                self.config_maps.put_if_newer(cm.key(), cm);
-            }
+    /// A ConfigMap as a write answered, decoded straight into its view.
+    pub(super) fn remember_cm(&self, cm: ConfigMapView) {
+        if cm.managed_by.as_deref() == Some(crate::model::MANAGED_BY_LABEL.1) && !cm.name.is_empty()
+        {
+            self.config_maps.put_if_newer(cm.key(), cm);
         }
     }
 
-    pub(super) fn remember_deployment(&self, v: &Value) {
-        let Some(d) = DeploymentView::from_json(v) else {
+    /// A Deployment as a write or a read answered, decoded straight into
+    /// its view.
+    pub(super) fn remember_deployment(&self, d: DeploymentView) {
+        if d.name.is_empty() {
             return;
-        };
+        }
         let k = d.key();
         if d.claimed {
             self.deployments.put_if_newer(k, d);
@@ -264,7 +267,7 @@ impl Cluster for Writer<'_> {
         finalizers: &[String],
     ) -> Result<Option<String>, Failed> {
         let body = patches::finalizers_patch(rv, finalizers);
-        let resp = self.reconciler.client.patch(
+        let resp: ModelData = self.reconciler.client.patch_as(
             &self.model_path,
             PatchType::Merge,
             &body,
@@ -285,7 +288,7 @@ impl Cluster for Writer<'_> {
         }
         Ok(Some(
             self.reconciler
-                .remember_model(&resp)
+                .remember_model(resp)
                 .unwrap_or_else(|| rv.to_string()),
         ))
     }
@@ -300,22 +303,22 @@ impl Cluster for Writer<'_> {
         let resp = self
             .reconciler
             .client
-            .patch(&path, PatchType::Merge, body, Retry::Idempotent)
+            .patch_as(&path, PatchType::Merge, body, Retry::Idempotent)
             .map_err(|e| Failed::of(e, RefusedWrite::ConfigMap))?;
-        self.reconciler.remember_cm(&resp);
+        self.reconciler.remember_cm(resp);
         log::info!("{}: updated ConfigMap {name}", self.who);
         Ok(())
     }
 
     fn patch_deployment(&mut self, name: &str, body: &Value) -> Result<i64, Failed> {
         let path = ResourcePath::object(DEPLOYMENTS, Some(&self.model.namespace), name)?;
-        let resp = self
+        let resp: DeploymentView = self
             .reconciler
             .client
-            .patch(&path, PatchType::Strategic, body, Retry::Idempotent)
+            .patch_as(&path, PatchType::Strategic, body, Retry::Idempotent)
             .map_err(|e| Failed::of(e, RefusedWrite::Deployment))?;
-        let generation = resp["metadata"]["generation"].as_i64().unwrap_or(0);
-        self.reconciler.remember_deployment(&resp);
+        let generation = resp.generation;
+        self.reconciler.remember_deployment(resp);
         log::info!(
             "{}: patched Deployment {name} (generation {generation})",
             self.who
@@ -333,8 +336,8 @@ impl Cluster for Writer<'_> {
         let resp = self
             .reconciler
             .client
-            .patch(&path, PatchType::Merge, body, Retry::Write)?;
-        self.reconciler.remember_model(&resp);
+            .patch_as(&path, PatchType::Merge, body, Retry::Write)?;
+        self.reconciler.remember_model(resp);
         self.reconciler.remember_acted(self.model);
         if let Some(phase) = body["status"]["phase"].as_str() {
             let reason = ready_reason(body).unwrap_or_default();

@@ -4,10 +4,13 @@
 use super::request::Method;
 use super::{Client, Retry, Verb};
 use crate::kube::error::{Error, Result};
+use crate::kube::fields::{As, Decode, Key};
 use crate::kube::path::ResourcePath;
-use crate::kube::shape::Pruned;
+use crate::kube::shape::Shape;
 use crate::lock::lock;
+use serde::de::{DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
+use std::marker::PhantomData;
 
 const META_LIST: &str =
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
@@ -22,10 +25,10 @@ pub struct ListParams {
     pub metadata_only: bool,
 }
 
-/// One page of a list, or all pages joined.
+/// One page of a list, or all pages joined, its items decoded as `O`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ObjectList {
-    pub items: Vec<Value>,
+pub struct ObjectList<O = Value> {
+    pub items: Vec<O>,
     pub resource_version: String,
     pub continue_token: Option<String>,
     /// The length of the body (bodies, for [`Client::list_all`]) it came in.
@@ -40,7 +43,11 @@ impl Client {
         self.list_page(path, params)
     }
 
-    fn list_page(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
+    fn list_page<O: Decode>(
+        &self,
+        path: &ResourcePath,
+        params: &ListParams,
+    ) -> Result<ObjectList<O>> {
         let mut req = self.req(Verb::List, Method::Get, path, Retry::Read);
         push_selectors(
             &mut req.query,
@@ -56,8 +63,7 @@ impl Client {
         if params.metadata_only {
             req.accept = META_LIST;
         }
-        let (v, bytes) = self.decoded(req, Pruned::list)?;
-        let mut list = parse_list(v)?;
+        let (mut list, bytes) = self.decoded(req, decode_list)?;
         list.bytes = bytes;
         Ok(list)
     }
@@ -69,6 +75,15 @@ impl Client {
     /// token seen before is an error. One list at a time across the client,
     /// all its pages: the items of lists in flight never add up.
     pub fn list_all(&self, path: &ResourcePath, params: &ListParams) -> Result<ObjectList> {
+        self.list_all_as(path, params)
+    }
+
+    /// [`Client::list_all`], each item decoded as `O`.
+    pub fn list_all_as<O: Decode>(
+        &self,
+        path: &ResourcePath,
+        params: &ListParams,
+    ) -> Result<ObjectList<O>> {
         let _one_at_a_time = lock(&self.list_gate);
         let mut restarts = 0;
         'outer: loop {
@@ -131,32 +146,88 @@ pub(super) fn push_selectors(
     }
 }
 
-fn parse_list(mut v: Value) -> Result<ObjectList> {
-    let items = match v.get_mut("items").map(Value::take) {
-        Some(Value::Array(a)) => a,
-        Some(Value::Null) | None => Vec::new(),
-        Some(_) => return Err(Error::Decode("list items is not an array".into())),
-    };
-    if items.iter().any(|i| !i.is_object()) {
-        return Err(Error::Decode("list item is not an object".into()));
+/// A list page: its items decoded as `O` (of a `Value`, what `shape`
+/// names), its metadata's resourceVersion and continue token.
+fn decode_list<O: Decode>(
+    bytes: &[u8],
+    shape: &'static Shape,
+) -> serde_json::Result<ObjectList<O>> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let list = de.deserialize_map(Page(shape, PhantomData))?;
+    de.end()?;
+    Ok(list)
+}
+
+struct Page<O>(&'static Shape, PhantomData<fn() -> O>);
+
+impl<'de, O: Decode> Visitor<'de> for Page<O> {
+    type Value = ObjectList<O>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list")
     }
-    let meta = v.get("metadata");
-    let resource_version = meta
-        .and_then(|m| m.get("resourceVersion"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::Decode("list without metadata.resourceVersion".into()))?
-        .to_string();
-    let continue_token = meta
-        .and_then(|m| m.get("continue"))
-        .and_then(Value::as_str)
-        .filter(|c| !c.is_empty())
-        .map(str::to_string);
-    Ok(ObjectList {
-        items,
-        resource_version,
-        continue_token,
-        bytes: 0,
-    })
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let (mut items, mut meta) = (Vec::new(), Value::Null);
+        while let Some(Key(key)) = map.next_key()? {
+            match key.as_ref() {
+                "items" => items = map.next_value_seed(Items(self.0, PhantomData))?,
+                "metadata" => meta = map.next_value()?,
+                _ => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        let resource_version = meta["resourceVersion"]
+            .as_str()
+            .ok_or_else(|| A::Error::custom("list without metadata.resourceVersion"))?
+            .to_string();
+        let continue_token = meta["continue"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+            .map(str::to_string);
+        Ok(ObjectList {
+            items,
+            resource_version,
+            continue_token,
+            bytes: 0,
+        })
+    }
+}
+
+/// A list's items: `null` is none; each must be an object.
+struct Items<O>(&'static Shape, PhantomData<fn() -> O>);
+
+impl<'de, O: Decode> DeserializeSeed<'de> for Items<O> {
+    type Value = Vec<O>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Vec<O>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, O: Decode> Visitor<'de> for Items<O> {
+    type Value = Vec<O>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("list items as an array")
+    }
+
+    fn visit_unit<E>(self) -> std::result::Result<Vec<O>, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Vec<O>, A::Error> {
+        let mut items = Vec::new();
+        while let Some(o) = seq.next_element_seed(As::<O>::new(self.0))? {
+            items.push(o);
+        }
+        Ok(items)
+    }
 }
 
 /// A short fingerprint of a continue token: the set of tokens seen stays
@@ -173,19 +244,21 @@ mod tests {
 
     #[test]
     fn list_shape_is_checked() {
-        let ok = parse_list(
+        let page = |v: Value| decode_list::<Value>(v.to_string().as_bytes(), &Shape::All);
+        let ok = page(
             json!({"items": [{"a": 1}], "metadata": {"resourceVersion": "7", "continue": "c"}}),
         )
         .unwrap();
         assert_eq!(ok.resource_version, "7");
         assert_eq!(ok.continue_token.as_deref(), Some("c"));
-        let empty = parse_list(
-            json!({"items": null, "metadata": {"resourceVersion": "7", "continue": ""}}),
-        )
-        .unwrap();
+        assert_eq!(ok.items, vec![json!({"a": 1})]);
+        let empty =
+            page(json!({"items": null, "metadata": {"resourceVersion": "7", "continue": ""}}))
+                .unwrap();
         assert!(empty.items.is_empty() && empty.continue_token.is_none());
-        assert!(parse_list(json!({"items": {}, "metadata": {"resourceVersion": "1"}})).is_err());
-        assert!(parse_list(json!({"items": [1], "metadata": {"resourceVersion": "1"}})).is_err());
-        assert!(parse_list(json!({"items": []})).is_err());
+        assert!(page(json!({"items": {}, "metadata": {"resourceVersion": "1"}})).is_err());
+        assert!(page(json!({"items": [1], "metadata": {"resourceVersion": "1"}})).is_err());
+        assert!(page(json!({"items": []})).is_err());
+        assert!(decode_list::<Value>(b"{\"items\": []} x", &Shape::All).is_err());
     }
 }

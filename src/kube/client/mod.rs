@@ -20,6 +20,7 @@ pub use watch::{random_watch_timeout, WatchParams};
 
 use super::endpoint::{CaFile, Endpoint, TokenFile};
 use super::error::Result;
+use super::fields::Decode;
 use super::path::ResourcePath;
 use crate::backoff::Backoff;
 use agent::{build_agent, proxy_of, AgentState};
@@ -192,11 +193,26 @@ impl Client {
     }
 
     pub fn get(&self, path: &ResourcePath) -> Result<Value> {
+        self.get_as(path)
+    }
+
+    /// [`Client::get`], the answer decoded as `O`.
+    pub fn get_as<O: Decode>(&self, path: &ResourcePath) -> Result<O> {
         let req = self.req(Verb::Get, Method::Get, path, Retry::Read);
         self.json(req)
     }
 
     pub fn create(&self, path: &ResourcePath, body: &impl serde::Serialize) -> Result<Value> {
+        self.create_as(path, body)
+    }
+
+    /// [`Client::create`], the answer decoded as `O` (a typed view, or
+    /// [`crate::kube::fields::Skipped`] when nothing of it is read).
+    pub fn create_as<O: Decode>(
+        &self,
+        path: &ResourcePath,
+        body: &impl serde::Serialize,
+    ) -> Result<O> {
         let mut req = self.req(Verb::Create, Method::Post, path, Retry::Write);
         req.body = Some((JSON, encode(body)?));
         self.json(req)
@@ -216,6 +232,17 @@ impl Client {
         body: &impl serde::Serialize,
         retry: Retry,
     ) -> Result<Value> {
+        self.patch_as(path, kind, body, retry)
+    }
+
+    /// [`Client::patch`], the answer decoded as `O`.
+    pub fn patch_as<O: Decode>(
+        &self,
+        path: &ResourcePath,
+        kind: PatchType,
+        body: &impl serde::Serialize,
+        retry: Retry,
+    ) -> Result<O> {
         let mut req = self.req(Verb::Patch, Method::Patch, path, retry);
         req.body = Some((kind.content_type(), encode(body)?));
         self.json(req)

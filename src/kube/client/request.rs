@@ -5,10 +5,10 @@
 use super::Client;
 use crate::kube::endpoint::TokenFile;
 use crate::kube::error::{api_error_from_body, sanitize, Error, Result};
+use crate::kube::fields::{As, Decode};
 use crate::kube::guard::check_path;
 use crate::kube::path::ResourcePath;
-use crate::kube::shape::{self, Pruned, Shape};
-use serde_json::Value;
+use crate::kube::shape::Shape;
 use std::time::Duration;
 
 pub(super) const JSON: &str = "application/json";
@@ -118,41 +118,31 @@ impl Client {
         }
     }
 
-    pub(super) fn json(&self, req: Req<'_>) -> Result<Value> {
-        self.json_sized(req).map(|(v, _)| v)
+    /// A JSON object answer, decoded as `O` (of a `Value`, what the
+    /// request's shape names).
+    pub(super) fn json<O: Decode>(&self, req: Req<'_>) -> Result<O> {
+        self.decoded(req, decode_object::<O>).map(|(o, _)| o)
     }
 
-    /// A JSON object answer, with the length of the body it came in.
-    pub(super) fn json_sized(&self, req: Req<'_>) -> Result<(Value, usize)> {
-        self.decoded(req, Pruned::object)
-    }
-
-    /// A JSON object answer decoded by `seed` from the request's shape.
-    pub(super) fn decoded(
+    /// An answer decoded by `decode`, given the request's shape.
+    pub(super) fn decoded<T>(
         &self,
         req: Req<'_>,
-        seed: fn(&'static Shape) -> Pruned,
-    ) -> Result<(Value, usize)> {
+        decode: fn(&[u8], &'static Shape) -> serde_json::Result<T>,
+    ) -> Result<(T, usize)> {
         let mut resp = self.send(&req)?;
         let limit = self.cfg.body_limit;
         let (v, len) = with_body(resp.body_mut(), limit, |bytes| {
-            (shape::decode(bytes, seed(req.shape)), bytes.len())
+            (decode(bytes, req.shape), bytes.len())
         })
         .map_err(|e| map_ureq(e, limit))?;
-        let v: Value = v.map_err(|e| {
+        let v = v.map_err(|e| {
             Error::Decode(format!(
-                "{} {}: body is not JSON ({e})",
+                "{} {}: body is not a JSON object as expected ({e})",
                 req.verb.as_str(),
                 req.path
             ))
         })?;
-        if !v.is_object() {
-            return Err(Error::Decode(format!(
-                "{} {}: body is not a JSON object",
-                req.verb.as_str(),
-                req.path
-            )));
-        }
         Ok((v, len))
     }
 
@@ -362,6 +352,15 @@ fn with_hint(msg: String) -> String {
         );
     }
     msg
+}
+
+/// One object's text decoded as `O`; trailing text is an error.
+fn decode_object<O: Decode>(bytes: &[u8], shape: &'static Shape) -> serde_json::Result<O> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let o = As::<O>::new(shape).deserialize(&mut de)?;
+    de.end()?;
+    Ok(o)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use super::request::Method;
 use super::{Client, Retry, Verb};
 use crate::backoff;
 use crate::kube::error::Result;
+use crate::kube::fields::Decode;
 use crate::kube::path::ResourcePath;
 use crate::kube::watch::WatchStream;
 use std::time::Duration;
@@ -28,6 +29,15 @@ impl Client {
     /// gives up `watch_grace` after that, so a silently dead connection is
     /// noticed.
     pub fn watch(&self, path: &ResourcePath, params: &WatchParams) -> Result<WatchStream> {
+        self.watch_as(path, params)
+    }
+
+    /// [`Client::watch`], each object decoded as `O`.
+    pub fn watch_as<O: Decode>(
+        &self,
+        path: &ResourcePath,
+        params: &WatchParams,
+    ) -> Result<WatchStream<O>> {
         let mut req = self.req(Verb::Watch, Method::Get, path, Retry::Never);
         req.query.push(("watch", "1".into()));
         req.query.push(("allowWatchBookmarks", "true".into()));
@@ -48,8 +58,8 @@ impl Client {
         req.timeout = Duration::from_secs(secs) + self.cfg.watch_grace;
         let resp = self.send(&req)?;
         let reader = resp.into_body().into_with_config().limit(u64::MAX).reader();
-        let stream = WatchStream::new(Box::new(reader), self.cfg.body_limit as usize);
-        Ok(stream.shaped(req.shape))
+        let cap = self.cfg.body_limit as usize;
+        Ok(WatchStream::of(Box::new(reader), cap, req.shape))
     }
 }
 

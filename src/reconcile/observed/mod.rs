@@ -22,6 +22,7 @@ fn annotation(obj: &Value, key: &str) -> Option<String> {
     s(&obj["metadata"]["annotations"][key])
 }
 
+mod decode;
 mod model;
 pub use model::{ModelData, ModelView};
 
@@ -39,14 +40,14 @@ pub struct ContainerView {
     pub preload: Option<EnvView>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeployCondition {
     pub type_: String,
     pub status: String,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeploymentView {
     pub namespace: String,
     pub name: String,
@@ -169,7 +170,7 @@ impl DeploymentView {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OwnerRef {
     pub api_version: String,
     pub kind: String,
@@ -188,7 +189,7 @@ impl OwnerRef {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConfigMapView {
     pub namespace: String,
     pub name: String,
@@ -373,7 +374,7 @@ pub mod shapes {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::model::tests::converged;
     use super::*;
     use crate::model::status::{Phase, StatusDoc};
@@ -388,7 +389,7 @@ mod tests {
 
     /// A Deployment as an API server returns it: managedFields, a
     /// last-applied annotation, a pod template with more than we read.
-    fn full_deployment() -> Value {
+    pub(super) fn full_deployment() -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
           "metadata": {"name": "svc", "namespace": "ns", "uid": "d-1", "generation": 5,
             "resourceVersion": "42", "creationTimestamp": "2026-01-01T00:00:00Z",
@@ -412,6 +413,17 @@ mod tests {
               {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
                "message": "ok", "lastUpdateTime": "2026-01-01T00:00:00Z"},
               {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}})
+    }
+
+    /// One of our ConfigMaps as an API server returns it.
+    pub(super) fn full_config_map() -> Value {
+        json!({"metadata": {"name": "m-model-manifest", "namespace": "ns", "uid": "c-1",
+            "resourceVersion": "9", "annotations": {"openmed.ai/model-resource": "ns/m"},
+            "labels": {"app.kubernetes.io/managed-by": "openmed-operator", "openmed.ai/model-family": "PII"},
+            "ownerReferences": [{"apiVersion": "openmed.ai/v1alpha1", "kind": "OpenMedModel", "name": "m",
+              "uid": "u", "controller": true, "blockOwnerDeletion": true}],
+            "managedFields": [{"manager": "openmed-operator"}]},
+          "data": {"manifest.json": "{}\n", "OPENMED_SERVICE_PRELOAD_MODELS": "OpenMed/v1", "x": "y"}})
     }
 
     #[test]
@@ -441,13 +453,7 @@ mod tests {
         assert_eq!(decoded.spec(), Some(&m["spec"]));
         assert_eq!(decoded.status(), &StatusDoc::from_value(Some(&m["status"])));
         assert!(pm["metadata"].get("managedFields").is_none());
-        let cm = json!({"metadata": {"name": "m-model-manifest", "namespace": "ns", "uid": "c-1",
-            "resourceVersion": "9", "annotations": {"openmed.ai/model-resource": "ns/m"},
-            "labels": {"app.kubernetes.io/managed-by": "openmed-operator", "openmed.ai/model-family": "PII"},
-            "ownerReferences": [{"apiVersion": "openmed.ai/v1alpha1", "kind": "OpenMedModel", "name": "m",
-              "uid": "u", "controller": true, "blockOwnerDeletion": true}],
-            "managedFields": [{"manager": "openmed-operator"}]},
-          "data": {"manifest.json": "{}\n", "OPENMED_SERVICE_PRELOAD_MODELS": "OpenMed/v1", "x": "y"}});
+        let cm = full_config_map();
         let pc = pruned(&cm, &shapes::CONFIG_MAP);
         assert_eq!(ConfigMapView::from_json(&pc), ConfigMapView::from_json(&cm));
         assert!(pc["data"].get("x").is_none());

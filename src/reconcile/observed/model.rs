@@ -23,7 +23,7 @@ pub struct ModelView {
 }
 
 /// What a [`ModelView`] holds.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Default, PartialEq)]
 pub struct ModelData {
     pub namespace: String,
     pub name: String,
@@ -40,8 +40,24 @@ pub struct ModelData {
     pub deleting: bool,
     /// `status.phase`, read once: the metrics count phases at every scrape.
     pub phase: Option<Phase>,
-    spec: Option<RawJson>,
-    status: Option<RawJson>,
+    pub(super) spec: Option<RawJson>,
+    pub(super) status: Option<RawJson>,
+}
+
+impl ModelData {
+    /// The view of a model decoded straight from its text
+    /// ([`super::decode`]); none without a name and a namespace, as
+    /// [`ModelView::from_decoded`] gives none.
+    pub fn view(mut self) -> Option<ModelView> {
+        if self.name.is_empty() || self.namespace.is_empty() {
+            return None;
+        }
+        if let Some(a) = self.rollback_to.take() {
+            self.rollback_to =
+                Some(bounded(a.trim(), MAX_ROLLBACK_TARGET)).filter(|a| !a.is_empty());
+        }
+        Some(self.into())
+    }
 }
 
 impl std::ops::Deref for ModelView {
@@ -154,12 +170,14 @@ impl RawJson {
     /// field given as a value is taken as [`RawJson::of`] takes it.
     fn of_text(v: Option<&Value>) -> Option<RawJson> {
         match v {
-            Some(Value::String(text)) if text != "null" => {
-                Some(RawJson(pack(text, model_dictionary())))
-            }
-            Some(Value::String(_)) => None,
+            Some(Value::String(text)) => RawJson::from_text(text),
             other => RawJson::of(other),
         }
+    }
+
+    /// A value's JSON text, packed; `null` is none.
+    pub(super) fn from_text(text: &str) -> Option<RawJson> {
+        (text != "null").then(|| RawJson(pack(text, model_dictionary())))
     }
 
     /// The value again (it was packed and serialized by us, so it parses).
@@ -196,7 +214,7 @@ fn recent_parts(spec: Option<&RawJson>, status: Option<&RawJson>) -> std::sync::
 }
 
 /// `status.phase` of a status kept as text, read without a tree.
-fn phase_of_text(status: &str) -> Option<Phase> {
+pub(super) fn phase_of_text(status: &str) -> Option<Phase> {
     #[derive(serde::Deserialize)]
     struct PhaseOnly<'a> {
         #[serde(borrow, default)]
