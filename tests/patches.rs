@@ -13,6 +13,7 @@ use openmed_operator::model::validate;
 use openmed_operator::reconcile::patches;
 use openmed_operator::reconcile::{ConfigMapView, ModelView};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 
 fn accepted_by_api_server(group: &str, plural: &str, obj: &Value, old: &Value) {
     let def = Registry::builtin()
@@ -252,10 +253,18 @@ fn config_map_create_and_patch() {
 
 #[test]
 fn status_and_finalizer_patches_carry_the_resource_version() {
-    let mut changes = serde_json::Map::new();
-    changes.insert("phase".into(), json!("Ready"));
-    changes.insert("rollbackSpec".into(), Value::Null);
-    let body = patches::status_patch("123", changes);
+    let body = patches::StatusPatch {
+        resource_version: "123",
+        changes: vec![
+            ("phase", Cow::Owned(json!("Ready"))),
+            ("rollbackSpec", Cow::Owned(Value::Null)),
+        ],
+    };
+    assert_eq!(
+        serde_json::to_string(&body).unwrap(),
+        r#"{"metadata":{"resourceVersion":"123"},"status":{"phase":"Ready","rollbackSpec":null}}"#
+    );
+    let body = body.to_value();
     let before = json!({"metadata": {"resourceVersion": "123"}, "status": {"phase": "RollingOut", "rollbackSpec": {"a": 1}, "rollbackCount": 1}});
     let after = merge_patch(&before, &body);
     assert_eq!(

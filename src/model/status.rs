@@ -2,6 +2,7 @@
 //! in one place, and the status document the reconcile plan edits.
 
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 
 macro_rules! vocabulary {
     ($(#[$m:meta])* $name:ident { $($variant:ident),* $(,)? }) => {
@@ -570,11 +571,16 @@ impl StatusDoc {
         }
     }
 
-    /// The merge-patch body turning `old` into `self`: changed keys, and
-    /// `null` for keys that went away. None when nothing changed.
-    pub fn diff(&self, old: &StatusDoc) -> Option<Map<String, Value>> {
-        let patch: Map<String, Value> = self.changes(old).map(clone_entry).collect();
-        (!patch.is_empty()).then_some(patch)
+    /// The merge-patch body turning `old` into `self`, borrowed: changed
+    /// keys in order, and `null` for keys that went away. Empty when
+    /// nothing changed.
+    pub fn diff<'a>(&'a self, old: &'a StatusDoc) -> Vec<(&'a str, Cow<'a, Value>)> {
+        let mut patch: Vec<_> = self
+            .changes(old)
+            .map(|(k, v)| (k.as_str(), Cow::Borrowed(v)))
+            .collect();
+        patch.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        patch
     }
 
     /// Whether a key other than `except` changes from `old` (what
@@ -691,13 +697,17 @@ mod tests {
             &json!({"phase": "Ready", "rollbackSpec": {"a": 1}, "x": 1}),
         ));
         let mut new = old.clone();
-        assert!(new.diff(&old).is_none());
+        assert!(new.diff(&old).is_empty());
         assert!(!new.differs(&old, None));
         new.set_phase(Phase::RollingOut);
         assert!(new.differs(&old, None) && !new.differs(&old, Some("phase")));
         new.clear(Field::RollbackSpec);
         assert!(new.differs(&old, Some("phase")));
-        let d = new.diff(&old).unwrap();
+        let d: Map<String, Value> = new
+            .diff(&old)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.into_owned()))
+            .collect();
         assert_eq!(
             Value::Object(d),
             json!({"phase": "RollingOut", "rollbackSpec": null})

@@ -5,6 +5,7 @@
 //! the same function against an in-memory cluster.
 
 use super::observed::ConfigMapView;
+use super::patches::StatusPatch;
 use super::plan::{EventSpec, Plan, Write};
 use serde_json::Value;
 
@@ -28,7 +29,7 @@ pub trait Cluster {
     /// Conditional on the uid.
     fn delete_config_map(&mut self, name: &str, uid: &str) -> Result<(), Self::Error>;
     /// The `/status` merge patch.
-    fn patch_status(&mut self, body: &Value) -> Result<(), Self::Error>;
+    fn patch_status(&mut self, body: &StatusPatch) -> Result<(), Self::Error>;
     /// An Event is posted after the status; a failure fails the plan (the
     /// sync is retried) only after every Event has been tried.
     fn post_event(&mut self, event: &EventSpec) -> Result<(), Self::Error>;

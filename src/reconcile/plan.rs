@@ -6,7 +6,7 @@
 //! planned by `delete.rs`.
 
 use super::observed::{ConfigMapView, DeploymentView, ModelView};
-use super::patches;
+use super::patches::StatusPatch;
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{EventReason, Field, StatusDoc};
 use crate::model::AUTOSCALED_ANNOTATION;
@@ -182,20 +182,17 @@ impl Plan {
 
     /// What [`Plan::status`] changes of the stored status, without a copy
     /// of it: it differs from `new` only in `targetDeploymentGeneration`.
-    fn status_changes(
-        &self,
-        patched_generation: Option<i64>,
-    ) -> Option<serde_json::Map<String, Value>> {
-        let mut changes = self.new.diff(&self.old).unwrap_or_default();
+    fn status_changes(&self, patched_generation: Option<i64>) -> Vec<(&str, Cow<'_, Value>)> {
+        let mut changes = self.new.diff(&self.old);
         if let Some(g) = self.target_generation(patched_generation) {
             let key = Field::TargetDeploymentGeneration.key();
-            if self.old.reads(Field::TargetDeploymentGeneration, &json!(g)) {
-                changes.remove(key);
-            } else {
-                changes.insert(key.to_string(), json!(g));
+            changes.retain(|(k, _)| *k != key);
+            if !self.old.reads(Field::TargetDeploymentGeneration, &json!(g)) {
+                let at = changes.partition_point(|(k, _)| *k < key);
+                changes.insert(at, (key, Cow::Owned(json!(g))));
             }
         }
-        (!changes.is_empty()).then_some(changes)
+        changes
     }
 
     /// Whether [`Plan::status_changes`] with no patched generation names
@@ -212,13 +209,16 @@ impl Plan {
     }
 
     /// The `/status` merge patch, or None when the status would not change.
-    pub fn status_patch(
-        &self,
+    pub fn status_patch<'a>(
+        &'a self,
         patched_generation: Option<i64>,
-        resource_version: &str,
-    ) -> Option<Value> {
-        let changes = self.status_changes(patched_generation)?;
-        Some(patches::status_patch(resource_version, changes))
+        resource_version: &'a str,
+    ) -> Option<StatusPatch<'a>> {
+        let changes = self.status_changes(patched_generation);
+        (!changes.is_empty()).then_some(StatusPatch {
+            resource_version,
+            changes,
+        })
     }
 
     /// An Event announces a transition (9.1, 9.24): it is posted when a

@@ -14,6 +14,7 @@ use kubesim::patch::{merge_patch, strategic_merge};
 use openmed_operator::model::names::event_name;
 use openmed_operator::model::status::{states, CondSet, Reason};
 use openmed_operator::model::{validate, EventReason};
+use openmed_operator::reconcile::patches::StatusPatch;
 use openmed_operator::reconcile::{
     execute, lookups, note_autoscaled, plan, Cluster, ConfigMapView, DeploymentView, EventSpec,
     Executed, ModelView, Observed, Plan, TargetPolicy,
@@ -340,7 +341,8 @@ impl Cluster for World {
         Ok(())
     }
 
-    fn patch_status(&mut self, body: &Value) -> Result<(), Self::Error> {
+    fn patch_status(&mut self, body: &StatusPatch) -> Result<(), Self::Error> {
+        let body = &body.to_value();
         assert_eq!(
             body["metadata"]["resourceVersion"], self.model["metadata"]["resourceVersion"],
             "status patch must carry the resourceVersion"

@@ -7,6 +7,7 @@ use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Error, PatchType, Preconditions, ResourcePath, Retry};
 use crate::lock::lock;
 use crate::outcome::Outcome;
+use crate::reconcile::patches::StatusPatch;
 use crate::reconcile::{
     execute, patches, Cluster, ConfigMapView, DeploymentView, EventSpec, Executed, ModelData,
     ModelView, Plan, RefusedWrite,
@@ -331,7 +332,7 @@ impl Cluster for Writer<'_> {
             .delete_config_map(&self.model.namespace, name, uid, &self.who)
     }
 
-    fn patch_status(&mut self, body: &Value) -> Result<(), Failed> {
+    fn patch_status(&mut self, body: &StatusPatch) -> Result<(), Failed> {
         let path = self.model_path.clone().status();
         let resp = self
             .reconciler
@@ -339,7 +340,7 @@ impl Cluster for Writer<'_> {
             .patch_as(&path, PatchType::Merge, body, Retry::Write)?;
         self.reconciler.remember_model(resp);
         self.reconciler.remember_acted(self.model);
-        if let Some(phase) = body["status"]["phase"].as_str() {
+        if let Some(phase) = body.get("phase").and_then(Value::as_str) {
             let reason = ready_reason(body).unwrap_or_default();
             log::info!(reason; "{}: phase {phase} ({reason})", self.who);
         }
@@ -360,8 +361,8 @@ impl Cluster for Writer<'_> {
 }
 
 /// The reason of the Ready condition a status patch writes, if it writes one.
-fn ready_reason(body: &Value) -> Option<&str> {
-    body["status"]["conditions"]
+fn ready_reason<'a>(body: &'a StatusPatch) -> Option<&'a str> {
+    body.get("conditions")?
         .as_array()?
         .iter()
         .find(|c| c["type"] == "Ready")?
