@@ -55,6 +55,28 @@ pub struct EventRow {
     pub message: String,
 }
 
+impl EventRow {
+    pub fn seen(&self) -> Seen<'_> {
+        Seen {
+            reason: &self.reason,
+            type_: &self.type_,
+            count: self.count,
+            last: &self.last,
+            message: &self.message,
+        }
+    }
+}
+
+/// An Event as it is recorded: borrowed, and copied into its row once.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    pub reason: &'a str,
+    pub type_: &'a str,
+    pub count: i64,
+    pub last: &'a str,
+    pub message: &'a str,
+}
+
 /// One OpenMedModel, as the page shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
@@ -287,7 +309,7 @@ struct Recent {
 
 impl RecentEvents {
     /// An Event written (or bumped) for the model `namespace/name`.
-    pub fn record(&self, namespace: &str, name: &str, e: EventRow) {
+    pub fn record(&self, namespace: &str, name: &str, e: Seen) {
         let key = ObjectKey::new(namespace, name);
         let mut r = lock(&self.0);
         if !r.by_model.contains_key(&key) {
@@ -304,10 +326,10 @@ impl RecentEvents {
         *version = records;
         list.retain(|x| x.reason != e.reason);
         list.push_front(EventRow {
-            reason: bounded(&e.reason),
-            type_: bounded(&e.type_),
-            message: bounded(&e.message),
-            last: bounded(&e.last),
+            reason: bounded(e.reason),
+            type_: bounded(e.type_),
+            message: bounded(e.message),
+            last: bounded(e.last),
             count: e.count,
         });
         list.truncate(EVENTS_PER_MODEL);
@@ -327,17 +349,14 @@ impl RecentEvents {
             .as_str()
             .or(ev["eventTime"].as_str())
             .unwrap_or_default();
-        self.record(
-            ns,
-            name,
-            EventRow {
-                reason: text(&ev["reason"]),
-                type_: text(&ev["type"]),
-                count: ev["count"].as_i64().unwrap_or(1),
-                last: last.to_string(),
-                message: text(&ev["message"]),
-            },
-        );
+        let row = EventRow {
+            reason: text(&ev["reason"]),
+            type_: text(&ev["type"]),
+            count: ev["count"].as_i64().unwrap_or(1),
+            last: last.to_string(),
+            message: text(&ev["message"]),
+        };
+        self.record(ns, name, row.seen());
     }
 
     pub fn of(&self, namespace: &str, name: &str) -> Vec<EventRow> {

@@ -115,9 +115,9 @@ fn event(reason: &str, n: i64) -> EventRow {
 #[test]
 fn recent_events_are_newest_first_one_per_reason_and_few() {
     let r = RecentEvents::default();
-    r.record("ns", "m", event("RolloutStarted", 1));
-    r.record("ns", "m", event("RolloutSucceeded", 2));
-    r.record("ns", "m", event("RolloutStarted", 3));
+    r.record("ns", "m", event("RolloutStarted", 1).seen());
+    r.record("ns", "m", event("RolloutSucceeded", 2).seen());
+    r.record("ns", "m", event("RolloutStarted", 3).seen());
     let got: Vec<(String, i64)> = r
         .of("ns", "m")
         .into_iter()
@@ -128,7 +128,7 @@ fn recent_events_are_newest_first_one_per_reason_and_few() {
         [("RolloutStarted".into(), 3), ("RolloutSucceeded".into(), 2)]
     );
     for i in 0..20 {
-        r.record("ns", "m", event(&format!("R{i}"), i));
+        r.record("ns", "m", event(&format!("R{i}"), i).seen());
     }
     assert_eq!(r.of("ns", "m").len(), 5);
     // Listed Events about other kinds are not the view's business.
@@ -253,7 +253,7 @@ fn nothing_is_rebuilt_or_sent_while_no_cache_changes() {
     }
     assert_eq!(looks.load(SeqCst), 1, "the caches did not change");
     // An Event recorded for the model: one look, one message.
-    recent.record("team-a", "a", event("RolloutSucceeded", 1));
+    recent.record("team-a", "a", event("RolloutSucceeded", 1).seen());
     hub.publish();
     hub.publish();
     assert_eq!(looks.load(SeqCst), 2);

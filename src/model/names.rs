@@ -27,22 +27,22 @@ pub fn default_config_map_name(name: &str) -> String {
     )
 }
 
-/// The Event name for (resource name, reason, generation).
+/// The Event name for (resource name, reason, generation): the lowered
+/// `name-reason` with every run of characters outside `[a-z0-9-]` made one
+/// `-`, trimmed of `-` and cut to 220, then `-generation-` and ten hex
+/// characters of the SHA-256 of `name:reason:generation`; at most 253
+/// characters, no trailing `-`. Built in one buffer: a pass that posts
+/// asks for two names of each Event.
 pub fn event_name(name: &str, reason: &str, generation: i64) -> String {
-    let lowered = format!("{name}-{reason}").to_lowercase();
-    let slug = collapse_replacements(&lowered);
-    let slug: String = slug.trim_matches('-').chars().take(220).collect();
-    let hash = sha256_hex(format!("{name}:{reason}:{generation}").as_bytes());
-    let full = format!("{slug}-{generation}-{}", &hash[..10]);
-    let cut: String = full.chars().take(253).collect();
-    cut.trim_end_matches('-').to_string()
-}
-
-/// Replace every run of characters outside `[a-z0-9-]` with one `-`.
-fn collapse_replacements(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+    use sha2::Digest;
+    use std::fmt::Write;
+    let mut out = String::with_capacity(name.len() + reason.len() + 24);
     let mut in_run = false;
-    for c in s.chars() {
+    let chars = name
+        .chars()
+        .chain(std::iter::once('-'))
+        .chain(reason.chars());
+    for c in chars.flat_map(char::to_lowercase) {
         if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' {
             out.push(c);
             in_run = false;
@@ -51,12 +51,79 @@ fn collapse_replacements(s: &str) -> String {
             in_run = true;
         }
     }
+    let start = out.len() - out.trim_start_matches('-').len();
+    out.drain(..start);
+    out.truncate(out.trim_end_matches('-').len().min(220));
+    // The hash input, after the slug in the same buffer.
+    let slug = out.len();
+    let _ = write!(out, "{name}:{reason}:{generation}");
+    let hash = sha2::Sha256::digest(&out.as_bytes()[slug..]);
+    out.truncate(slug);
+    let _ = write!(out, "-{generation}-");
+    for b in &hash[..5] {
+        let _ = write!(out, "{b:02x}");
+    }
+    out.truncate(253);
+    out.truncate(out.trim_end_matches('-').len());
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Replace every run of characters outside `[a-z0-9-]` with one `-`.
+    fn collapse_replacements(s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        let mut in_run = false;
+        for c in s.chars() {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' {
+                out.push(c);
+                in_run = false;
+            } else if !in_run {
+                out.push('-');
+                in_run = true;
+            }
+        }
+        out
+    }
+
+    /// The name by its definition, step by step.
+    fn by_definition(name: &str, reason: &str, generation: i64) -> String {
+        let lowered = format!("{name}-{reason}").to_lowercase();
+        let slug = collapse_replacements(&lowered);
+        let slug: String = slug.trim_matches('-').chars().take(220).collect();
+        let hash = sha256_hex(format!("{name}:{reason}:{generation}").as_bytes());
+        let full = format!("{slug}-{generation}-{}", &hash[..10]);
+        let cut: String = full.chars().take(253).collect();
+        cut.trim_end_matches('-').to_string()
+    }
+
+    #[test]
+    fn an_event_name_is_what_its_definition_gives() {
+        let long = "x".repeat(300);
+        let dashes = format!("{}-y", "-".repeat(230));
+        let names = [
+            "m",
+            "My_Model.v2",
+            "--a--",
+            "İstanbul-ΣΑΣ",
+            "日本",
+            "a-_b",
+            "",
+            &long,
+            &dashes,
+        ];
+        for name in names {
+            for reason in ["RolloutStarted", "X", "", "--"] {
+                for generation in [0, 1, 12, -3, i64::MAX] {
+                    let want = by_definition(name, reason, generation);
+                    let got = event_name(name, reason, generation);
+                    assert_eq!(got, want, "{name}|{reason}|{generation}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn runs_collapse() {

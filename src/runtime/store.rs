@@ -192,11 +192,19 @@ impl<V: Clone + Versioned> Reader<V> {
 
     /// The values indexed under `name` (see [`Store::indexed`]).
     pub fn by_index(&self, name: &str) -> Vec<V> {
+        self.by_index_where(name, |_| true)
+    }
+
+    /// The values under index `name` that `keep` keeps: only those are
+    /// copied.
+    pub fn by_index_where(&self, name: &str, keep: impl Fn(&V) -> bool) -> Vec<V> {
         let items = self.shared.read();
         let Some(keys) = items.index.get(name) else {
             return Vec::new();
         };
-        keys.iter().filter_map(|k| items.get(k).cloned()).collect()
+        keys.iter()
+            .filter_map(|k| items.get(k).filter(|v| keep(v)).cloned())
+            .collect()
     }
 
     pub fn get(&self, k: &ObjectKey) -> Option<V> {

@@ -117,16 +117,12 @@ impl Reconciler {
         if let Some(d) = self.fetched.get(&k, &meta.resource_version) {
             return Ok(Some(d));
         }
-        match self
-            .client
-            .get(&ResourcePath::object(DEPLOYMENTS, Some(ns), name)?)
-        {
-            Ok(v) => {
-                let d = DeploymentView::from_json(&v);
-                if let Some(d) = &d {
-                    self.fetched.insert(k, d.clone());
-                }
-                Ok(d)
+        let path = ResourcePath::object(DEPLOYMENTS, Some(ns), name)?;
+        match self.client.get_as::<DeploymentView>(&path) {
+            Ok(d) if d.name.is_empty() => Ok(None),
+            Ok(d) => {
+                self.fetched.insert(k, d.clone());
+                Ok(Some(d))
             }
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
@@ -150,27 +146,24 @@ impl Reconciler {
                 deployments.push(d);
             }
         }
-        let claimed = self.deployments.by_index(&owner);
-        for d in claimed.into_iter().filter(|d| d.namespace == ns) {
-            if !deployments.iter().any(|x| x.name == d.name) {
-                deployments.push(d);
-            }
-        }
+        let claimed = self.deployments.by_index_where(&owner, |d| {
+            d.namespace == ns && !deployments.iter().any(|x| x.name == d.name)
+        });
+        deployments.extend(claimed);
         let mut config_maps: Vec<ConfigMapView> = l
             .config_maps
             .iter()
             .filter_map(|n| self.config_maps.get(&ObjectKey::new(ns, n.clone())))
             .collect();
-        let extra = self
-            .config_maps
-            .by_index(&owner)
-            .into_iter()
-            .filter(|c| c.namespace == ns);
-        for cm in extra_cms.iter().cloned().chain(extra) {
+        for cm in extra_cms {
             if !config_maps.iter().any(|c| c.name == cm.name) {
-                config_maps.push(cm);
+                config_maps.push(cm.clone());
             }
         }
+        let extra = self.config_maps.by_index_where(&owner, |c| {
+            c.namespace == ns && !config_maps.iter().any(|x| x.name == c.name)
+        });
+        config_maps.extend(extra);
         let mut grounds = if extra_cms.is_empty() {
             Grounds::Caches
         } else {

@@ -123,17 +123,16 @@ impl Reconciler {
         match poster.post(model, reason, generation, message, now) {
             Ok(count) => {
                 self.metrics.event_posted();
-                let event = crate::live_view::EventRow {
-                    reason: reason.as_str().to_string(),
+                let event = crate::live_view::Seen {
+                    reason: reason.as_str(),
                     type_: if reason.is_warning() {
                         "Warning"
                     } else {
                         "Normal"
-                    }
-                    .to_string(),
+                    },
                     count,
-                    last: now.to_string(),
-                    message: message.to_string(),
+                    last: now,
+                    message,
                 };
                 self.recent.record(&model.namespace, &model.name, event);
                 Ok(())
