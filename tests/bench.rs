@@ -146,6 +146,18 @@ impl Running {
             .find_map(|l| l.strip_prefix("allocations ")?.trim().parse().ok())
     }
 
+    /// Reconcile passes so far, of every result (ours).
+    fn passes(&mut self) -> Option<f64> {
+        let Running::Ours(op) = self else { return None };
+        let (code, body) = op.http_get("/metrics");
+        (code == 200).then_some(())?;
+        let passes = body
+            .lines()
+            .filter(|l| l.starts_with("openmed_operator_reconciles_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+        Some(passes.sum())
+    }
+
     fn stop(self) {
         match self {
             Running::Ours(mut op) => op.assert_clean_exit(),
@@ -331,10 +343,17 @@ fn run(c: &Contestant, n: usize) -> Row {
     let allocs0 = p.allocations();
     let verbs = by_verb(&sim, n);
     std::thread::sleep(Duration::from_secs(2));
-    let allocs1 = p.allocations();
+    let (allocs1, passes1) = (p.allocations(), p.passes());
     set_all(&sim, n, V2);
     let change = wait_serving(&sim, Instant::now(), n, V2, limit);
-    let allocs2 = p.allocations();
+    let (allocs2, passes2) = (p.allocations(), p.passes());
+    if let (Some(a), Some(b)) = (passes1, passes2) {
+        let (cold, change) = (a / n as f64, (b - a) / n as f64);
+        println!(
+            "passes per resource ({}, {n}): cold {cold:.1}, change {change:.1}",
+            c.label
+        );
+    }
     let per = |a: Option<u64>, b: Option<u64>| Some((b? - a?) as f64 / n as f64);
     let mut row = Row {
         label: c.label.clone(),
