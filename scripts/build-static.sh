@@ -90,6 +90,9 @@ remap="--remap-path-prefix=$REPO=/build/openmed-operator --remap-path-prefix=$OU
 remap+=" --remap-path-prefix=$REGISTRY_SRC=/build/crates"
 cmap="-ffile-prefix-map=$REPO=/build/openmed-operator -ffile-prefix-map=$OUT=/build/target"
 cmap+=" -ffile-prefix-map=$REGISTRY_SRC=/build/crates"
+# std without its `backtrace` feature: the binary is stripped, so std's DWARF
+# symbolizer (addr2line, gimli, object) could never name a frame; a panic still
+# prints its message and location. 182 KB (docs/performance.md, binary).
 say "Building $TARGET with $(/usr/bin/rustc --version)$( ((OFFLINE)) && echo ", offline, in a network namespace")"
 start=$SECONDS
 "${NET[@]}" env RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
@@ -97,7 +100,7 @@ start=$SECONDS
   CFLAGS_x86_64_unknown_linux_musl="$cmap" \
   RUSTFLAGS="-C link-self-contained=no -C relocation-model=static -L native=/usr/lib/llvm-14/lib $remap" \
   /usr/bin/cargo build --release --locked --bin openmed-operator "${FEATURES[@]}" \
-  -Z build-std=std,panic_abort --target "$TARGET" --target-dir "$OUT"
+  -Z build-std=std,panic_abort -Z build-std-features= --target "$TARGET" --target-dir "$OUT"
 info "built in $((SECONDS - start)) s: $BIN, $(stat -c %s "$BIN") bytes (stripped), sha256 $(sha256sum "$BIN" | cut -d' ' -f1)"
 source_info # the SBOM's time is the commit's
 "${NET[@]}" python3 scripts/sbom.py "$BIN" "$OUT/openmed-operator.cdx.json" | sed 's/^/    /'

@@ -150,8 +150,30 @@ pub fn fill_next<'de, A: MapAccess<'de>, F: Fill<'de>>(
 
 /// A [`Fill`] for a wrapper of `&mut $view`: each key pattern (a guard
 /// allowed) fills the view from its value; every other key is skipped.
+/// With `identity`, the wrapper reads an object's metadata, and its
+/// identity fills the view's `namespace`, `name`, `uid` and
+/// `resource_version` first ([`identity`]).
 macro_rules! fill {
     ($wrapper:ident, $view:ty, |$v:ident, $map:ident| {
+        $($key:pat $(if $guard:expr)? => $e:expr,)*
+    }) => {
+        $crate::kube::fields::fill!(@ $wrapper, $view, |$v, $map, _key| {}, {
+            $($key $(if $guard)? => $e,)*
+        });
+    };
+    ($wrapper:ident, $view:ty, |$v:ident, $map:ident| identity {
+        $($key:pat $(if $guard:expr)? => $e:expr,)*
+    }) => {
+        $crate::kube::fields::fill!(@ $wrapper, $view, |$v, $map, key| {
+            let ids = [&mut $v.namespace, &mut $v.name, &mut $v.uid, &mut $v.resource_version];
+            if $crate::kube::fields::identity(key, $map, ids)? {
+                return Ok(());
+            }
+        }, {
+            $($key $(if $guard)? => $e,)*
+        });
+    };
+    (@ $wrapper:ident, $view:ty, |$v:ident, $map:ident, $k:ident| $first:block, {
         $($key:pat $(if $guard:expr)? => $e:expr,)*
     }) => {
         struct $wrapper<'v>(&'v mut $view);
@@ -159,11 +181,12 @@ macro_rules! fill {
         impl<'de> $crate::kube::fields::Fill<'de> for $wrapper<'_> {
             fn fill<A: serde::de::MapAccess<'de>>(
                 &mut self,
-                key: &str,
+                $k: &str,
                 $map: &mut A,
             ) -> Result<(), A::Error> {
                 let $v = &mut *self.0;
-                match key {
+                $first
+                match $k {
                     $($key $(if $guard)? => { $e; })*
                     _ => $crate::kube::fields::skip($map)?,
                 }
@@ -173,6 +196,25 @@ macro_rules! fill {
     };
 }
 pub(crate) use fill;
+
+/// The identity every object's metadata holds (namespace, name, uid,
+/// resourceVersion, in that order in `ids`); false if `key` is not one of
+/// its fields.
+pub fn identity<'de, A: MapAccess<'de>>(
+    key: &str,
+    map: &mut A,
+    [namespace, name, uid, rv]: [&mut String; 4],
+) -> Result<bool, A::Error> {
+    let slot = match key {
+        "namespace" => namespace,
+        "name" => name,
+        "uid" => uid,
+        "resourceVersion" => rv,
+        _ => return Ok(false),
+    };
+    *slot = string(map)?.unwrap_or_default();
+    Ok(true)
+}
 
 /// Skip the next value without keeping any of it.
 pub fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {

@@ -44,48 +44,77 @@ struct Line<'a> {
 /// `shape` names). An `ERROR` event becomes an `Err` carrying the server's
 /// Status (410 Expired/Gone means: relist).
 pub fn decode_shaped<O: Decode>(line: &[u8], shape: &'static Shape) -> Result<WatchEvent<O>> {
-    let not_an_event = |e: serde_json::Error| {
-        Error::Decode(format!(
-            "watch line is not a watch event ({e}): {}",
-            preview(line)
-        ))
+    let (kind, text) = match split(line)? {
+        Split::Object(kind, text) => (kind, text),
+        Split::Bookmark(resource_version) => return Ok(WatchEvent::Bookmark { resource_version }),
     };
-    let Line { ty, object } = serde_json::from_slice(line).map_err(not_an_event)?;
+    let mut de = serde_json::Deserializer::from_slice(text.as_bytes());
+    let o = As::<O>::new(shape)
+        .deserialize(&mut de)
+        .and_then(|o| de.end().map(|()| o))
+        .map_err(|e| not_an_event(line, e))?;
+    Ok(match kind {
+        Kind::Added => WatchEvent::Added(o),
+        Kind::Modified => WatchEvent::Modified(o),
+        Kind::Deleted => WatchEvent::Deleted(o),
+    })
+}
+
+enum Kind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// A watch line split into its event type and its object's text, or a
+/// bookmark read. Apart from the decoding of the object: one copy for
+/// every kind.
+enum Split<'a> {
+    Object(Kind, &'a str),
+    Bookmark(String),
+}
+
+#[inline(never)]
+fn split(line: &[u8]) -> Result<Split<'_>> {
+    let Line { ty, object } = serde_json::from_slice(line).map_err(|e| not_an_event(line, e))?;
     let Some(text) = object.map(RawValue::get).filter(|t| t.starts_with('{')) else {
         return Err(Error::Decode(format!(
             "watch event without an object: {}",
             preview(line)
         )));
     };
-    let object = || {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let o = As::<O>::new(shape).deserialize(&mut de)?;
-        de.end().map(|()| o)
-    };
-    match ty.as_ref() {
-        "ADDED" => object().map(WatchEvent::Added).map_err(not_an_event),
-        "MODIFIED" => object().map(WatchEvent::Modified).map_err(not_an_event),
-        "DELETED" => object().map(WatchEvent::Deleted).map_err(not_an_event),
+    let kind = match ty.as_ref() {
+        "ADDED" => Kind::Added,
+        "MODIFIED" => Kind::Modified,
+        "DELETED" => Kind::Deleted,
         "BOOKMARK" => {
-            let o: Value = serde_json::from_str(text).map_err(not_an_event)?;
+            let o: Value = serde_json::from_str(text).map_err(|e| not_an_event(line, e))?;
             let rv = o
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
                 .ok_or_else(|| Error::Decode("bookmark without metadata.resourceVersion".into()))?;
-            Ok(WatchEvent::Bookmark {
-                resource_version: rv.to_string(),
-            })
+            return Ok(Split::Bookmark(rv.to_string()));
         }
         "ERROR" => {
-            let o: Value = serde_json::from_str(text).map_err(not_an_event)?;
+            let o: Value = serde_json::from_str(text).map_err(|e| not_an_event(line, e))?;
             let code = o.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
-            Err(Error::Api(api_error_from_body(code, text.as_bytes(), None)))
+            return Err(Error::Api(api_error_from_body(code, text.as_bytes(), None)));
         }
-        other => Err(Error::Decode(format!(
-            "unknown watch event type {:?}",
-            sanitize(other, 32)
-        ))),
-    }
+        other => {
+            return Err(Error::Decode(format!(
+                "unknown watch event type {:?}",
+                sanitize(other, 32)
+            )))
+        }
+    };
+    Ok(Split::Object(kind, text))
+}
+
+fn not_an_event(line: &[u8], e: serde_json::Error) -> Error {
+    Error::Decode(format!(
+        "watch line is not a watch event ({e}): {}",
+        preview(line)
+    ))
 }
 
 fn preview(line: &[u8]) -> String {

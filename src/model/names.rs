@@ -72,20 +72,20 @@ pub fn event_name(name: &str, reason: &str, generation: i64) -> String {
 mod tests {
     use super::*;
 
-    /// Replace every run of characters outside `[a-z0-9-]` with one `-`.
+    /// Replace every run of characters outside `[a-z0-9-]` with one `-`:
+    /// the text between single such characters, joined by `-`, dropping
+    /// the empty pieces inside a run (not those at either end).
     fn collapse_replacements(s: &str) -> String {
-        let mut out = String::with_capacity(s.len());
-        let mut in_run = false;
-        for c in s.chars() {
-            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' {
-                out.push(c);
-                in_run = false;
-            } else if !in_run {
-                out.push('-');
-                in_run = true;
+        let kept = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+        let pieces: Vec<&str> = s.split(|c: char| !kept(c)).collect();
+        let last = pieces.len() - 1;
+        let mut joined: Vec<&str> = Vec::new();
+        for (i, p) in pieces.into_iter().enumerate() {
+            if !p.is_empty() || i == 0 || i == last {
+                joined.push(p);
             }
         }
-        out
+        joined.join("-")
     }
 
     /// The name by its definition, step by step.

@@ -441,9 +441,16 @@ impl Values {
     fn get(&self, path: &str) -> Option<&Val> {
         self.0.iter().find(|(p, _)| *p == path).map(|(_, v)| v)
     }
-    fn text(&self, path: &str) -> Option<String> {
+    fn text(&self, path: &str) -> Option<&str> {
         match self.get(path)? {
-            Val::Text(s) => Some(s.clone()),
+            Val::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+    /// A text taken out (it is read once, into the desired spec).
+    fn take_text(&mut self, path: &str) -> Option<String> {
+        match self.0.iter_mut().find(|(p, _)| *p == path)? {
+            (_, Val::Text(s)) => Some(std::mem::take(s)),
             _ => None,
         }
     }
@@ -599,24 +606,24 @@ fn is_known(path: &str, key: &str) -> bool {
 
 /// The desired spec from checked values; None only if the schema above and
 /// this function disagree about a field's path or kind.
-fn desired(v: &Values) -> Option<DesiredSpec> {
+fn desired(mut v: Values) -> Option<DesiredSpec> {
     Some(DesiredSpec {
-        family: v.text("spec.family")?,
-        version: v.text("spec.version")?,
-        tier: Tier::parse(&v.text("spec.tier")?)?,
+        tier: Tier::parse(v.text("spec.tier")?)?,
         replicas: v.int("spec.replicas")?,
         rollout: RolloutStrategy {
-            kind: StrategyType::parse(&v.text("spec.rolloutStrategy.type")?)?,
+            kind: StrategyType::parse(v.text("spec.rolloutStrategy.type")?)?,
             max_unavailable: v.amount("spec.rolloutStrategy.maxUnavailable")?,
             max_surge: v.amount("spec.rolloutStrategy.maxSurge")?,
             rollback_on_failure: v.flag("spec.rolloutStrategy.rollbackOnFailure")?,
             progress_deadline_seconds: v.int("spec.rolloutStrategy.progressDeadlineSeconds")?,
         },
         target: TargetRef {
-            name: v.text("spec.targetRef.name")?,
-            container_name: v.text("spec.targetRef.containerName")?,
+            name: v.take_text("spec.targetRef.name")?,
+            container_name: v.take_text("spec.targetRef.containerName")?,
         },
-        manifest_config_map_name: v.text("spec.manifestConfigMapName")?,
+        manifest_config_map_name: v.take_text("spec.manifestConfigMapName")?,
+        family: v.take_text("spec.family")?,
+        version: v.take_text("spec.version")?,
     })
 }
 
@@ -625,11 +632,12 @@ pub fn validate(name: &str, spec: Option<&Value>) -> Result<DesiredSpec, SpecErr
     let Some(Value::Object(spec)) = spec else {
         return Err(err("spec", "required; must be an object"));
     };
-    let mut values = Values::default();
+    let fields = SCHEMA.iter().map(|b| b.fields.len()).sum();
+    let mut values = Values(Vec::with_capacity(fields));
     for block in &SCHEMA {
         block.read(spec, name, &mut values)?;
     }
-    desired(&values).ok_or_else(|| err("spec", "the operator's field table is inconsistent"))
+    desired(values).ok_or_else(|| err("spec", "the operator's field table is inconsistent"))
 }
 
 #[cfg(test)]

@@ -169,19 +169,7 @@ where
         };
         let list = match self.client.list_all_as::<O>(&self.path, &params) {
             Ok(l) => l,
-            Err(e) => {
-                let failed = Outcome::ListFailed {
-                    retry_after: e.retry_after(),
-                    too_big: matches!(e, Error::ListBound(_)),
-                };
-                let next = machine.step(failed, Instant::now());
-                log::warn!(
-                    "{name}: list failed, retrying in {} ms: {e}",
-                    next.delay().as_millis()
-                );
-                self.health.list_failed(name);
-                return next;
-            }
+            Err(e) => return list_failed(&self.health, name, machine, &e),
         };
         self.health.list_ok(name);
         self.metrics.relisted(self.resource);
@@ -232,19 +220,8 @@ where
                 return Some(next);
             }
         };
-        let ended = Outcome::WatchEnded {
-            end,
-            resource_version: rv,
-        };
-        let next = machine.step(ended, Instant::now());
+        let next = watch_ended(name, machine, end, rv, opened);
         self.restarted(machine);
-        if !next.delay().is_zero() {
-            log::debug!(
-                "{name}: watch ended after {} ms; again in {} ms",
-                opened.elapsed().as_millis(),
-                next.delay().as_millis()
-            );
-        }
         Some(next)
     }
 
@@ -284,20 +261,7 @@ where
                     }
                 }
                 Ok(WatchEvent::Bookmark { resource_version }) => *rv = resource_version,
-                Err(e) if e.is_gone() => {
-                    log::info!("{name}: watch expired in stream; relisting");
-                    return Some(WatchEnd::Expired);
-                }
-                // Cut mid-stream or gone idle: a normal close (client-go's
-                // StreamWatcher treats EOF and unexpected EOF alike).
-                Err(e @ (Error::Transport(_) | Error::Timeout(_))) => {
-                    log::debug!("{name}: watch cut, resuming from {rv}: {e}");
-                    return Some(WatchEnd::Closed);
-                }
-                Err(e) => {
-                    log::warn!("{name}: watch broke, resuming from {rv}: {e}");
-                    return Some(WatchEnd::Broken);
-                }
+                Err(e) => return Some(stream_broke(name, rv, &e)),
             }
             self.health.beat(name);
             if self.stop.is_stopped() {
@@ -305,6 +269,68 @@ where
             }
         }
         Some(WatchEnd::Closed)
+    }
+}
+
+/// A list failed: backed off, and reported to /readyz. (Apart from the
+/// generic loop: one copy for every kind.)
+#[inline(never)]
+fn list_failed(health: &Health, name: &str, machine: &mut Watcher, e: &Error) -> Action {
+    let failed = Outcome::ListFailed {
+        retry_after: e.retry_after(),
+        too_big: matches!(e, Error::ListBound(_)),
+    };
+    let next = machine.step(failed, Instant::now());
+    log::warn!(
+        "{name}: list failed, retrying in {} ms: {e}",
+        next.delay().as_millis()
+    );
+    health.list_failed(name);
+    next
+}
+
+/// A watch ended as `end`: what the machine does next.
+#[inline(never)]
+fn watch_ended(
+    name: &str,
+    machine: &mut Watcher,
+    end: WatchEnd,
+    resource_version: String,
+    opened: Instant,
+) -> Action {
+    let ended = Outcome::WatchEnded {
+        end,
+        resource_version,
+    };
+    let next = machine.step(ended, Instant::now());
+    if !next.delay().is_zero() {
+        log::debug!(
+            "{name}: watch ended after {} ms; again in {} ms",
+            opened.elapsed().as_millis(),
+            next.delay().as_millis()
+        );
+    }
+    next
+}
+
+/// How a watch whose stream gave `e` ended.
+#[inline(never)]
+fn stream_broke(name: &str, rv: &str, e: &Error) -> WatchEnd {
+    match e {
+        _ if e.is_gone() => {
+            log::info!("{name}: watch expired in stream; relisting");
+            WatchEnd::Expired
+        }
+        // Cut mid-stream or gone idle: a normal close (client-go's
+        // StreamWatcher treats EOF and unexpected EOF alike).
+        Error::Transport(_) | Error::Timeout(_) => {
+            log::debug!("{name}: watch cut, resuming from {rv}: {e}");
+            WatchEnd::Closed
+        }
+        _ => {
+            log::warn!("{name}: watch broke, resuming from {rv}: {e}");
+            WatchEnd::Broken
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Lists: one page, or every page followed through `continue` within the
 //! bounds of [`super::ClientConfig`].
 
-use super::request::Method;
+use super::request::{Method, Req};
 use super::{Client, Retry, Verb};
 use crate::kube::error::{Error, Result};
 use crate::kube::fields::{As, Decode, Key};
@@ -48,6 +48,15 @@ impl Client {
         path: &ResourcePath,
         params: &ListParams,
     ) -> Result<ObjectList<O>> {
+        let (mut list, bytes) = self.decoded(self.page_request(path, params), decode_list)?;
+        list.bytes = bytes;
+        Ok(list)
+    }
+
+    /// The request for one page (apart from the decoding: one copy for
+    /// every kind).
+    #[inline(never)]
+    fn page_request(&self, path: &ResourcePath, params: &ListParams) -> Req<'static> {
         let mut req = self.req(Verb::List, Method::Get, path, Retry::Read);
         push_selectors(
             &mut req.query,
@@ -63,9 +72,7 @@ impl Client {
         if params.metadata_only {
             req.accept = META_LIST;
         }
-        let (mut list, bytes) = self.decoded(req, decode_list)?;
-        list.bytes = bytes;
-        Ok(list)
+        req
     }
 
     /// Every page of a list, in order. If a continue token expires midway
@@ -104,14 +111,7 @@ impl Client {
                 };
                 all.extend(page.items);
                 bytes = bytes.saturating_add(page.bytes);
-                if all.len() > self.cfg.max_list_items {
-                    let max = self.cfg.max_list_items;
-                    return Err(Error::ListBound(format!("more than {max} items")));
-                }
-                if bytes > self.cfg.max_list_bytes {
-                    let mib = self.cfg.max_list_bytes >> 20;
-                    return Err(Error::ListBound(format!("more than {mib} MiB")));
-                }
+                self.within_bounds(all.len(), bytes)?;
                 let Some(c) = page.continue_token else {
                     return Ok(ObjectList {
                         items: all,
@@ -130,6 +130,22 @@ impl Client {
             let max = self.cfg.max_list_pages;
             return Err(Error::ListBound(format!("more than {max} pages")));
         }
+    }
+}
+
+impl Client {
+    /// A list of `items` in `bytes` of bodies so far is within the bounds.
+    #[inline(never)]
+    fn within_bounds(&self, items: usize, bytes: usize) -> Result<()> {
+        if items > self.cfg.max_list_items {
+            let max = self.cfg.max_list_items;
+            return Err(Error::ListBound(format!("more than {max} items")));
+        }
+        if bytes > self.cfg.max_list_bytes {
+            let mib = self.cfg.max_list_bytes >> 20;
+            return Err(Error::ListBound(format!("more than {mib} MiB")));
+        }
+        Ok(())
     }
 }
 

@@ -26,24 +26,6 @@ fn top<T, E: serde::de::Error>(seen: Seen, t: T) -> Result<T, E> {
     }
 }
 
-/// The identity every object's metadata holds; false if `key` is not one
-/// of its fields.
-fn identity<'de, A: MapAccess<'de>>(
-    key: &str,
-    map: &mut A,
-    [namespace, name, uid, rv]: [&mut String; 4],
-) -> Result<bool, A::Error> {
-    let slot = match key {
-        "namespace" => namespace,
-        "name" => name,
-        "uid" => uid,
-        "resourceVersion" => rv,
-        _ => return Ok(false),
-    };
-    *slot = string(map)?.unwrap_or_default();
-    Ok(true)
-}
-
 impl Decode for DeploymentView {
     fn decode<'de, D: Deserializer<'de>>(d: D, _: &'static Shape) -> Result<Self, D::Error> {
         let mut v = DeploymentView::default();
@@ -57,29 +39,11 @@ fill!(Deployment, DeploymentView, |v, map| {
     "status" => fill_next(map, DeployStatus(v))?,
 });
 
-struct DeployMeta<'v>(&'v mut DeploymentView);
-
-impl<'de> Fill<'de> for DeployMeta<'_> {
-    fn fill<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        let v = &mut *self.0;
-        let ids = [
-            &mut v.namespace,
-            &mut v.name,
-            &mut v.uid,
-            &mut v.resource_version,
-        ];
-        if identity(key, map, ids)? {
-            return Ok(());
-        }
-        match key {
-            "generation" => v.generation = int(map)?.unwrap_or(0),
-            "labels" => drop(fill_next(map, DeployLabels(v))?),
-            "annotations" => drop(fill_next(map, OwnerOf(&mut v.owner))?),
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
-}
+fill!(DeployMeta, DeploymentView, |v, map| identity {
+    "generation" => v.generation = int(map)?.unwrap_or(0),
+    "labels" => fill_next(map, DeployLabels(v))?,
+    "annotations" => fill_next(map, OwnerOf(&mut v.owner))?,
+});
 
 fill!(DeployLabels, DeploymentView, |v, map| {
     k if k == CLAIM_LABEL.0 => v.claimed = Scalar::next(map)?.as_str() == Some(CLAIM_LABEL.1),
@@ -254,30 +218,12 @@ fill!(Model, ModelData, |m, map| {
     },
 });
 
-struct ModelMeta<'v>(&'v mut ModelData);
-
-impl<'de> Fill<'de> for ModelMeta<'_> {
-    fn fill<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        let m = &mut *self.0;
-        let ids = [
-            &mut m.namespace,
-            &mut m.name,
-            &mut m.uid,
-            &mut m.resource_version,
-        ];
-        if identity(key, map, ids)? {
-            return Ok(());
-        }
-        match key {
-            "generation" => m.generation = int(map)?.unwrap_or(0),
-            "deletionTimestamp" => m.deleting = Scalar::next(map)?.as_str().is_some(),
-            "annotations" => drop(fill_next(map, ModelAnnotations(m))?),
-            "finalizers" => m.finalizers = fields::strings(map)?,
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
-}
+fill!(ModelMeta, ModelData, |m, map| identity {
+    "generation" => m.generation = int(map)?.unwrap_or(0),
+    "deletionTimestamp" => m.deleting = Scalar::next(map)?.as_str().is_some(),
+    "annotations" => fill_next(map, ModelAnnotations(m))?,
+    "finalizers" => m.finalizers = fields::strings(map)?,
+});
 
 fill!(ModelAnnotations, ModelData, |m, map| {
     ROLLBACK_ANNOTATION => m.rollback_to = string(map)?,
@@ -296,29 +242,11 @@ fill!(ConfigMap, ConfigMapView, |v, map| {
     "data" => fill_next(map, ConfigMapData(v))?,
 });
 
-struct ConfigMapMeta<'v>(&'v mut ConfigMapView);
-
-impl<'de> Fill<'de> for ConfigMapMeta<'_> {
-    fn fill<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        let v = &mut *self.0;
-        let ids = [
-            &mut v.namespace,
-            &mut v.name,
-            &mut v.uid,
-            &mut v.resource_version,
-        ];
-        if identity(key, map, ids)? {
-            return Ok(());
-        }
-        match key {
-            "annotations" => drop(fill_next(map, OwnerOf(&mut v.owner))?),
-            "labels" => drop(fill_next(map, ConfigMapLabels(v))?),
-            "ownerReferences" => v.owner_refs = elements(map)?,
-            _ => skip(map)?,
-        }
-        Ok(())
-    }
-}
+fill!(ConfigMapMeta, ConfigMapView, |v, map| identity {
+    "annotations" => fill_next(map, OwnerOf(&mut v.owner))?,
+    "labels" => fill_next(map, ConfigMapLabels(v))?,
+    "ownerReferences" => v.owner_refs = elements(map)?,
+});
 
 fill!(ConfigMapLabels, ConfigMapView, |v, map| {
     k if k == MANAGED_BY_LABEL.0 => v.managed_by = string(map)?,
