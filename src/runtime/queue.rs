@@ -1,6 +1,10 @@
 //! The work queue, after client-go's: a key is handled by one worker at a
 //! time, pending keys are deduplicated, a key added while it is being
 //! handled is handled again afterwards, and failures back off per key.
+//! Keys a periodic resync queues wait in a lane of their own, served after
+//! every key a change queued (as controller-runtime's priority queue puts
+//! resyncs last): one change need not wait behind a resync of every
+//! resource (docs/performance.md, change→patch).
 
 use crate::backoff::Backoff;
 use crate::lock::lock;
@@ -11,13 +15,18 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The queue's state. Invariants: a key is in at most one of `queued` and
-/// `processing`; `queue` holds exactly the keys of `queued`, in order;
+/// `processing`; `queue` holds exactly the keys of `queued` not in
+/// `resynced`, in order; `resyncs` holds every key of `resynced` (and
+/// perhaps stale entries of keys since moved to `queue`, or handed out);
 /// `again` ⊆ `processing`; `waiting` has one entry per key with a retry
 /// scheduled, and `delayed` holds that entry (and perhaps stale ones).
 struct Inner<K> {
     /// Keys ready to be processed, first in first out.
     queue: VecDeque<K>,
     queued: HashSet<K>,
+    /// Keys only a resync queued, served when `queue` is empty.
+    resyncs: VecDeque<K>,
+    resynced: HashSet<K>,
     /// Keys a worker holds: never handed to a second worker.
     processing: HashSet<K>,
     /// Keys added while a worker held them: queued again on `done`, so the
@@ -69,6 +78,8 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
             inner: Mutex::new(Inner {
                 queue: VecDeque::new(),
                 queued: HashSet::new(),
+                resyncs: VecDeque::new(),
+                resynced: HashSet::new(),
                 processing: HashSet::new(),
                 again: HashSet::new(),
                 delayed: BinaryHeap::new(),
@@ -94,6 +105,11 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
             inner.queue.push_back(k);
             return true;
         }
+        // Queued by a resync: a change moves it to the front lane (its
+        // entry there goes stale).
+        if inner.resynced.remove(&k) {
+            inner.queue.push_back(k);
+        }
         false
     }
 
@@ -106,15 +122,35 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 
     /// A periodic resync: a key waiting out a failure's backoff keeps
     /// waiting (its retry is already scheduled, and its backoff does not
-    /// advance); any other key is added.
+    /// advance); any other key is queued in the resync lane, behind every
+    /// change.
     pub fn resync(&self, k: K) {
         let mut inner = lock(&self.inner);
-        if inner.waiting.contains_key(&k) {
+        if inner.waiting.contains_key(&k) || inner.shutting_down {
             return;
         }
-        if Self::enqueue(&mut inner, k) {
+        if inner.processing.contains(&k) {
+            inner.again.insert(k);
+            return;
+        }
+        if inner.queued.insert(k.clone()) {
+            inner.resynced.insert(k.clone());
+            inner.resyncs.push_back(k);
             self.ready.notify_one();
         }
+    }
+
+    /// The next key of either lane: a change's first.
+    fn next(inner: &mut Inner<K>) -> Option<K> {
+        if let Some(k) = inner.queue.pop_front() {
+            return Some(k);
+        }
+        while let Some(k) = inner.resyncs.pop_front() {
+            if inner.resynced.remove(&k) {
+                return Some(k);
+            }
+        }
+        None
     }
 
     /// Add `k` once `d` has passed; if it already waits, the earlier time wins.
@@ -176,7 +212,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                     }
                 }
             }
-            if let Some(k) = inner.queue.pop_front() {
+            if let Some(k) = Self::next(&mut inner) {
                 inner.queued.remove(&k);
                 inner.processing.insert(k.clone());
                 return Some(k);
@@ -207,7 +243,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 
     /// Keys ready to be processed (client-go's `workqueue_depth`).
     pub fn len(&self) -> usize {
-        lock(&self.inner).queue.len()
+        lock(&self.inner).queued.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -333,6 +369,31 @@ mod tests {
         q.done(&k);
         clock.advance(Duration::from_secs(120));
         assert_eq!(q.get(Duration::ZERO), None);
+    }
+
+    /// A change is handed out before the keys a resync queued, and a key a
+    /// resync queued that a change then adds goes first, once.
+    #[test]
+    fn a_change_goes_before_the_resyncs() {
+        let (q, _) = q();
+        for k in ["a", "b", "c"] {
+            q.resync(k.into());
+        }
+        q.add("d".into());
+        q.add("b".into());
+        assert_eq!(q.len(), 4);
+        let order: Vec<String> = std::iter::from_fn(|| q.get(Duration::ZERO)).collect();
+        assert_eq!(order, ["d", "b", "a", "c"]);
+        for k in &order {
+            q.done(k);
+        }
+        assert_eq!((q.len(), q.get(Duration::ZERO)), (0, None));
+        // A resync of a key a worker holds is not lost: it comes again.
+        q.resync("a".into());
+        let a = q.get(Duration::ZERO).unwrap();
+        q.resync(a.clone());
+        q.done(&a);
+        assert_eq!(q.get(Duration::ZERO).as_deref(), Some("a"));
     }
 
     #[test]
