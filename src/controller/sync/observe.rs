@@ -298,11 +298,9 @@ impl Reconciler {
         ns: &str,
         name: &str,
     ) -> Result<Option<ConfigMapView>, Error> {
-        match self
-            .client
-            .get(&ResourcePath::object(CONFIG_MAPS, Some(ns), name)?)
-        {
-            Ok(v) => Ok(ConfigMapView::from_json(&v)),
+        let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
+        match self.client.get_as::<ConfigMapView>(&path) {
+            Ok(cm) => Ok(Some(cm).filter(|cm| !cm.name.is_empty())),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
         }
