@@ -457,11 +457,11 @@ impl Controller {
         Ok(workers)
     }
 
-    /// Re-enqueue every key on each resync tick (evaluated from the caches,
-    /// no API requests when converged) until SIGTERM/SIGINT.
-    /// Every resync period queues every resource; every [`FULL_RESYNC`]th
-    /// one also makes a full pass of each whose last pass read what no
-    /// cache shows (see [`sync::Reconciler::sync`], §6).
+    /// Re-enqueue every key that is not settled on each resync tick
+    /// (evaluated from the caches, no API requests when converged) until
+    /// SIGTERM/SIGINT. Every [`FULL_RESYNC`]th period first unsettles each
+    /// resource whose last pass read what no cache shows, so it gets a full
+    /// pass (see [`sync::Reconciler::sync`], §6).
     fn resync_until_stopped(&self) {
         let mut next_resync = Instant::now() + self.cfg.resync;
         let mut periods = 0u32;
@@ -474,7 +474,7 @@ impl Controller {
                 if periods % FULL_RESYNC == 0 {
                     self.reconciler.unsettle_reads();
                 }
-                for k in self.reconciler.models.keys() {
+                for k in self.reconciler.unsettled_keys() {
                     self.queue.resync(k);
                 }
             }

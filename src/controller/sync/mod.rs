@@ -168,6 +168,21 @@ impl Reconciler {
         self.settled_in(key, self.world())
     }
 
+    /// Every resource that is not settled: what a resync queues. A settled
+    /// one would sync to [`Outcome::Unchanged`] at once, so queueing it
+    /// costs a worker's wake and nothing more (§6).
+    pub fn unsettled_keys(&self) -> Vec<ObjectKey> {
+        let world = self.world();
+        let settled = lock(&self.settled);
+        let mut keys = Vec::new();
+        self.models.for_each_key(|k| {
+            if settled.get(k).is_none_or(|s| s.world != world) {
+                keys.push(k.clone());
+            }
+        });
+        keys
+    }
+
     /// Whether `key` settled with the caches where `world` says they stand.
     fn settled_in(&self, key: &ObjectKey, world: [u64; 5]) -> bool {
         lock(&self.settled)
