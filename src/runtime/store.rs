@@ -223,11 +223,6 @@ impl<V: Clone + Versioned> Reader<V> {
         self.shared.read().values().cloned().collect()
     }
 
-    /// Look at every key without cloning any.
-    pub fn for_each_key(&self, mut f: impl FnMut(&ObjectKey)) {
-        self.shared.read().map.keys().for_each(&mut f);
-    }
-
     /// Look at every value without cloning any (a count at each scrape).
     pub fn for_each(&self, mut f: impl FnMut(&V)) {
         self.shared.read().values().for_each(&mut f);

@@ -173,13 +173,9 @@ impl Reconciler {
     /// costs a worker's wake and nothing more (§6).
     pub fn unsettled_keys(&self) -> Vec<ObjectKey> {
         let world = self.world();
+        let mut keys = self.models.keys();
         let settled = lock(&self.settled);
-        let mut keys = Vec::new();
-        self.models.for_each_key(|k| {
-            if settled.get(k).is_none_or(|s| s.world != world) {
-                keys.push(k.clone());
-            }
-        });
+        keys.retain(|k| settled.get(k).is_none_or(|s| s.world != world));
         keys
     }
 
