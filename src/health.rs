@@ -140,7 +140,12 @@ impl Health {
                 #[cfg(feature = "alloc-count")]
                 "/debug/allocations" => {
                     let (calls, bytes) = crate::memory::count::totals();
-                    return Answer::text(200, format!("allocations {calls}\nbytes {bytes}\n"));
+                    let live = crate::memory::count::live();
+                    let kept = crate::memory::cache::kept_total();
+                    return Answer::text(
+                        200,
+                        format!("allocations {calls}\nbytes {bytes}\nlive {live}\nkept {kept}\n"),
+                    );
                 }
                 _ => return Answer::text(404, "not found\n"),
             };

@@ -20,6 +20,17 @@ pub fn limit_arenas() {
     }
 }
 
+/// A thread about to wait long gives back what it keeps for its next burst:
+/// its answer buffer, its packing scratch and its allocator cache, so that
+/// an idle process holds its data and not the last burst's free blocks
+/// (steady RSS, docs/performance.md). A worker calls it once its queue has
+/// been empty for a while; the next burst asks the allocator again.
+pub fn thread_idle() {
+    crate::kube::client::release_buffer();
+    pack::release_scratch();
+    cache::trim();
+}
+
 pub mod cache;
 #[cfg(feature = "alloc-count")]
 pub mod count;

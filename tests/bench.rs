@@ -139,11 +139,17 @@ impl Running {
 
     /// Allocations so far, from the counting build's health port.
     fn allocations(&mut self) -> Option<u64> {
+        self.counted("allocations ")
+    }
+
+    /// One figure of the counting build's health port (`allocations`,
+    /// `live` bytes held, bytes `kept` in the allocator's caches).
+    fn counted(&mut self, name: &str) -> Option<u64> {
         let Running::Ours(op) = self else { return None };
         let (code, body) = op.http_get("/debug/allocations");
         (code == 200).then_some(())?;
         body.lines()
-            .find_map(|l| l.strip_prefix("allocations ")?.trim().parse().ok())
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
     }
 
     /// Reconcile passes so far, of every result (ours).
@@ -367,7 +373,19 @@ fn run(c: &Contestant, n: usize) -> Row {
         by_verb: verbs,
         ..Row::default()
     };
-    if !counting {
+    if counting {
+        std::thread::sleep(Duration::from_secs(3));
+        let kib = |v: Option<u64>| v.map_or("-".into(), |v| (v / 1024).to_string());
+        let (live, kept) = (p.counted("live "), p.counted("kept "));
+        println!(
+            "memory ({}, {n}): live {} KiB, kept in caches {} KiB, RSS {:.1} MiB; {}",
+            c.label,
+            kib(live),
+            kib(kept),
+            p.rss_mib("VmRSS:"),
+            memory_map(p.pid())
+        );
+    } else {
         measure_steady(&sim, &mut p, n, small, &mut row);
     }
     row.peak_rss_mib = p.rss_mib("VmHWM:");
@@ -387,10 +405,54 @@ fn measure_steady(sim: &Sim, p: &mut Running, n: usize, small: bool, row: &mut R
     row.idle_burst_ms = burst;
     row.idle_requests = requests;
     row.steady_rss_mib = p.rss_mib("VmRSS:");
+    println!("memory ({}, {n}): {}", row.label, memory_map(p.pid()));
     (row.patch_p50_ms, row.patch_p99_ms) = change_to_patch(sim, n);
     if let Running::Ours(op) = p {
         row.view = Some(view_cost(sim, op, n));
     }
+}
+
+/// Where the resident memory is, from `/proc/PID/smaps`: the binary's own
+/// pages, the brk heap, and anonymous mappings split by size (musl's
+/// allocator groups and single large blocks below 1 MiB; thread stacks and
+/// larger blocks above), each as resident KiB and count.
+fn memory_map(pid: u32) -> String {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    // (resident KiB, mappings) for: file, [heap], anon < 1 MiB, anon >= 1 MiB, other.
+    let mut sums = [(0u64, 0u32); 5];
+    let mut class = 4usize;
+    let kib = |l: &str| {
+        l.split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    for l in smaps.lines() {
+        let mut f = l.split_whitespace();
+        let first = f.next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            let name = f.nth(4).unwrap_or("");
+            class = match name {
+                "" => 2,
+                "[heap]" => 1,
+                n if n.starts_with('/') => 0,
+                _ => 4,
+            };
+        } else if first == "Size:" {
+            if class == 2 && kib(l).unwrap_or(0) >= 1024 {
+                class = 3;
+            }
+        } else if first == "Rss:" {
+            sums[class].0 += kib(l).unwrap_or(0);
+            sums[class].1 += 1;
+        }
+    }
+    let names = ["file", "[heap]", "anon <1 MiB", "anon >=1 MiB", "other"];
+    let parts: Vec<String> = names
+        .iter()
+        .zip(sums)
+        .map(|(name, (rss, count))| format!("{name} {rss} KiB in {count}"))
+        .collect();
+    parts.join(", ")
 }
 
 /// Spec change → Deployment patch, for up to 100 models changed one at a

@@ -37,29 +37,64 @@ pub const EVENT: crate::kube::shape::Shape = {
     ])
 };
 
-/// One Event this operator wrote.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One Event this operator wrote: a digest of its object's uid, and the
+/// count last written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Written {
-    uid: String,
+    uid: u64,
     count: i64,
 }
 
 /// What has been posted, by (namespace, Event name), bounded.
-#[derive(Default)]
+///
+/// Names and uids are kept as 64-bit digests keyed per process: tens of
+/// thousands of Events are remembered, and their text cost five times the
+/// memory (docs/performance.md, memory per resource). Two names that share a
+/// digest by chance (odds about 1 in 10^10 at the cap) would at worst leave
+/// one Event unposted; a neighbour cannot aim at one, the key being random.
 pub struct Posted {
-    events: HashMap<ObjectKey, Written>,
-    order: VecDeque<ObjectKey>,
+    events: HashMap<u64, Written>,
+    order: VecDeque<u64>,
+    digest: std::hash::RandomState,
+}
+
+impl Default for Posted {
+    fn default() -> Posted {
+        Posted {
+            events: HashMap::new(),
+            order: VecDeque::new(),
+            digest: std::hash::RandomState::new(),
+        }
+    }
 }
 
 const POSTED_CAP: usize = 20_000;
 
 impl Posted {
-    fn get(&self, k: &ObjectKey) -> Option<&Written> {
-        self.events.get(k)
+    fn name_digest(&self, namespace: &str, name: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.digest.hash_one((namespace, name))
     }
 
-    fn set(&mut self, k: ObjectKey, w: Written) {
-        if self.events.insert(k.clone(), w).is_none() {
+    fn uid_digest(&self, uid: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.digest.hash_one(uid)
+    }
+
+    /// What was written under `namespace/name`, and whether it was for
+    /// the object of `uid`.
+    fn get(&self, namespace: &str, name: &str, uid: &str) -> Option<(Written, bool)> {
+        let w = *self.events.get(&self.name_digest(namespace, name))?;
+        Some((w, w.uid == self.uid_digest(uid)))
+    }
+
+    fn set(&mut self, namespace: &str, name: &str, uid: &str, count: i64) {
+        let k = self.name_digest(namespace, name);
+        let w = Written {
+            uid: self.uid_digest(uid),
+            count,
+        };
+        if self.events.insert(k, w).is_none() {
             self.order.push_back(k);
             while self.order.len() > POSTED_CAP {
                 if let Some(old) = self.order.pop_front() {
@@ -73,12 +108,9 @@ impl Posted {
     pub fn seed(&mut self, items: &[Value]) {
         for e in items {
             let Some(k) = ObjectKey::of(e) else { continue };
-            let uid = e["involvedObject"]["uid"]
-                .as_str()
-                .unwrap_or("")
-                .to_string();
+            let uid = e["involvedObject"]["uid"].as_str().unwrap_or("");
             let count = e["count"].as_i64().unwrap_or(1);
-            self.set(k, Written { uid, count });
+            self.set(k.namespace(), k.name(), uid, count);
         }
     }
 }
@@ -115,18 +147,16 @@ impl Poster<'_> {
     ) -> Result<i64, Error> {
         let ns = model.namespace.as_str();
         for name in names(model, reason, generation) {
-            let key = ObjectKey::new(ns, &name);
-            let known = lock(self.posted).get(&key).cloned();
+            let known = lock(self.posted).get(ns, &name, &model.uid);
             let count = match known {
-                Some(w) if w.uid != model.uid => continue,
-                Some(w) => self.bump(model, &name, reason, w.count, message, now)?,
+                Some((_, false)) => continue,
+                Some((w, true)) => self.bump(model, &name, reason, w.count, message, now)?,
                 None => match self.create(model, &name, reason, message, now)? {
                     Some(count) => count,
                     None => continue,
                 },
             };
-            let uid = model.uid.clone();
-            lock(self.posted).set(key, Written { uid, count });
+            lock(self.posted).set(ns, &name, &model.uid, count);
             return Ok(count);
         }
         Err(Error::Config(format!(
@@ -140,8 +170,8 @@ impl Poster<'_> {
         let posted = lock(self.posted);
         names(model, reason, generation).iter().any(|n| {
             posted
-                .get(&ObjectKey::new(&model.namespace, n))
-                .is_some_and(|w| w.uid == model.uid)
+                .get(&model.namespace, n, &model.uid)
+                .is_some_and(|(_, ours)| ours)
         })
     }
 

@@ -509,6 +509,7 @@ fn process_next(
 ) -> bool {
     health.beat(name);
     let Some(key) = queue.get(Duration::from_secs(1)) else {
+        crate::memory::thread_idle();
         return !stop.is_stopped();
     };
     let started = Instant::now();

@@ -294,6 +294,43 @@ impl Rows {
     }
 }
 
+/// One recorded Event in one allocation: its reason, type, time and
+/// message, each bounded and escaped (so none holds a NUL), joined by NULs.
+/// Four strings a row cost 3x the memory at thousands of models
+/// (docs/performance.md, memory per resource).
+struct KeptEvent {
+    text: Box<str>,
+    count: i64,
+}
+
+impl KeptEvent {
+    fn new(e: &Seen) -> KeptEvent {
+        let parts = [e.reason, e.type_, e.last, e.message].map(bounded);
+        KeptEvent {
+            text: parts.join("\0").into(),
+            count: e.count,
+        }
+    }
+
+    fn part(&self, i: usize) -> &str {
+        self.text.split('\0').nth(i).unwrap_or("")
+    }
+
+    fn reason(&self) -> &str {
+        self.part(0)
+    }
+
+    fn row(&self) -> EventRow {
+        EventRow {
+            reason: self.part(0).into(),
+            type_: self.part(1).into(),
+            last: self.part(2).into(),
+            message: self.part(3).into(),
+            count: self.count,
+        }
+    }
+}
+
 /// The Events the operator wrote lately, per model (it does not watch
 /// Events: these are what it posted, and what it listed at start).
 #[derive(Default)]
@@ -302,7 +339,7 @@ pub struct RecentEvents(Mutex<Recent>);
 #[derive(Default)]
 struct Recent {
     /// Each model's Events, and the count of records when they last changed.
-    by_model: HashMap<ObjectKey, (u64, VecDeque<EventRow>)>,
+    by_model: HashMap<ObjectKey, (u64, Vec<KeptEvent>)>,
     order: VecDeque<ObjectKey>,
     records: u64,
 }
@@ -324,14 +361,9 @@ impl RecentEvents {
         let records = r.records;
         let (version, list) = r.by_model.entry(key).or_default();
         *version = records;
-        list.retain(|x| x.reason != e.reason);
-        list.push_front(EventRow {
-            reason: bounded(e.reason),
-            type_: bounded(e.type_),
-            message: bounded(e.message),
-            last: bounded(e.last),
-            count: e.count,
-        });
+        let kept = KeptEvent::new(&e);
+        list.retain(|x| x.reason() != kept.reason());
+        list.insert(0, kept);
         list.truncate(EVENTS_PER_MODEL);
     }
 
@@ -363,7 +395,7 @@ impl RecentEvents {
         let r = lock(&self.0);
         r.by_model
             .get(&ObjectKey::new(namespace, name))
-            .map(|(_, l)| l.iter().cloned().collect())
+            .map(|(_, l)| l.iter().map(KeptEvent::row).collect())
             .unwrap_or_default()
     }
 

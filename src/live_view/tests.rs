@@ -145,6 +145,22 @@ fn recent_events_are_newest_first_one_per_reason_and_few() {
     assert_eq!(r.of("ns", "x")[0].type_, "Warning");
 }
 
+#[test]
+fn a_recorded_event_reads_back_whole_with_its_control_characters_escaped() {
+    let r = RecentEvents::default();
+    let e = EventRow {
+        message: "line\0one\nline two".into(),
+        ..event("RolloutFailed", 7)
+    };
+    r.record("ns", "m", e.seen());
+    let got = r.of("ns", "m");
+    let want = EventRow {
+        message: "line\\0one\\nline two".into(),
+        ..event("RolloutFailed", 7)
+    };
+    assert_eq!(got, [want]);
+}
+
 /// Rows the test sets; every look a new version.
 struct Set(Arc<Mutex<BTreeMap<String, Row>>>, AtomicU64);
 

@@ -114,21 +114,49 @@ fn on_exit(kept: &Kept) {
 /// The exit hook: every block this thread kept goes back to musl.
 extern "C" fn release_all(_: *mut libc::c_void) {
     let _ = KEPT.try_with(|kept| {
-        for (class, head) in kept.heads.iter().enumerate() {
-            let mut p = head.replace(null_mut());
-            while !p.is_null() {
-                // SAFETY: p is a kept block of this class: its first word
-                // links the next, and musl gave it with the class layout.
-                unsafe {
-                    let next = *(p as *mut *mut u8);
-                    System.dealloc(p, class_layout(class));
-                    p = next;
-                }
-            }
-        }
-        kept.bytes.set(0);
+        give_back(kept);
         kept.state.set(State::Ended);
     });
+}
+
+/// Every block `kept` holds goes back to musl.
+fn give_back(kept: &Kept) {
+    for (class, head) in kept.heads.iter().enumerate() {
+        let mut p = head.replace(null_mut());
+        while !p.is_null() {
+            // SAFETY: p is a kept block of this class: its first word
+            // links the next, and musl gave it with the class layout.
+            unsafe {
+                let next = *(p as *mut *mut u8);
+                System.dealloc(p, class_layout(class));
+                p = next;
+            }
+        }
+    }
+    kept_changed(-(kept.bytes.replace(0) as isize));
+}
+
+/// This thread's kept blocks go back to musl: for a thread about to wait
+/// long, so that what it freed in its last burst is not held while the
+/// process idles (the steady RSS, docs/performance.md).
+pub fn trim() {
+    let _ = KEPT.try_with(give_back);
+}
+
+/// Bytes kept in every thread's cache (counted in the counting build only,
+/// where [`kept_total`] reports them).
+#[cfg(feature = "alloc-count")]
+static KEPT_ALL: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+fn kept_changed(_by: isize) {
+    #[cfg(feature = "alloc-count")]
+    KEPT_ALL.fetch_add(_by, Ordering::Relaxed);
+}
+
+/// Bytes kept in every thread's cache now.
+#[cfg(feature = "alloc-count")]
+pub fn kept_total() -> isize {
+    KEPT_ALL.load(Ordering::Relaxed)
 }
 
 // SAFETY: every block handed out is one musl gave with the class layout (or
@@ -147,6 +175,7 @@ unsafe impl GlobalAlloc for Cached {
             // SAFETY: a kept block's first word links the next one.
             kept.heads[class].set(unsafe { *(p as *mut *mut u8) });
             kept.bytes.set(kept.bytes.get() - (class + 1) * STEP);
+            kept_changed(-(((class + 1) * STEP) as isize));
             p
         });
         match kept {
@@ -170,6 +199,7 @@ unsafe impl GlobalAlloc for Cached {
             unsafe { *(ptr as *mut *mut u8) = kept.heads[class].get() };
             kept.heads[class].set(ptr);
             kept.bytes.set(kept.bytes.get() + size);
+            kept_changed(size as isize);
             true
         });
         if kept != Ok(true) {
@@ -233,6 +263,26 @@ mod tests {
             }
             assert!(KEPT.with(|k| k.bytes.get()) <= KEEP_BYTES);
             a.dealloc(q, l);
+        }
+    }
+
+    #[test]
+    fn a_trimmed_thread_keeps_nothing_and_still_allocates() {
+        let a = Cached;
+        let l = Layout::from_size_align(64, 8).unwrap();
+        unsafe {
+            let blocks: Vec<*mut u8> = (0..100).map(|_| a.alloc(l)).collect();
+            for p in blocks {
+                a.dealloc(p, l);
+            }
+            assert!(KEPT.with(|k| k.bytes.get()) >= 100 * 64);
+            trim();
+            assert_eq!(KEPT.with(|k| k.bytes.get()), 0);
+            assert!(KEPT.with(|k| k.heads.iter().all(|h| h.get().is_null())));
+            let p = a.alloc(l);
+            assert!(!p.is_null());
+            a.dealloc(p, l);
+            assert_eq!(KEPT.with(|k| k.bytes.get()), 64, "kept again after a trim");
         }
     }
 

@@ -8,17 +8,20 @@ use super::Heap;
 use std::alloc::{GlobalAlloc, Layout};
 
 const HEAP: Heap = Heap {};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 /// The program's allocator ([`Heap`]), counted.
 pub struct Counting;
 
 static CALLS: AtomicU64 = AtomicU64::new(0);
 static BYTES: AtomicU64 = AtomicU64::new(0);
+/// Bytes handed out and not yet freed.
+static LIVE: AtomicI64 = AtomicI64::new(0);
 
 fn count(size: usize) {
     CALLS.fetch_add(1, Relaxed);
     BYTES.fetch_add(size as u64, Relaxed);
+    LIVE.fetch_add(size as i64, Relaxed);
 }
 
 // SAFETY: every call is passed to the heap unchanged; the counters only
@@ -36,10 +39,12 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(new_size);
+        LIVE.fetch_sub(layout.size() as i64, Relaxed);
         HEAP.realloc(ptr, layout, new_size)
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as i64, Relaxed);
         HEAP.dealloc(ptr, layout)
     }
 }
@@ -48,6 +53,11 @@ unsafe impl GlobalAlloc for Counting {
 /// since start.
 pub fn totals() -> (u64, u64) {
     (CALLS.load(Relaxed), BYTES.load(Relaxed))
+}
+
+/// Bytes the program holds now (asked for and not freed).
+pub fn live() -> i64 {
+    LIVE.load(Relaxed)
 }
 
 #[cfg(test)]

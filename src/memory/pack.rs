@@ -86,6 +86,16 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
 }
 
+/// This thread's scratch goes back to the allocator: for a thread about to
+/// wait long ([`crate::memory::thread_idle`]).
+pub fn release_scratch() {
+    let _ = SCRATCH.try_with(|cell| {
+        if let Ok(mut scratch) = cell.try_borrow_mut() {
+            *scratch = Scratch::default();
+        }
+    });
+}
+
 fn pack_in(scratch: &mut Scratch, text: &str, dict: &Dictionary) -> Box<[u8]> {
     scratch.recent.0.clear();
     scratch.recent.0.extend_from_slice(&dict.recent.0);

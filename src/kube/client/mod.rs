@@ -15,7 +15,7 @@ mod warnings;
 mod watch;
 
 pub use list::{ListParams, ObjectList};
-pub use request::{PatchType, Retry, Verb};
+pub use request::{release_buffer, PatchType, Retry, Verb};
 pub use watch::{random_watch_timeout, WatchParams};
 
 use super::endpoint::{CaFile, Endpoint, TokenFile};

@@ -276,6 +276,16 @@ thread_local! {
     static BODY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// This thread's answer buffer goes back to the allocator: for a thread
+/// about to wait long ([`crate::memory::thread_idle`]).
+pub fn release_buffer() {
+    let _ = BODY.try_with(|cell| {
+        if let Ok(mut buf) = cell.try_borrow_mut() {
+            *buf = Vec::new();
+        }
+    });
+}
+
 /// Read a whole answer, bounded by `limit`, and hand its bytes to `f`.
 fn with_body<T>(
     body: &mut ureq::Body,
