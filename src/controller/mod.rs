@@ -299,7 +299,11 @@ impl Controller {
         for scope in &self.scopes() {
             let (q, idx) = (self.queue.clone(), self.index.clone());
             let on_model: reflector::OnChange<ModelView> = Arc::new(move |c: Change<ModelView>| {
-                idx.update(&c.key, c.new.as_ref().map(lookups).as_ref());
+                // Looked up on a copy: the change shares the store's view,
+                // which must stay packed (a parse is kept with the view it
+                // was made on, `Parsed`).
+                let copy = c.new.as_deref().cloned();
+                idx.update(&c.key, copy.as_ref().map(lookups).as_ref());
                 q.add(c.key);
             });
             self.spawn(&MODELS, scope, &r.models, ModelData::view, on_model)?;

@@ -3,6 +3,9 @@
 
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
+use stored::Stored;
+
+mod stored;
 
 macro_rules! vocabulary {
     ($(#[$m:meta])* $name:ident { $($variant:ident),* $(,)? }) => {
@@ -392,8 +395,9 @@ impl OwedEvent {
 /// edits that change something.
 #[derive(Debug, Clone, Default)]
 pub struct StatusDoc {
-    /// The status as decoded (shared by every copy, never edited).
-    stored: std::sync::Arc<Map<String, Value>>,
+    /// The status as read (shared by every copy, never edited), each
+    /// field parsed when first read.
+    stored: std::sync::Arc<Stored>,
     /// Fields set since, and cleared ones as `null`.
     edits: Map<String, Value>,
 }
@@ -416,10 +420,19 @@ impl StatusDoc {
     pub fn from_owned(v: Option<Value>) -> StatusDoc {
         match v {
             Some(Value::Object(map)) => StatusDoc {
-                stored: std::sync::Arc::new(map),
+                stored: std::sync::Arc::new(Stored::from_map(map)),
                 edits: Map::new(),
             },
             _ => StatusDoc::default(),
+        }
+    }
+
+    /// The status of a JSON text, its fields parsed as they are read; a
+    /// text that is not an object is no status.
+    pub fn from_text(text: String) -> StatusDoc {
+        StatusDoc {
+            stored: std::sync::Arc::new(Stored::from_text(text).unwrap_or_default()),
+            edits: Map::new(),
         }
     }
 
@@ -430,11 +443,11 @@ impl StatusDoc {
 
     /// Every field as it reads now, `null`s included: the stored ones not
     /// edited, then the edits.
-    fn fields(&self) -> impl Iterator<Item = (&String, &Value)> {
+    fn fields(&self) -> impl Iterator<Item = (&str, &Value)> {
         self.stored
             .iter()
             .filter(|(k, _)| !self.edits.contains_key(*k))
-            .chain(&self.edits)
+            .chain(self.edits.iter().map(|(k, v)| (k.as_str(), v)))
     }
 
     pub fn get(&self, f: Field) -> Option<&Value> {
@@ -577,7 +590,7 @@ impl StatusDoc {
     pub fn diff<'a>(&'a self, old: &'a StatusDoc) -> Vec<(&'a str, Cow<'a, Value>)> {
         let mut patch: Vec<_> = self
             .changes(old)
-            .map(|(k, v)| (k.as_str(), Cow::Borrowed(v)))
+            .map(|(k, v)| (k, Cow::Borrowed(v)))
             .collect();
         patch.sort_unstable_by(|a, b| a.0.cmp(b.0));
         patch
@@ -586,7 +599,7 @@ impl StatusDoc {
     /// Whether a key other than `except` changes from `old` (what
     /// [`StatusDoc::diff`] would name, without copying a value).
     pub fn differs(&self, old: &StatusDoc, except: Option<&str>) -> bool {
-        self.changes(old).any(|(k, _)| Some(k.as_str()) != except)
+        self.changes(old).any(|(k, _)| Some(k) != except)
     }
 
     /// The changed keys with their new values, `null` for removed ones.
@@ -595,7 +608,12 @@ impl StatusDoc {
         static NULL: Value = Value::Null;
         let changed = move |(k, v): &Entry<'a>| old.raw(k).unwrap_or(&Value::Null) != *v;
         if std::sync::Arc::ptr_eq(&self.stored, &old.stored) && old.edits.is_empty() {
-            return Box::new(self.edits.iter().filter(changed));
+            return Box::new(
+                self.edits
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v))
+                    .filter(changed),
+            );
         }
         let removed = old
             .fields()
@@ -622,10 +640,10 @@ impl StatusDoc {
 }
 
 /// A field of a status document, borrowed.
-type Entry<'a> = (&'a String, &'a Value);
+type Entry<'a> = (&'a str, &'a Value);
 
-fn clone_entry((k, v): (&String, &Value)) -> (String, Value) {
-    (k.clone(), v.clone())
+fn clone_entry((k, v): Entry) -> (String, Value) {
+    (k.to_string(), v.clone())
 }
 
 #[cfg(test)]

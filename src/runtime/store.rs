@@ -13,12 +13,14 @@ use crate::lock::lock;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 
-/// What one applied event did to a store entry.
+/// What one applied event did to a store entry: the views shared with the
+/// store, not copies (a copy a watch event was a tenth of the allocations
+/// of a pass, docs/performance.md).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change<V> {
     pub key: ObjectKey,
-    pub old: Option<V>,
-    pub new: Option<V>,
+    pub old: Option<Arc<V>>,
+    pub new: Option<Arc<V>>,
 }
 
 /// One thing a list/watch loop saw, ready to apply to a store.
@@ -42,11 +44,12 @@ pub type IndexFn<V> = fn(&V) -> Vec<String>;
 
 /// The map of a store and its index, changed only together.
 ///
-/// Values are boxed: a hash table keeps up to twice as many slots as
-/// entries, and an empty slot of a boxed map costs a pointer, not a view
-/// (docs/performance.md, memory per resource).
+/// Values are behind a pointer: a hash table keeps up to twice as many
+/// slots as entries, and an empty slot costs a pointer, not a view
+/// (docs/performance.md, memory per resource). Shared ones, so that what
+/// an event changed is handed on without a copy ([`Change`]).
 struct Items<V> {
-    map: HashMap<ObjectKey, Box<V>>,
+    map: HashMap<ObjectKey, Arc<V>>,
     /// Bumped by every change: equal counts mean nothing changed between.
     changes: u64,
     /// Name -> the keys indexed under it: a few per name, so a short list
@@ -64,7 +67,7 @@ impl<V> Items<V> {
         self.map.values().map(|b| &**b)
     }
 
-    fn insert(&mut self, k: ObjectKey, v: V) -> Option<V> {
+    fn insert(&mut self, k: ObjectKey, v: Arc<V>) -> Option<Arc<V>> {
         self.changes += 1;
         if let Some(f) = self.index_fn {
             for name in f(&v) {
@@ -74,15 +77,15 @@ impl<V> Items<V> {
                 }
             }
         }
-        let old = self.map.insert(k.clone(), Box::new(v)).map(|b| *b);
-        self.unindex(&k, old.as_ref());
+        let old = self.map.insert(k.clone(), v);
+        self.unindex(&k, old.as_deref());
         old
     }
 
-    fn remove(&mut self, k: &ObjectKey) -> Option<V> {
+    fn remove(&mut self, k: &ObjectKey) -> Option<Arc<V>> {
         self.changes += 1;
-        let old = self.map.remove(k).map(|b| *b);
-        self.unindex(k, old.as_ref());
+        let old = self.map.remove(k);
+        self.unindex(k, old.as_deref());
         old
     }
 
@@ -155,7 +158,7 @@ impl<V: Versioned> Shared<V> {
 
     /// Remove `k` only if it is the incarnation `uid` names (or either
     /// side does not know its uid), and remember `uid` as gone.
-    fn remove_object(&self, k: &ObjectKey, uid: &str) -> Option<V> {
+    fn remove_object(&self, k: &ObjectKey, uid: &str) -> Option<Arc<V>> {
         lock(&self.gone).bury(uid);
         let mut items = self.write();
         let same = items
@@ -338,7 +341,7 @@ impl<V: Clone + Versioned> Store<V> {
             .map(|old| newer(v.resource_version(), old.resource_version()) && !regresses(&v, old))
             .unwrap_or(true);
         if fresher {
-            items.insert(k, v);
+            items.insert(k, Arc::new(v));
         }
         fresher
     }
@@ -346,11 +349,13 @@ impl<V: Clone + Versioned> Store<V> {
     /// A deletion our own request confirmed: only for the incarnation it
     /// names, as a watch's DELETED event.
     pub fn remove_object(&self, k: &ObjectKey, uid: &str) -> Option<V> {
-        self.shared().remove_object(k, uid)
+        self.shared()
+            .remove_object(k, uid)
+            .map(Arc::unwrap_or_clone)
     }
 
     pub fn remove(&self, k: &ObjectKey) -> Option<V> {
-        self.shared().write().remove(k)
+        self.shared().write().remove(k).map(Arc::unwrap_or_clone)
     }
 }
 
@@ -365,19 +370,23 @@ impl<V: Clone + PartialEq + Versioned> Writer<V> {
     /// lists, watches and backs off.
     pub fn apply(&self, ev: Event<V>) -> Vec<Change<V>> {
         match ev {
-            Event::Applied(key, v) => match self.put(key.clone(), v.clone()) {
-                Ok(old) if old.as_ref() != Some(&v) => vec![Change {
-                    key,
-                    old,
-                    new: Some(v),
-                }],
-                Ok(_) => vec![],
-                Err(Stale) => {
-                    log::debug!("kept a newer view of {key}");
-                    vec![]
+            Event::Applied(key, v) => {
+                let v = Arc::new(v);
+                match self.put_shared(key.clone(), v.clone()) {
+                    Ok(old) if old.as_deref() != Some(&*v) => vec![Change {
+                        key,
+                        old,
+                        new: Some(v),
+                    }],
+                    Ok(_) => vec![],
+                    Err(Stale) => {
+                        log::debug!("kept a newer view of {key}");
+                        vec![]
+                    }
                 }
-            },
+            }
             Event::Deleted(key, uid) => self
+                .shared
                 .remove_object(&key, &uid)
                 .map(|old| Change {
                     key,
@@ -398,9 +407,15 @@ impl<V: Clone + PartialEq + Versioned> Writer<V> {
     /// means the object came back under the watch's label selector (a
     /// Deployment released and claimed again): it lifts the tombstone.
     pub fn put(&self, k: ObjectKey, v: V) -> Result<Option<V>, Stale> {
+        let old = self.put_shared(k, Arc::new(v))?;
+        Ok(old.map(Arc::unwrap_or_clone))
+    }
+
+    /// [`Writer::put`], sharing the view with the store.
+    fn put_shared(&self, k: ObjectKey, v: Arc<V>) -> Result<Option<Arc<V>>, Stale> {
         lock(&self.shared.gone).lift(v.uid());
         let mut items = self.shared.write();
-        if items.get(&k).is_some_and(|old| regresses(&v, old)) {
+        if items.get(&k).is_some_and(|old| regresses(&*v, old)) {
             return Err(Stale);
         }
         Ok(items.insert(k, v))
@@ -409,7 +424,7 @@ impl<V: Clone + PartialEq + Versioned> Writer<V> {
     /// A watch's DELETED event: only for the incarnation it names, so a
     /// late deletion of an object since created again removes nothing.
     pub fn remove_object(&self, k: &ObjectKey, uid: &str) -> Option<V> {
-        self.shared.remove_object(k, uid)
+        self.shared.remove_object(k, uid).map(Arc::unwrap_or_clone)
     }
 
     /// After a list: make the entries of `namespace` (None: all) exactly
@@ -436,8 +451,9 @@ impl<V: Clone + PartialEq + Versioned> Writer<V> {
             if map.get(&k).is_some_and(|old| regresses(&v, old)) {
                 continue;
             }
+            let v = Arc::new(v);
             let old = map.insert(k.clone(), v.clone());
-            if old.as_ref() != Some(&v) {
+            if old.as_deref() != Some(&*v) {
                 changes.push(Change {
                     key: k,
                     old,

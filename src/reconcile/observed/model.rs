@@ -182,8 +182,12 @@ impl RawJson {
 
     /// The value again (it was packed and serialized by us, so it parses).
     fn value(&self) -> Option<Value> {
-        let text = unpack(&self.0, model_dictionary())?;
-        serde_json::from_str(&text).ok()
+        serde_json::from_str(&self.text()?).ok()
+    }
+
+    /// The JSON text again.
+    fn text(&self) -> Option<String> {
+        unpack(&self.0, model_dictionary())
     }
 }
 
@@ -281,7 +285,8 @@ impl ModelView {
     pub fn shared_status(&self) -> &std::sync::Arc<StatusDoc> {
         let status = self.status.as_ref();
         self.parts().status.get_or_init(|| {
-            std::sync::Arc::new(StatusDoc::from_owned(status.and_then(RawJson::value)))
+            let text = status.and_then(RawJson::text).unwrap_or_default();
+            std::sync::Arc::new(StatusDoc::from_text(text))
         })
     }
 

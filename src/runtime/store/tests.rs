@@ -167,7 +167,7 @@ fn the_applier_reports_exactly_what_changed() {
         vec![Change {
             key: k("a", "m"),
             old: None,
-            new: Some(m1.clone())
+            new: Some(Arc::new(m1.clone()))
         }]
     );
     assert!(
@@ -176,7 +176,7 @@ fn the_applier_reports_exactly_what_changed() {
     );
     let m2 = model("u1", 2, "11", "RollingOut");
     let upd = w.apply(Event::Applied(k("a", "m"), m2.clone()));
-    assert_eq!(upd[0].old.as_ref(), Some(&m1));
+    assert_eq!(upd[0].old.as_deref(), Some(&m1));
     assert!(
         w.apply(Event::Applied(k("a", "m"), m1.clone())).is_empty(),
         "older: kept"
@@ -195,7 +195,7 @@ fn the_applier_reports_exactly_what_changed() {
         vec![Change {
             key: k("a", "n"),
             old: None,
-            new: Some(n)
+            new: Some(Arc::new(n))
         }]
     );
     assert!(s.contains(&k("b", "x")));
