@@ -400,7 +400,17 @@ fn measure_steady(sim: &Sim, p: &mut Running, n: usize, small: bool, row: &mut R
     let window = env("OMO_BENCH_IDLE_S")
         .and_then(|v| v.parse().ok())
         .unwrap_or(if small { 4 } else { 120 });
+    let passes = p.passes();
     let (per_min, burst, requests) = idle(sim, p, Duration::from_secs(window));
+    if let (Some(a), Some(b)) = (passes, p.passes()) {
+        // The passes of the window: resyncs of what a busy convergence
+        // could not prove settled (its caches kept changing), then none.
+        println!(
+            "idle passes ({}, {n}): {:.0} in {window} s",
+            row.label,
+            b - a
+        );
+    }
     row.idle_cpu_ms_per_min = per_min;
     row.idle_burst_ms = burst;
     row.idle_requests = requests;
