@@ -314,7 +314,7 @@ mod tests {
         assert_eq!(c.limits.qps, Some(50.5));
         assert_eq!(c.limits.burst, 200);
         let d = run(&[], &[]).unwrap();
-        assert_eq!((d.workers, d.limits.qps), (4, None));
+        assert_eq!((d.workers, d.limits.qps), (16, None));
         assert_eq!(run(&["--qps", "0"], &[]).unwrap().limits.qps, None);
         for bad in [
             &["--workers", "0"][..],

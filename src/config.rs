@@ -36,7 +36,8 @@ pub struct Config {
     /// The operator's own Deployment, never a target: `POD_NAMESPACE` and
     /// `OPENMED_OPERATOR_DEPLOYMENT` (set by the shipped manifests).
     pub own_deployment: Option<(String, String)>,
-    /// `--workers`: resources reconciled at once.
+    /// `--workers`: resources reconciled at once at most (the pool grows
+    /// to it under a burst and shrinks to one worker when quiet).
     pub workers: usize,
     /// `--qps`, `--burst`: the client-side rate limit.
     pub limits: Limits,
@@ -63,7 +64,7 @@ impl Default for Config {
             list_max_bytes: 64 << 20,
             allow_any_target: false,
             own_deployment: None,
-            workers: 4,
+            workers: 16,
             limits: Limits::default(),
             election: None,
             selector: None,

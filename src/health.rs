@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 /// One loop's liveness. A watch loop is alive while its watch is open,
 /// however quiet the cluster (bookmarks need not come at any interval), and
 /// while a list or a watch succeeded within `max`; it is stuck only when it
-/// cannot list or watch for that long.
+/// cannot list or watch for that long. A worker is alive while it waits for
+/// work, and stuck only when one pass takes longer than `max`.
 struct Beat {
     last: Instant,
     max: Duration,
-    /// A watch is open: alive without events.
+    /// A watch is open, or a worker waits for work: alive without beats.
     open: bool,
 }
 
@@ -48,6 +49,12 @@ impl Health {
         lock(&self.beats).insert(name.to_string(), beat);
     }
 
+    /// The loop ended as it should (a worker no longer needed): no longer
+    /// watched.
+    pub fn unregister(&self, name: &str) {
+        lock(&self.beats).remove(name);
+    }
+
     /// A sign of life: a list or watch that succeeded, work taken.
     pub fn beat(&self, name: &str) {
         if let Some(b) = lock(&self.beats).get_mut(name) {
@@ -61,6 +68,11 @@ impl Health {
             b.last = Instant::now();
             b.open = open;
         }
+    }
+
+    /// The worker waits for work (alive without beats), or took some.
+    pub fn idle(&self, name: &str, idle: bool) {
+        self.watching(name, idle);
     }
 
     /// Make `check` part of liveness.

@@ -24,13 +24,17 @@ struct Histogram {
 /// Where the phase gauge is read from at scrape time.
 pub type PhaseSource = std::sync::Arc<dyn Fn() -> BTreeMap<String, i64> + Send + Sync>;
 
+/// Where the queue gauges are read from at scrape time: keys ready, and
+/// keys waiting out a backoff.
+pub type QueueSource = std::sync::Arc<dyn Fn() -> (usize, usize) + Send + Sync>;
+
 #[derive(Default)]
 pub struct Metrics {
     reconciles: Mutex<BTreeMap<Outcome, u64>>,
     errors: Mutex<BTreeMap<String, u64>>,
     duration: Mutex<Histogram>,
-    queue_depth: AtomicI64,
-    queue_retries: AtomicI64,
+    /// Reads the work queue at each scrape, so no loop wakes to copy it.
+    queue: Mutex<Option<QueueSource>>,
     watch_restarts: Mutex<BTreeMap<&'static str, u64>>,
     relists: Mutex<BTreeMap<&'static str, u64>>,
     api_requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
@@ -66,14 +70,15 @@ impl Metrics {
         *lock(&self.errors).entry(kind.to_string()).or_default() += 1;
     }
 
-    /// Keys ready to be processed.
-    pub fn set_queue_depth(&self, n: usize) {
-        self.queue_depth.store(n as i64, Ordering::Relaxed);
+    /// The queue gauges, read by `source` at every scrape.
+    pub fn set_queue_source(&self, source: QueueSource) {
+        *lock(&self.queue) = Some(source);
     }
 
-    /// Keys waiting out a backoff (one per key).
-    pub fn set_queue_retries(&self, n: usize) {
-        self.queue_retries.store(n as i64, Ordering::Relaxed);
+    /// (keys ready, keys waiting out a backoff), 0 before a queue exists.
+    fn queue_figures(&self) -> (usize, usize) {
+        let source = lock(&self.queue).clone();
+        source.map_or((0, 0), |f| f())
     }
 
     pub fn watch_restarted(&self, resource: &'static str) {
@@ -224,13 +229,13 @@ const FAMILIES: [Family; 15] = [
         "openmed_operator_queue_depth",
         "gauge",
         "Keys ready to be processed.",
-        |m| single(m.queue_depth.load(Ordering::Relaxed)),
+        |m| single(m.queue_figures().0),
     ),
     (
         "openmed_operator_queue_retries",
         "gauge",
         "Keys waiting out a backoff after a failure, one per key.",
-        |m| single(m.queue_retries.load(Ordering::Relaxed)),
+        |m| single(m.queue_figures().1),
     ),
     (
         "openmed_operator_watch_restarts_total",
@@ -347,7 +352,7 @@ mod tests {
         m.watch_restarted("deployments");
         m.relisted("openmedmodels");
         m.error("api_409");
-        m.set_queue_depth(4);
+        m.set_queue_source(std::sync::Arc::new(|| (4, 1)));
         m.set_phase_source(std::sync::Arc::new(|| [("Ready".to_string(), 3)].into()));
         let t = m.render();
         for want in [
@@ -359,6 +364,7 @@ mod tests {
             "openmed_operator_api_requests_total{verb=\"patch\",code=\"200\"} 2",
             "openmed_operator_api_requests_total{verb=\"get\",code=\"0\"} 1",
             "openmed_operator_queue_depth 4",
+            "openmed_operator_queue_retries 1",
             "openmed_operator_watch_restarts_total{resource=\"deployments\"} 1",
             "openmed_operator_relists_total{resource=\"openmedmodels\"} 1",
             "openmed_operator_managed_resources{phase=\"Ready\"} 3",

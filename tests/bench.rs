@@ -219,7 +219,9 @@ fn cluster(n: usize) -> Sim {
         tls: env("OMO_BENCH_PLAIN").is_none(),
         warmup: Duration::from_millis(500),
         tick: Duration::from_millis(100),
-        bookmark_interval: Duration::from_secs(5),
+        // The API server's watch cache sends a bookmark a minute
+        // (`defaultBookmarkFrequency`, apiserver's cacher).
+        bookmark_interval: Duration::from_secs(60),
         history: 20 * n + 10_000,
         ..SimConfig::default()
     });
@@ -271,7 +273,10 @@ fn start(c: &Contestant, sim: &Sim, dir: &Path, resync_s: u64) -> Running {
                 args.extend(["--ca-file", ca]);
             }
             args.extend(extra.split_whitespace());
-            Running::Ours(Operator::start_bin(bin, &sim.url(), dir, &args, &[]))
+            // OMO_BENCH_LOG: the operator's RUST_LOG, to see what a run did.
+            let log = env("OMO_BENCH_LOG");
+            let envs: Vec<(&str, &str)> = log.iter().map(|l| ("RUST_LOG", l.as_str())).collect();
+            Running::Ours(Operator::start_bin(bin, &sim.url(), dir, &args, &envs))
         }
         Kind::Peer { bin, args } => {
             let kubeconfig = dir.join("kubeconfig");
@@ -350,8 +355,15 @@ fn run(c: &Contestant, n: usize) -> Row {
     let verbs = by_verb(&sim, n);
     std::thread::sleep(Duration::from_secs(2));
     let (allocs1, passes1) = (p.allocations(), p.passes());
+    let change_at = sim.clock_ms();
     set_all(&sim, n, V2);
+    let set_ms = sim.clock_ms() - change_at;
     let change = wait_serving(&sim, Instant::now(), n, V2, limit);
+    println!(
+        "change timeline ({}, {n}): models set by {set_ms} ms; {}",
+        c.label,
+        timeline(&sim, change_at)
+    );
     let (allocs2, passes2) = (p.allocations(), p.passes());
     if let (Some(a), Some(b)) = (passes1, passes2) {
         let (cold, change) = (a / n as f64, (b - a) / n as f64);
@@ -467,6 +479,29 @@ fn memory_map(pid: u32) -> String {
 
 /// Spec change → Deployment patch, for up to 100 models changed one at a
 /// time 20 ms apart: p50 and p99 in ms.
+/// When, after `from` (ms), the writes of a change went out: half and all
+/// of the Deployment patches, and the last status write.
+fn timeline(sim: &Sim, from: u64) -> String {
+    let log = sim.requests();
+    let after = |f: &dyn Fn(&str, &str) -> bool| -> Vec<u64> {
+        log.iter()
+            .filter(|r| r.at_ms >= from && f(&r.method, &r.path))
+            .map(|r| r.at_ms - from)
+            .collect()
+    };
+    let deps = after(&|m, p| m == "PATCH" && p.contains("/deployments/"));
+    let status = after(&|m, p| m == "PATCH" && p.ends_with("/status"));
+    let nth = |v: &[u64], q: usize| v.get(v.len() * q / 100).or(v.last()).copied().unwrap_or(0);
+    format!(
+        "Deployments patched 50% {} ms, all {} ms ({}); status writes {}, last {} ms",
+        nth(&deps, 50),
+        deps.last().copied().unwrap_or(0),
+        deps.len(),
+        status.len(),
+        status.last().copied().unwrap_or(0),
+    )
+}
+
 fn change_to_patch(sim: &Sim, n: usize) -> (u64, u64) {
     let picks: Vec<usize> = (0..n).step_by((n / 100).max(1)).take(100).collect();
     let mut changed = Vec::new();

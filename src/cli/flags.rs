@@ -243,8 +243,8 @@ pub(super) const FLAGS: [Flag; 32] = [
         names: &["--workers"],
         takes: Takes::Value("N"),
         scope: Scope::Run,
-        default: "4",
-        help: "Resources reconciled at once (default {default}; at most 64)",
+        default: "16",
+        help: "Resources reconciled at once at most: workers start as work waits and end after 30 s without (default {default}; at most 64)",
         apply: |s, v| {
             s.config.workers = whole(&v, "--workers", 64)? as usize;
             Ok(())

@@ -36,6 +36,7 @@ use crate::reconcile::observed::ModelData;
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::reflector::{self, Reflector};
+use crate::runtime::workers::{self, Workers};
 use crate::runtime::{reconnect, Change, Item, ObjectKey, Reader, Stop, Store, Versioned};
 use cache::{AutoscalerView, DeploymentMeta, MetaView};
 use error::StartError;
@@ -52,11 +53,6 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How often the controller looks again at what it waits for (every cache
 /// listed, the lease held); a stop ends the wait at once.
 const LOOK: Duration = Duration::from_millis(50);
-/// How often at most the resync loop sets the queue gauges; it wakes at
-/// the resync deadline too, and a stop ends it at once. Each wake of an
-/// idle process is CPU the peer does not spend (idle CPU,
-/// docs/performance.md), so not every 100 ms.
-const TICK: Duration = Duration::from_secs(1);
 /// Every this many resync periods, every resource whose last pass read what
 /// no cache shows gets a full pass even if no cache changed (2 minutes at
 /// the default 15 s; §6).
@@ -158,12 +154,16 @@ impl Controller {
         let models = reconciler.models.reader();
         w.metrics
             .set_phase_source(Arc::new(move || phase_counts(&models)));
+        let queue = Arc::new(WorkQueue::new(RETRY));
+        let gauged = queue.clone();
+        w.metrics
+            .set_queue_source(Arc::new(move || (gauged.len(), gauged.waiting())));
         let (elector, leadership) = w.election.map_or((None, None), |(e, l)| (Some(e), Some(l)));
         Controller {
             cfg,
             client: w.client,
             reconciler,
-            queue: Arc::new(WorkQueue::new(RETRY)),
+            queue,
             index: Arc::new(TargetIndex::default()),
             metrics: w.metrics,
             health: w.health,
@@ -434,33 +434,26 @@ impl Controller {
         }
     }
 
-    /// The workers, each with a token of its own that says it has ended.
-    fn start_workers(&self) -> Result<Vec<Arc<Stop>>, StartError> {
-        let mut workers = Vec::new();
-        for i in 0..self.cfg.workers.max(1) {
-            let (reconciler, queue, metrics, health, stop) = (
-                self.reconciler.clone(),
-                self.queue.clone(),
-                self.metrics.clone(),
-                self.health.clone(),
-                self.stop.clone(),
-            );
-            let ended = Arc::new(Stop::new());
-            let guard = ended.on_drop();
-            let name = format!("worker-{i}");
-            // A pass can spend minutes in request retries against a black-holed
-            // API server; only a worker silent longer than a watch is stuck.
-            health.register(&name, self.cfg.liveness_window);
-            std::thread::Builder::new()
-                .name(name.clone())
-                .spawn(move || {
-                    let _ended = guard;
-                    while process_next(&name, &reconciler, &queue, &metrics, &health, &stop) {}
-                })
-                .map_err(StartError::Thread)?;
-            workers.push(ended);
-        }
-        Ok(workers)
+    /// The workers: one now, more as keys wait, up to `--workers`. A pass
+    /// can spend minutes in request retries against a black-holed API
+    /// server; only a worker in one pass longer than a watch is stuck.
+    fn start_workers(&self) -> Result<Workers<ObjectKey>, StartError> {
+        let (reconciler, queue, metrics) = (
+            self.reconciler.clone(),
+            self.queue.clone(),
+            self.metrics.clone(),
+        );
+        let job = move |key: &ObjectKey| sync_one(&reconciler, &queue, &metrics, key);
+        Workers::start(workers::Parts {
+            queue: self.queue.clone(),
+            job: Arc::new(job),
+            health: self.health.clone(),
+            stop: self.stop.clone(),
+            liveness_window: self.cfg.liveness_window,
+            max: self.cfg.workers,
+            retire_after: workers::RETIRE_AFTER,
+        })
+        .map_err(StartError::Thread)
     }
 
     /// Re-enqueue every key that is not settled on each resync tick
@@ -471,17 +464,21 @@ impl Controller {
     fn resync_until_stopped(&self) {
         let mut next_resync = Instant::now() + self.cfg.resync;
         let mut periods = 0u32;
-        let until_next = |at: Instant| at.saturating_duration_since(Instant::now()).min(TICK);
-        while !self.stop.wait(until_next(next_resync)) {
-            self.metrics.set_queue_depth(self.queue.len());
-            self.metrics.set_queue_retries(self.queue.waiting());
+        // Only at the deadline: each wake of an idle process is CPU spent
+        // for nothing (idle CPU, docs/performance.md).
+        while !self
+            .stop
+            .wait(next_resync.saturating_duration_since(Instant::now()))
+        {
             if Instant::now() >= next_resync {
                 next_resync = Instant::now() + self.cfg.resync;
                 periods += 1;
                 if periods % FULL_RESYNC == 0 {
                     self.reconciler.unsettle_reads();
                 }
-                for k in self.reconciler.unsettled_keys() {
+                let keys = self.reconciler.unsettled_keys();
+                log::debug!("resync: {} resources not settled", keys.len());
+                for k in keys {
                     self.queue.resync(k);
                 }
             }
@@ -491,55 +488,39 @@ impl Controller {
     /// After the stop signal (which the watches obey too): stop taking work
     /// and give reconciles in flight a few seconds to finish. Whether all
     /// did.
-    fn shut_down(&self, workers: Vec<Arc<Stop>>) -> bool {
+    fn shut_down(&self, workers: Workers<ObjectKey>) -> bool {
         log::info!("shutting down: finishing reconciles in flight");
-        self.queue.shutdown();
-        let deadline = Instant::now() + SHUTDOWN_GRACE;
-        let mut all = true;
-        for ended in workers {
-            all &= ended.wait(deadline.saturating_duration_since(Instant::now()));
-        }
+        let all = workers.shut_down(SHUTDOWN_GRACE);
         log::info!("stopped");
         all
     }
 }
 
-/// Stage 3: take the next key, sync it, and forget its failures or retry it
-/// with backoff. False once the queue has shut down.
-fn process_next(
-    name: &str,
+/// Stage 3: sync one key, then forget its failures or retry it with
+/// backoff.
+fn sync_one(
     reconciler: &sync::Reconciler,
     queue: &WorkQueue<ObjectKey>,
     metrics: &Metrics,
-    health: &Health,
-    stop: &Stop,
-) -> bool {
-    health.beat(name);
-    let Some(key) = queue.get(Duration::from_secs(1)) else {
-        crate::memory::thread_idle();
-        return !stop.is_stopped();
-    };
+    key: &ObjectKey,
+) {
     let started = Instant::now();
-    crate::logging::for_resource(key.namespace(), key.name(), || {
-        match reconciler.sync(&key) {
-            Ok(outcome) => {
-                queue.forget(&key);
-                metrics.reconciled(outcome, started.elapsed());
-            }
-            Err(e) => {
-                metrics.reconciled(Outcome::Error, started.elapsed());
-                metrics.error(&e.kind_label());
-                let delay = queue.add_rate_limited(key.clone(), e.retry_after());
-                log::warn!(
-                    reason = e.kind_label().as_str();
-                    "{key}: reconcile failed, retrying in {} ms: {e}",
-                    delay.as_millis()
-                );
-            }
+    crate::logging::for_resource(key.namespace(), key.name(), || match reconciler.sync(key) {
+        Ok(outcome) => {
+            queue.forget(key);
+            metrics.reconciled(outcome, started.elapsed());
+        }
+        Err(e) => {
+            metrics.reconciled(Outcome::Error, started.elapsed());
+            metrics.error(&e.kind_label());
+            let delay = queue.add_rate_limited(key.clone(), e.retry_after());
+            log::warn!(
+                reason = e.kind_label().as_str();
+                "{key}: reconcile failed, retrying in {} ms: {e}",
+                delay.as_millis()
+            );
         }
     });
-    queue.done(&key);
-    true
 }
 
 /// Managed resources per phase, every phase present (0 included); a model

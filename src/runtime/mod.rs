@@ -3,7 +3,8 @@
 //! `tools/cache` and `workqueue`). The controller (`crate::controller`)
 //! says what to watch and what a change wakes; this module lists and
 //! watches ([`watcher`], driven by [`reflector`]), caches ([`store`]),
-//! queues keys with per-key backoff ([`queue`]), decides when a loop tries
+//! queues keys with per-key backoff ([`queue`]) for a pool of threads that
+//! grows with the work ([`workers`]), decides when a loop tries
 //! again ([`reconnect`]), and stops every loop at once ([`stop`]).
 
 pub mod object;
@@ -13,6 +14,7 @@ pub mod reflector;
 pub mod stop;
 pub mod store;
 pub mod watcher;
+pub mod workers;
 
 pub use object::{newer, regresses, Item, ObjectKey, Versioned};
 pub use stop::Stop;

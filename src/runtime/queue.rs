@@ -11,7 +11,7 @@ use crate::lock::lock;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The queue's state. Invariants: a key is in at most one of `queued` and
@@ -43,7 +43,13 @@ struct Inner<K> {
     /// Consecutive failures per key: the backoff step of its next retry.
     failures: HashMap<K, u32>,
     shutting_down: bool,
+    /// Threads inside [`WorkQueue::get`]: who will take a key at once.
+    getters: usize,
 }
+
+/// Called when a key becomes ready and more keys are ready than threads
+/// wait for them.
+pub type OnShort = Box<dyn Fn() + Send + Sync>;
 
 pub struct WorkQueue<K> {
     inner: Mutex<Inner<K>>,
@@ -51,6 +57,8 @@ pub struct WorkQueue<K> {
     backoff: Backoff,
     /// What "now" is: the system's monotonic clock, or a test's.
     clock: Arc<dyn Clock>,
+    /// How a pool of workers hears that it is short of hands.
+    on_short: OnceLock<OnShort>,
 }
 
 /// A source of the current instant, so tests can move time by hand.
@@ -87,9 +95,28 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                 waiting: HashMap::new(),
                 failures: HashMap::new(),
                 shutting_down: false,
+                getters: 0,
             }),
             ready: Condvar::new(),
             backoff,
+            on_short: OnceLock::new(),
+        }
+    }
+
+    /// Call `f` whenever a key becomes ready that no waiting thread will
+    /// take at once (set once; later calls are ignored).
+    pub fn on_short(&self, f: OnShort) {
+        let _ = self.on_short.set(f);
+    }
+
+    /// A key became ready: wake one getter, and say so if none is left for
+    /// it. The guard is released before the callback runs.
+    fn readied(&self, inner: MutexGuard<'_, Inner<K>>) {
+        let short = inner.queued.len() > inner.getters;
+        drop(inner);
+        self.ready.notify_one();
+        if let Some(f) = self.on_short.get().filter(|_| short) {
+            f();
         }
     }
 
@@ -116,7 +143,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     pub fn add(&self, k: K) {
         let mut inner = lock(&self.inner);
         if Self::enqueue(&mut inner, k) {
-            self.ready.notify_one();
+            self.readied(inner);
         }
     }
 
@@ -136,7 +163,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         if inner.queued.insert(k.clone()) {
             inner.resynced.insert(k.clone());
             inner.resyncs.push_back(k);
-            self.ready.notify_one();
+            self.readied(inner);
         }
     }
 
@@ -194,8 +221,16 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
     /// The next key ready to be processed, waiting up to `timeout` for one
     /// (a delayed key becomes ready when the clock passes its time).
     pub fn get(&self, timeout: Duration) -> Option<K> {
-        let deadline = self.clock.now() + timeout;
         let mut inner = lock(&self.inner);
+        inner.getters += 1;
+        let got = self.take(inner, timeout);
+        lock(&self.inner).getters -= 1;
+        got
+    }
+
+    /// [`WorkQueue::get`] once counted among the getters.
+    fn take(&self, mut inner: MutexGuard<'_, Inner<K>>, timeout: Duration) -> Option<K> {
+        let deadline = self.clock.now() + timeout;
         loop {
             if inner.shutting_down {
                 return None;
@@ -237,7 +272,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         let mut inner = lock(&self.inner);
         inner.processing.remove(k);
         if inner.again.remove(k) && Self::enqueue(&mut inner, k.clone()) {
-            self.ready.notify_one();
+            self.readied(inner);
         }
     }
 
@@ -248,6 +283,16 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Keys ready that no thread waiting in [`WorkQueue::get`] will take.
+    pub fn unserved(&self) -> usize {
+        let inner = lock(&self.inner);
+        inner.queued.len().saturating_sub(inner.getters)
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        lock(&self.inner).shutting_down
     }
 
     /// Keys waiting out a backoff, one per key.

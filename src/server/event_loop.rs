@@ -118,17 +118,14 @@ impl EventLoop {
                 }
                 fds.push(pollfd(c.sock.as_raw_fd(), events));
             }
-            let wait = self
-                .conns
-                .iter()
-                .map(|c| c.deadline)
-                .min()
-                .map_or(1000, |d| {
-                    d.saturating_duration_since(Instant::now())
-                        .as_millis()
-                        .min(1000) as i32
-                        + 1
-                });
+            // With no connection, nothing is due: sleep until the listener
+            // or the wake pipe has something (an idle process stays asleep).
+            let wait = self.conns.iter().map(|c| c.deadline).min().map_or(-1, |d| {
+                d.saturating_duration_since(Instant::now())
+                    .as_millis()
+                    .min(1000) as i32
+                    + 1
+            });
             // SAFETY: `fds` is a live, initialised array of its length.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
             if n < 0 {

@@ -50,7 +50,11 @@ pub(super) fn build_agent(
         .accept_encoding("identity")
         .timeout_connect(Some(cfg.connect_timeout))
         .timeout_global(Some(cfg.request_timeout))
-        .max_idle_connections_per_host(8)
+        // Up to one connection per worker at the most workers, so a burst
+        // does not close and reopen (TLS handshake) what the next pass
+        // needs; ureq closes one idle for 15 s.
+        .max_idle_connections(16)
+        .max_idle_connections_per_host(16)
         // Each pooled connection keeps its buffers, so ureq's default of
         // 128 KiB each way adds up across the pool (docs/performance.md).
         // Kubernetes response headers are well under 16 KiB; bodies stream
