@@ -6,6 +6,9 @@
 /// One shared allocation, `namespace/name`: a resource's key sits in a
 /// dozen maps (caches, indexes, the queue, the settled set), and clones
 /// share it instead of copying two strings each.
+/// Keys up to this long are joined without a second allocation.
+const KEY_ON_STACK: usize = 320;
+
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
     text: std::sync::Arc<str>,
@@ -14,10 +17,28 @@ pub struct ObjectKey {
 }
 
 impl ObjectKey {
+    /// One allocation, the shared text: a key of a namespace (63 bytes at
+    /// most) and a name (253) is joined on the stack first.
     pub fn new(namespace: impl AsRef<str>, name: impl AsRef<str>) -> ObjectKey {
         let (namespace, name) = (namespace.as_ref(), name.as_ref());
+        let mut buf = [0u8; KEY_ON_STACK];
+        let len = namespace.len() + 1 + name.len();
+        let text: std::sync::Arc<str> = match buf.get_mut(..len) {
+            Some(joined) => {
+                let (ns, rest) = joined.split_at_mut(namespace.len());
+                ns.copy_from_slice(namespace.as_bytes());
+                rest[0] = b'/';
+                rest[1..].copy_from_slice(name.as_bytes());
+                // Two strings joined by '/' are UTF-8.
+                match std::str::from_utf8(joined) {
+                    Ok(t) => t.into(),
+                    Err(_) => format!("{namespace}/{name}").into(),
+                }
+            }
+            None => format!("{namespace}/{name}").into(),
+        };
         ObjectKey {
-            text: format!("{namespace}/{name}").into(),
+            text,
             split: namespace.len(),
         }
     }
@@ -146,5 +167,22 @@ mod tests {
         let o = serde_json::json!({"metadata": {"name": "c"}});
         assert_eq!(ObjectKey::of(&o), Some(ObjectKey::new("", "c")));
         assert!(newer("10", "9") && !newer("9", "10") && !newer("x", "1"));
+    }
+
+    #[test]
+    fn keys_of_every_length_and_alphabet_keep_both_parts() {
+        let long = "é".repeat(400);
+        for (ns, name) in [
+            ("", ""),
+            ("ns", &long[..]),
+            (&long[..200], "n"),
+            ("ns", "ñ/x"),
+        ] {
+            let k = ObjectKey::new(ns, name);
+            assert_eq!((k.namespace(), k.name()), (ns, name));
+            assert_eq!(k.as_str(), format!("{ns}/{name}"));
+            let o = serde_json::json!({"metadata": {"namespace": ns, "name": name}});
+            assert_eq!(Some(k), ObjectKey::of(&o));
+        }
     }
 }

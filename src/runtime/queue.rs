@@ -272,7 +272,10 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
         let mut inner = lock(&self.inner);
         inner.processing.remove(k);
         if inner.again.remove(k) && Self::enqueue(&mut inner, k.clone()) {
-            self.readied(inner);
+            // The worker that calls this is about to take it or another:
+            // no reason to start one more.
+            drop(inner);
+            self.ready.notify_one();
         }
     }
 

@@ -1,0 +1,109 @@
+use super::*;
+
+#[test]
+fn vocabulary_round_trips() {
+    for r in Reason::ALL {
+        assert_eq!(Reason::parse(r.as_str()), Some(*r));
+    }
+    assert_eq!(Phase::parse("RolledBack"), Some(Phase::RolledBack));
+    assert_eq!(Phase::parse("Nope"), None);
+    assert!(EventReason::RollbackFailed.is_warning());
+    assert!(!EventReason::RollbackStarted.is_warning());
+}
+
+fn four(msg: &str) -> [Cond; 4] {
+    [
+        cond(true, Reason::RolloutSucceeded, msg),
+        cond(false, Reason::RolloutComplete, "x"),
+        cond(false, Reason::Healthy, "x"),
+        cond(false, Reason::NotRequested, "x"),
+    ]
+}
+
+#[test]
+fn transition_time_moves_only_on_change() {
+    let mut s = StatusDoc::default();
+    s.set_conditions(four("a"), 1, "2026-01-01T00:00:00Z");
+    s.set_conditions(four("a"), 2, "2026-01-02T00:00:00Z");
+    let c = s.get(Field::Conditions).unwrap();
+    assert_eq!(c[0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+    assert_eq!(c[0]["observedGeneration"], 2);
+    s.set_conditions(four("b"), 2, "2026-01-03T00:00:00Z");
+    let c = s.get(Field::Conditions).unwrap();
+    assert_eq!(c[0]["lastTransitionTime"], "2026-01-03T00:00:00Z");
+    assert_eq!(c[1]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+    let types: Vec<&str> = c
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["Ready", "Progressing", "Degraded", "RolledBack"]);
+}
+
+#[test]
+fn conditions_written_again_as_they_stand_change_nothing_and_foreign_keys_go() {
+    let mut first = StatusDoc::default();
+    first.set_conditions(four("a"), 3, "2026-01-01T00:00:00Z");
+    let stored = json!({"conditions": first.get(Field::Conditions).unwrap().clone()});
+    let old = StatusDoc::from_value(Some(&stored));
+    let mut again = StatusDoc::from_value(Some(&stored));
+    again.set_conditions(four("a"), 3, "2026-01-09T00:00:00Z");
+    assert!(again.diff(&old).is_empty(), "nothing to write");
+    // A key no condition of ours has, or another generation: written anew.
+    for (key, generation) in [("extra", 3), ("", 4)] {
+        let mut foreign = stored.clone();
+        if !key.is_empty() {
+            foreign["conditions"][2][key] = json!("x");
+        }
+        let old = StatusDoc::from_value(Some(&foreign));
+        let mut s = StatusDoc::from_value(Some(&foreign));
+        s.set_conditions(four("a"), generation, "2026-01-09T00:00:00Z");
+        let c = s.get(Field::Conditions).unwrap();
+        assert_eq!(c[2].as_object().unwrap().len(), 6, "{c}");
+        assert_eq!(c[2]["observedGeneration"], generation);
+        assert_eq!(c[2]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+        assert!(!s.diff(&old).is_empty());
+    }
+}
+
+#[test]
+fn each_message_lands_on_its_own_condition() {
+    let c = states::READY.with(Messages {
+        ready: "r".into(),
+        progressing: "p".into(),
+        degraded: "d".into(),
+        rolled_back: "b".into(),
+    });
+    let got: Vec<&str> = c.iter().map(|c| c.message.as_str()).collect();
+    assert_eq!(got, ["r", "p", "d", "b"]);
+    let one = states::READY.with(Messages {
+        rolled_back: "b".into(),
+        ..Messages::all("m")
+    });
+    let got: Vec<&str> = one.iter().map(|c| c.message.as_str()).collect();
+    assert_eq!(got, ["m", "m", "m", "b"]);
+}
+
+#[test]
+fn diff_reports_changes_and_removals() {
+    let old = StatusDoc::from_value(Some(
+        &json!({"phase": "Ready", "rollbackSpec": {"a": 1}, "x": 1}),
+    ));
+    let mut new = old.clone();
+    assert!(new.diff(&old).is_empty());
+    assert!(!new.differs(&old, None));
+    new.set_phase(Phase::RollingOut);
+    assert!(new.differs(&old, None) && !new.differs(&old, Some("phase")));
+    new.clear(Field::RollbackSpec);
+    assert!(new.differs(&old, Some("phase")));
+    let d: Map<String, Value> = new
+        .diff(&old)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.into_owned()))
+        .collect();
+    assert_eq!(
+        Value::Object(d),
+        json!({"phase": "RollingOut", "rollbackSpec": null})
+    );
+}
