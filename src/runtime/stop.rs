@@ -3,7 +3,7 @@
 //! once (the reflectors' backoffs, the lease loop's retry wait, the
 //! controller's waits) however long it meant to wait.
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Default)]
@@ -49,23 +49,8 @@ impl Stop {
         *stopped
     }
 
-    /// A guard that stops this token when dropped: a thread that holds it
-    /// reports its end, by return or by panic.
-    pub fn on_drop(self: &Arc<Self>) -> StopOnDrop {
-        StopOnDrop(self.clone())
-    }
-
     fn flag(&self) -> std::sync::MutexGuard<'_, bool> {
         self.stopped.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// See [`Stop::on_drop`].
-pub struct StopOnDrop(Arc<Stop>);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.stop();
     }
 }
 
@@ -91,7 +76,7 @@ mod tests {
     /// Every waiter wakes at once, however long it meant to sleep.
     #[test]
     fn a_stop_wakes_every_waiter_at_once() {
-        let s = Arc::new(Stop::new());
+        let s = std::sync::Arc::new(Stop::new());
         let waiters: Vec<_> = (0..4)
             .map(|i| {
                 let s = s.clone();
@@ -109,17 +94,5 @@ mod tests {
             assert!(stopped);
             assert!(took < Duration::from_secs(5), "{took:?}");
         }
-    }
-
-    #[test]
-    fn a_guard_stops_when_its_thread_ends_even_by_panic() {
-        let s = Arc::new(Stop::new());
-        let guard = s.on_drop();
-        let t = std::thread::spawn(move || {
-            let _g = guard;
-            panic!("a worker that panics still reports its end");
-        });
-        assert!(t.join().is_err());
-        assert!(s.wait(Duration::from_secs(5)));
     }
 }
