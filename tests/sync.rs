@@ -455,6 +455,51 @@ fn a_full_pass_leaves_settled_what_the_caches_alone_decide() {
     assert_eq!(f.requests(), Vec::<String>::new());
 }
 
+/// Settled per resource (§6): what another resource's pass reads or
+/// writes changing leaves this one settled, so a resync after a busy
+/// convergence passes only what is unsettled; a change to what this one
+/// read unsettles it.
+#[test]
+fn a_settled_resource_stays_settled_while_only_others_change() {
+    let f = Fixture::new();
+    let key = ObjectKey::new(NS, NAME);
+    converge(&f);
+    assert!(f.rc.is_settled(&key));
+    let mut d = deployment();
+    d["metadata"]["name"] = json!("other");
+    d["metadata"]["uid"] = json!("dep-uid-2");
+    f.sim.create(d).unwrap();
+    let mut other = model(spec(V1));
+    other["metadata"]["name"] = json!("other");
+    other["metadata"]["uid"] = json!("uid-2");
+    f.sim.create(other).unwrap();
+    f.load_stores();
+    assert!(
+        f.rc.is_settled(&key),
+        "another model's objects unsettled it"
+    );
+    assert_eq!(f.rc.unsettled_keys(), vec![ObjectKey::new(NS, "other")]);
+    f.requests();
+    assert_eq!(f.sync().unwrap(), Outcome::Unchanged);
+    assert_eq!(f.requests(), Vec::<String>::new(), "settled: no pass");
+
+    // Its own Deployment changes: the next sync is a full pass.
+    f.sim
+        .merge_patch(
+            "apps/v1",
+            "Deployment",
+            NS,
+            NAME,
+            &json!({"metadata": {"annotations": {"team": "other-team"}}}),
+        )
+        .unwrap();
+    f.load_stores();
+    assert!(!f.rc.is_settled(&key), "its Deployment changed");
+    let mut unsettled = f.rc.unsettled_keys();
+    unsettled.sort();
+    assert_eq!(unsettled, vec![key.clone(), ObjectKey::new(NS, "other")]);
+}
+
 #[test]
 fn a_full_pass_reads_again_an_owner_no_cache_shows() {
     let f = Fixture::new();

@@ -49,42 +49,64 @@ pub type IndexFn<V> = fn(&V) -> Vec<String>;
 /// (docs/performance.md, memory per resource). Shared ones, so that what
 /// an event changed is handed on without a copy ([`Change`]).
 struct Items<V> {
-    map: HashMap<ObjectKey, Arc<V>>,
+    map: HashMap<ObjectKey, Entry<V>>,
     /// Bumped by every change: equal counts mean nothing changed between.
     changes: u64,
     /// Name -> the keys indexed under it: a few per name, so a short list
     /// (a hash set per name would cost a table for its one key).
-    index: HashMap<String, Vec<ObjectKey>>,
+    index: HashMap<String, Names>,
     index_fn: Option<IndexFn<V>>,
 }
 
+/// One object held, and the change that put it there.
+struct Entry<V> {
+    view: Arc<V>,
+    stamp: Stamp,
+}
+
+/// The keys under one index name, and the last change to any of them or
+/// to which they are.
+#[derive(Default)]
+struct Names {
+    keys: Vec<ObjectKey>,
+    stamp: Stamp,
+}
+
+/// Which change of a store last touched an entry: two equal readings of
+/// an entry's stamp mean it held the same view in between, so a pass that
+/// read it would read the same (§6, settled resources).
+pub type Stamp = u64;
+
 impl<V> Items<V> {
     fn get(&self, k: &ObjectKey) -> Option<&V> {
-        self.map.get(k).map(|b| &**b)
+        self.map.get(k).map(|e| &*e.view)
     }
 
     fn values(&self) -> impl Iterator<Item = &V> {
-        self.map.values().map(|b| &**b)
+        self.map.values().map(|e| &*e.view)
     }
 
     fn insert(&mut self, k: ObjectKey, v: Arc<V>) -> Option<Arc<V>> {
         self.changes += 1;
+        let stamp = self.changes;
         if let Some(f) = self.index_fn {
             for name in f(&v) {
-                let keys = self.index.entry(name).or_default();
-                if !keys.contains(&k) {
-                    keys.push(k.clone());
+                let names = self.index.entry(name).or_default();
+                names.stamp = stamp;
+                if !names.keys.contains(&k) {
+                    names.keys.push(k.clone());
                 }
             }
         }
-        let old = self.map.insert(k.clone(), v);
+        let old = self.map.insert(k.clone(), Entry { view: v, stamp });
+        let old = old.map(|e| e.view);
         self.unindex(&k, old.as_deref());
         old
     }
 
     fn remove(&mut self, k: &ObjectKey) -> Option<Arc<V>> {
         self.changes += 1;
-        let old = self.map.remove(k);
+        let old = self.map.remove(k).map(|e| e.view);
         self.unindex(k, old.as_deref());
         old
     }
@@ -97,9 +119,10 @@ impl<V> Items<V> {
         };
         let now = self.get(k).map(f).unwrap_or_default();
         for name in f(old).into_iter().filter(|n| !now.contains(n)) {
-            if let Some(keys) = self.index.get_mut(&name) {
-                keys.retain(|x| x != k);
-                if keys.is_empty() {
+            if let Some(names) = self.index.get_mut(&name) {
+                names.keys.retain(|x| x != k);
+                names.stamp = self.changes;
+                if names.keys.is_empty() {
                     self.index.remove(&name);
                 }
             }
@@ -201,13 +224,42 @@ impl<V: Clone + Versioned> Reader<V> {
     /// The values under index `name` that `keep` keeps: only those are
     /// copied.
     pub fn by_index_where(&self, name: &str, keep: impl Fn(&V) -> bool) -> Vec<V> {
+        self.by_index_stamped(name, keep).0
+    }
+
+    /// [`Reader::by_index_where`], and the stamp of the name (None: no key
+    /// has it), read together.
+    pub fn by_index_stamped(
+        &self,
+        name: &str,
+        keep: impl Fn(&V) -> bool,
+    ) -> (Vec<V>, Option<Stamp>) {
         let items = self.shared.read();
-        let Some(keys) = items.index.get(name) else {
-            return Vec::new();
+        let Some(names) = items.index.get(name) else {
+            return (Vec::new(), None);
         };
-        keys.iter()
+        let values = names
+            .keys
+            .iter()
             .filter_map(|k| items.get(k).filter(|v| keep(v)).cloned())
-            .collect()
+            .collect();
+        (values, Some(names.stamp))
+    }
+
+    /// The stamp of index name `name` now (None: no key has it).
+    pub fn index_stamp(&self, name: &str) -> Option<Stamp> {
+        self.shared.read().index.get(name).map(|n| n.stamp)
+    }
+
+    /// The view of `k` and its stamp, read together.
+    pub fn get_stamped(&self, k: &ObjectKey) -> Option<(V, Stamp)> {
+        let items = self.shared.read();
+        items.map.get(k).map(|e| (V::clone(&e.view), e.stamp))
+    }
+
+    /// The stamp of `k` now (None: not held).
+    pub fn stamp(&self, k: &ObjectKey) -> Option<Stamp> {
+        self.shared.read().map.get(k).map(|e| e.stamp)
     }
 
     pub fn get(&self, k: &ObjectKey) -> Option<V> {
@@ -239,8 +291,8 @@ impl<V: Clone + Versioned> Reader<V> {
             .read()
             .map
             .iter()
-            .filter(|(k, v)| keep(k, v))
-            .map(|(_, v)| V::clone(v))
+            .filter(|(k, e)| keep(k, &e.view))
+            .map(|(_, e)| V::clone(&e.view))
             .collect()
     }
 
@@ -415,8 +467,12 @@ impl<V: Clone + PartialEq + Versioned> Writer<V> {
     fn put_shared(&self, k: ObjectKey, v: Arc<V>) -> Result<Option<Arc<V>>, Stale> {
         lock(&self.shared.gone).lift(v.uid());
         let mut items = self.shared.write();
-        if items.get(&k).is_some_and(|old| regresses(&*v, old)) {
-            return Err(Stale);
+        match items.map.get(&k) {
+            Some(old) if regresses(&*v, &old.view) => return Err(Stale),
+            // The same view again (a relist, a repeated event): its stamp
+            // stays, so what read it is still settled.
+            Some(old) if old.view == v => return Ok(Some(old.view.clone())),
+            _ => {}
         }
         Ok(items.insert(k, v))
     }
@@ -448,7 +504,10 @@ impl<V: Clone + PartialEq + Versioned> Writer<V> {
             });
         }
         for (k, v) in fresh {
-            if map.get(&k).is_some_and(|old| regresses(&v, old)) {
+            if map
+                .get(&k)
+                .is_some_and(|old| regresses(&v, old) || *old == v)
+            {
                 continue;
             }
             let v = Arc::new(v);

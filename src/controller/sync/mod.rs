@@ -3,6 +3,7 @@
 //! then the Events ([`writer`]).
 
 mod observe;
+mod settled;
 mod writer;
 
 use super::cache::{AutoscalerView, Fetched, MetaView};
@@ -17,6 +18,7 @@ use crate::reconcile::{
 };
 use crate::runtime::{ObjectKey, Store};
 use observe::Observing;
+use settled::{Grounds, Read, Settled};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use writer::{Failed, Writer};
@@ -47,30 +49,9 @@ pub struct Reconciler {
     pub acted: Mutex<HashMap<ObjectKey, (String, i64)>>,
     /// Which Deployments may become targets (9.8).
     pub targets: TargetPolicy,
-    /// Resources whose last pass changed nothing, with where the caches
-    /// stood then ([`Reconciler::sync`]).
+    /// Resources whose last pass changed nothing, with what it read
+    /// ([`Reconciler::sync`]).
     settled: Mutex<HashMap<ObjectKey, Settled>>,
-}
-
-/// What a pass that changed nothing was planned from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Grounds {
-    /// The caches alone: while they stand still, so does its plan.
-    Caches,
-    /// Also reads of what no cache shows (an owner outside the watched
-    /// namespaces, a ConfigMap not ours): a full pass reads them again.
-    Reads,
-    /// The status reports a foreign ConfigMap of our name, which no cache
-    /// holds: every pass reads it again, so such a resource never settles.
-    ForeignConfigMap,
-}
-
-/// A resource whose last pass changed nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Settled {
-    /// Where every cache stood ([`Reconciler::world`]).
-    world: [u64; 5],
-    grounds: Grounds,
 }
 
 /// The plan reports a block about the target that the status did not
@@ -105,10 +86,10 @@ fn config_map_owner(c: &ConfigMapView) -> Vec<String> {
 const MAX_REPLANS: usize = 4;
 
 /// How one attempt at a model ended.
-pub(super) enum Attempt {
+enum Attempt {
     Done(Outcome),
-    /// The plan changed nothing.
-    Quiet(Grounds),
+    /// The plan changed nothing; what it rests on and what it read.
+    Quiet(Grounds, Vec<Read>),
     /// A write met a newer object (409), a ConfigMap the caches did not
     /// know, or the caches were behind: observe and plan again.
     Again,
@@ -141,49 +122,40 @@ impl Reconciler {
     }
 
     /// Reconcile one OpenMedModel. One whose last pass changed nothing is
-    /// not planned again until something in the caches changes: a pass is a
+    /// not planned again until something it read in the caches changes: a pass is a
     /// function of what they hold (docs/contract.md §6), so a resync of a
     /// converged cluster costs next to nothing (docs/performance.md).
     /// [`Reconciler::unsettle_reads`] forces full passes now and then of
     /// those whose pass also read what no cache shows (an owner in a
     /// namespace not watched).
     pub fn sync(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
-        let world = self.world();
-        if self.settled_in(key, world) {
+        if self.is_settled(key) {
             return Ok(Outcome::Unchanged);
         }
         lock(&self.settled).remove(key);
-        let (out, grounds) = self.sync_now(key)?;
-        if let Some(grounds @ (Grounds::Caches | Grounds::Reads)) = grounds {
-            if self.world() == world {
-                lock(&self.settled).insert(key.clone(), Settled { world, grounds });
-            }
+        let (out, quiet) = self.sync_now(key)?;
+        if let Some(s) = quiet.filter(|s| s.grounds != Grounds::ForeignConfigMap) {
+            lock(&self.settled).insert(key.clone(), s);
         }
         Ok(out)
     }
 
-    /// Whether `key` is settled: its last pass changed nothing, and no cache
-    /// has changed since.
+    /// Whether `key` is settled: its last pass changed nothing, and nothing
+    /// that pass read has changed since.
     pub fn is_settled(&self, key: &ObjectKey) -> bool {
-        self.settled_in(key, self.world())
+        lock(&self.settled)
+            .get(key)
+            .is_some_and(|s| self.holds(key, s))
     }
 
     /// Every resource that is not settled: what a resync queues. A settled
     /// one would sync to [`Outcome::Unchanged`] at once, so queueing it
     /// costs a worker's wake and nothing more (§6).
     pub fn unsettled_keys(&self) -> Vec<ObjectKey> {
-        let world = self.world();
         let mut keys = self.models.keys();
         let settled = lock(&self.settled);
-        keys.retain(|k| settled.get(k).is_none_or(|s| s.world != world));
+        keys.retain(|k| settled.get(k).is_none_or(|s| !self.holds(k, s)));
         keys
-    }
-
-    /// Whether `key` settled with the caches where `world` says they stand.
-    fn settled_in(&self, key: &ObjectKey, world: [u64; 5]) -> bool {
-        lock(&self.settled)
-            .get(key)
-            .is_some_and(|s| s.world == world)
     }
 
     /// Forget which resources are settled: the next sync of each is a full
@@ -200,26 +172,18 @@ impl Reconciler {
         lock(&self.settled).retain(|_, s| s.grounds == Grounds::Caches);
     }
 
-    /// Where every cache stands: equal readings mean nothing changed.
-    fn world(&self) -> [u64; 5] {
-        [
-            self.models.changes(),
-            self.deployments.changes(),
-            self.deployment_meta.changes(),
-            self.config_maps.changes(),
-            self.autoscalers.changes(),
-        ]
-    }
-
     /// The outcome, and for a pass that changed nothing what it was
     /// planned from.
-    fn sync_now(&self, key: &ObjectKey) -> Result<(Outcome, Option<Grounds>), SyncError> {
+    fn sync_now(&self, key: &ObjectKey) -> Result<(Outcome, Option<Settled>), SyncError> {
         let mut extra_cms: Vec<ConfigMapView> = Vec::new();
         let mut last_conflict = None;
         for _ in 0..MAX_REPLANS {
             let done = match self.attempt(key, &mut extra_cms) {
                 Ok(Attempt::Done(o)) => (o, None),
-                Ok(Attempt::Quiet(g)) => (Outcome::Unchanged, Some(g)),
+                Ok(Attempt::Quiet(grounds, reads)) => {
+                    let reads = reads.into_boxed_slice();
+                    (Outcome::Unchanged, Some(Settled { grounds, reads }))
+                }
                 Ok(Attempt::Again) => continue,
                 Err(e) if e.is_conflict() => {
                     log::debug!("{key}: conflict, re-reading: {e}");
@@ -228,7 +192,11 @@ impl Reconciler {
                     continue;
                 }
                 Err(e) if e.is_not_found() && !self.models.contains(key) => {
-                    return Ok((Outcome::Unchanged, Some(Grounds::Caches)))
+                    let gone = Settled {
+                        grounds: Grounds::Caches,
+                        reads: Box::new([Read::Model(key.clone(), None)]),
+                    };
+                    return Ok((Outcome::Unchanged, Some(gone)));
                 }
                 Err(e) => return Err(e.into()),
             };
@@ -248,14 +216,17 @@ impl Reconciler {
         extra_cms: &mut Vec<ConfigMapView>,
     ) -> Result<Attempt, Error> {
         let seen = match self.observe(key, extra_cms)? {
-            Observing::Gone => return Ok(Attempt::Quiet(Grounds::Caches)),
+            Observing::Gone => {
+                let gone = vec![Read::Model(key.clone(), None)];
+                return Ok(Attempt::Quiet(Grounds::Caches, gone));
+            }
             Observing::Behind => return Ok(Attempt::Again),
             Observing::Seen(o) => o,
         };
         let obs = seen.observed(&self.targets);
         let p = plan(obs);
         if p.is_noop() {
-            return Ok(Attempt::Quiet(seen.grounds));
+            return Ok(Attempt::Quiet(seen.grounds, seen.reads));
         }
         if newly_blocked(&seen.model, &p) && self.confirm_targets(&seen.model, &seen.deployments)? {
             // The caches were behind (9.14): plan again from what is there.

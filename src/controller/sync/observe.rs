@@ -5,6 +5,7 @@
 //! The caches answer; the API is read only for what they do not hold (an
 //! unclaimed target, a foreign ConfigMap, an orphan's owner).
 
+use super::settled::Read;
 use super::{Grounds, Reconciler};
 use crate::controller::cache::MetaView;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
@@ -35,6 +36,8 @@ pub(super) struct Observation {
     pub now: String,
     /// Whether it rests on the caches alone.
     pub grounds: Grounds,
+    /// What it read from the caches, to tell later whether it still holds.
+    pub reads: Vec<Read>,
 }
 
 /// What observing a key found.
@@ -70,7 +73,7 @@ impl Reconciler {
         key: &ObjectKey,
         extra_cms: &[ConfigMapView],
     ) -> Result<Observing, Error> {
-        let Some(model) = self.models.get(key) else {
+        let Some((model, stamp)) = self.models.get_stamped(key) else {
             return Ok(Observing::Gone);
         };
         if self.is_behind(&model) {
@@ -79,8 +82,9 @@ impl Reconciler {
             self.refresh_model(key)?;
             return Ok(Observing::Behind);
         }
-        self.gather(model, extra_cms)
-            .map(|o| Observing::Seen(Box::new(o)))
+        let mut reads = vec![Read::Model(key.clone(), Some(stamp))];
+        let o = self.gather(model, extra_cms, &mut reads)?;
+        Ok(Observing::Seen(Box::new(Observation { reads, ..o })))
     }
 
     /// Read the model afresh into the cache (a conflict, or a lagging
@@ -104,14 +108,23 @@ impl Reconciler {
 
     /// A Deployment by name: from the claimed cache, else (if the metadata
     /// watch says it exists) from the API, cached by resourceVersion.
-    fn deployment(&self, ns: &str, name: &str) -> Result<Option<DeploymentView>, Error> {
+    fn deployment(
+        &self,
+        ns: &str,
+        name: &str,
+        reads: &mut Vec<Read>,
+    ) -> Result<Option<DeploymentView>, Error> {
         let k = ObjectKey::new(ns, name);
-        if let Some(d) = self.deployments.get(&k) {
+        let claimed = self.deployments.get_stamped(&k);
+        reads.push(Read::Deployment(k.clone(), claimed.as_ref().map(|c| c.1)));
+        if let Some((d, _)) = claimed {
             // Claimed now: its read-on-demand copy is not needed again.
             self.fetched.remove(&k);
             return Ok(Some(d));
         }
-        let Some(meta) = self.deployment_meta.get(&k) else {
+        let meta = self.deployment_meta.get_stamped(&k);
+        reads.push(Read::DeploymentMeta(k.clone(), meta.as_ref().map(|m| m.1)));
+        let Some((meta, _)) = meta else {
             return Ok(None);
         };
         if let Some(d) = self.fetched.get(&k, &meta.resource_version) {
@@ -132,7 +145,12 @@ impl Reconciler {
     /// What one pass looks at: the Deployments and ConfigMaps its lookups
     /// name, every other one this owner still claims (to release them), and
     /// the owners named on them that are gone (orphans, to adopt).
-    fn gather(&self, seen: ModelView, extra_cms: &[ConfigMapView]) -> Result<Observation, Error> {
+    fn gather(
+        &self,
+        seen: ModelView,
+        extra_cms: &[ConfigMapView],
+        reads: &mut Vec<Read>,
+    ) -> Result<Observation, Error> {
         let model = &seen;
         let ns = model.namespace.as_str();
         let owner = model.qualified_name();
@@ -142,27 +160,31 @@ impl Reconciler {
         let l = lookups(model);
         let mut deployments = Vec::new();
         for name in &l.deployments {
-            if let Some(d) = self.deployment(ns, name)? {
+            if let Some(d) = self.deployment(ns, name, reads)? {
                 deployments.push(d);
             }
         }
-        let claimed = self.deployments.by_index_where(&owner, |d| {
+        let (claimed, stamp) = self.deployments.by_index_stamped(&owner, |d| {
             d.namespace == ns && !deployments.iter().any(|x| x.name == d.name)
         });
+        reads.push(Read::DeploymentsOfOwner(stamp));
         deployments.extend(claimed);
-        let mut config_maps: Vec<ConfigMapView> = l
-            .config_maps
-            .iter()
-            .filter_map(|n| self.config_maps.get(&ObjectKey::new(ns, n.clone())))
-            .collect();
+        let mut config_maps: Vec<ConfigMapView> = Vec::new();
+        for n in &l.config_maps {
+            let k = ObjectKey::new(ns, n);
+            let cm = self.config_maps.get_stamped(&k);
+            reads.push(Read::ConfigMap(k, cm.as_ref().map(|c| c.1)));
+            config_maps.extend(cm.map(|c| c.0));
+        }
         for cm in extra_cms {
             if !config_maps.iter().any(|c| c.name == cm.name) {
                 config_maps.push(cm.clone());
             }
         }
-        let extra = self.config_maps.by_index_where(&owner, |c| {
+        let (extra, stamp) = self.config_maps.by_index_stamped(&owner, |c| {
             c.namespace == ns && !config_maps.iter().any(|x| x.name == c.name)
         });
+        reads.push(Read::ConfigMapsOfOwner(stamp));
         config_maps.extend(extra);
         let mut grounds = if extra_cms.is_empty() {
             Grounds::Caches
@@ -177,11 +199,12 @@ impl Reconciler {
                 }
             }
         }
+        reads.push(Read::Autoscalers(self.autoscalers.changes()));
         for d in deployments.iter_mut() {
             d.autoscaler = self.autoscaler_of(ns, &d.name);
         }
         note_autoscaled(model, &mut deployments);
-        let (orphans, read) = self.orphans(&owner, &deployments)?;
+        let (orphans, read) = self.orphans(&owner, &deployments, reads)?;
         if read && grounds == Grounds::Caches {
             grounds = Grounds::Reads;
         }
@@ -192,6 +215,7 @@ impl Reconciler {
             orphans,
             now: crate::time::now(),
             grounds,
+            reads: Vec::new(),
         })
     }
 
@@ -215,6 +239,7 @@ impl Reconciler {
         &self,
         owner: &str,
         deployments: &[DeploymentView],
+        reads: &mut Vec<Read>,
     ) -> Result<(Vec<String>, bool), Error> {
         let mut out = Vec::new();
         let mut read = false;
@@ -229,8 +254,13 @@ impl Reconciler {
             let Some((ns, name)) = other.split_once('/') else {
                 continue;
             };
+            if ns.is_empty() || name.is_empty() {
+                continue;
+            }
             let key = ObjectKey::new(ns, name);
-            if ns.is_empty() || name.is_empty() || self.models.contains(&key) {
+            let stamp = self.models.stamp(&key);
+            reads.push(Read::Model(key, stamp));
+            if stamp.is_some() {
                 continue;
             }
             let path = ResourcePath::object(crate::model::RESOURCE, Some(ns), name)?;

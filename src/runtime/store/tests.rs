@@ -234,3 +234,43 @@ fn a_reader_sees_what_the_writer_and_the_owner_put() {
     assert_eq!(r.select(|key, _| key.name() == "x"), vec![mv("1")]);
     assert_eq!(r.changes(), before + 2);
 }
+
+/// What a settled pass read (§6) is judged by stamps: the same view again
+/// (a relist) keeps an entry's stamp, a new one moves it and leaves the
+/// other entries' alone, and an index name's stamp moves when a key joins
+/// or leaves it.
+#[test]
+fn stamps_move_only_with_what_changed() {
+    fn phase(o: &Obj) -> Vec<String> {
+        vec![o.phase.clone()]
+    }
+    let s: Store<Obj> = Store::indexed(phase);
+    let w = s.writer();
+    w.put(k("a", "x"), model("u1", 1, "1", "Ready")).unwrap();
+    w.put(k("a", "y"), model("u2", 1, "2", "Ready")).unwrap();
+    let (x, y) = (s.stamp(&k("a", "x")), s.stamp(&k("a", "y")));
+    let ready = s.index_stamp("Ready");
+    assert!(x.is_some() && ready.is_some());
+    assert_eq!(s.stamp(&k("a", "z")), None);
+
+    w.replace(
+        None,
+        vec![
+            (k("a", "x"), model("u1", 1, "1", "Ready")),
+            (k("a", "y"), model("u2", 1, "2", "Ready")),
+        ],
+    );
+    assert_eq!((s.stamp(&k("a", "x")), s.index_stamp("Ready")), (x, ready));
+
+    w.put(k("a", "y"), model("u2", 2, "3", "Failed")).unwrap();
+    assert_eq!(s.stamp(&k("a", "x")), x, "another entry changed");
+    assert_ne!(s.stamp(&k("a", "y")), y);
+    assert_ne!(s.index_stamp("Ready"), ready, "y left Ready");
+    assert!(s.index_stamp("Failed").is_some());
+    let (values, stamp) = s.by_index_stamped("Failed", |_| true);
+    assert_eq!((values.len(), stamp), (1, s.index_stamp("Failed")));
+
+    s.remove(&k("a", "y"));
+    assert_eq!(s.index_stamp("Failed"), None);
+    assert_eq!(s.stamp(&k("a", "y")), None);
+}
