@@ -284,6 +284,17 @@ where
     map.next_value_seed(Elements(PhantomData))
 }
 
+/// [`elements`] of a whole text, a JSON array.
+pub fn elements_in<'de, T>(text: &'de str) -> Result<Vec<T>, serde_json::Error>
+where
+    T: Default + Fill<'de>,
+{
+    let mut de = serde_json::Deserializer::from_str(text);
+    let out = Elements(PhantomData).deserialize(&mut de)?;
+    de.end()?;
+    Ok(out)
+}
+
 struct Elements<T>(PhantomData<fn() -> T>);
 
 impl<'de, T> DeserializeSeed<'de> for Elements<T>

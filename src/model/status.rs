@@ -1,10 +1,13 @@
 //! Status vocabulary (phases, conditions, reasons, event reasons), rendered
 //! in one place, and the status document the reconcile plan edits.
 
+use crate::kube::fields::Scalar;
+use conditions::CondRef;
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 use stored::Stored;
 
+mod conditions;
 mod stored;
 
 macro_rules! vocabulary {
@@ -178,19 +181,19 @@ pub struct Cond {
 
 /// Whether `old` holds exactly the four conditions `conds` would be
 /// written as, in order, for `generation` (nothing else in them).
-fn same_conditions(old: &[Value], conds: &[Cond; 4], generation: i64) -> bool {
+fn same_conditions(old: &[CondRef], conds: &[Cond; 4], generation: i64) -> bool {
     old.len() == 4
         && old
             .iter()
             .zip(ConditionType::ALL.iter().zip(conds))
             .all(|(o, (ty, c))| {
-                o.as_object().is_some_and(|m| m.len() == 6)
-                    && o["type"] == ty.as_str()
-                    && o["status"] == c.status.as_str()
-                    && o["reason"] == c.reason.as_str()
-                    && o["message"] == c.message.as_str()
-                    && o["observedGeneration"] == generation
-                    && o["lastTransitionTime"].is_string()
+                o.has_exactly_the_known_keys()
+                    && o.ty.as_str() == Some(ty.as_str())
+                    && o.status.as_str() == Some(c.status.as_str())
+                    && o.reason.as_str() == Some(c.reason.as_str())
+                    && o.message.as_str() == Some(c.message.as_str())
+                    && o.observed_generation.int() == Some(generation)
+                    && o.last_transition_time.as_str().is_some()
             })
 }
 
@@ -511,12 +514,27 @@ impl StatusDoc {
 
     /// The reason of condition `ty`, if it is one we know.
     pub fn condition_reason(&self, ty: ConditionType) -> Option<Reason> {
-        self.get(Field::Conditions)?
-            .as_array()?
+        self.conditions()
             .iter()
-            .find(|c| c["type"] == ty.as_str())
-            .and_then(|c| c["reason"].as_str())
+            .find(|c| c.ty.as_str() == Some(ty.as_str()))
+            .and_then(|c| c.reason.as_str())
             .and_then(Reason::parse)
+    }
+
+    /// The conditions as they read now, without parsing the stored ones
+    /// into a tree.
+    fn conditions(&self) -> Vec<CondRef<'_>> {
+        let key = Field::Conditions.key();
+        if let Some(v) = self.edits.get(key) {
+            return CondRef::all_of(Some(v));
+        }
+        match self.stored.parsed_or_text(key) {
+            Some(Err(text)) => {
+                CondRef::all_in(text).unwrap_or_else(|| CondRef::all_of(self.stored.get(key)))
+            }
+            Some(Ok(v)) => CondRef::all_of(Some(v)),
+            None => Vec::new(),
+        }
     }
 
     pub fn set(&mut self, f: Field, v: Value) {
@@ -535,15 +553,15 @@ impl StatusDoc {
     /// Write the four conditions, keeping lastTransitionTime where status,
     /// reason and message are unchanged.
     pub fn set_conditions(&mut self, conds: [Cond; 4], generation: i64, now: &str) {
-        let old: &[Value] = self
-            .get(Field::Conditions)
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice);
-        if same_conditions(old, &conds, generation) {
+        if same_conditions(&self.conditions(), &conds, generation) {
             // What the rebuild would write again, to the byte: most passes
             // change no condition, and a rebuild is some fifty allocations.
             return;
         }
+        let old: &[Value] = self
+            .get(Field::Conditions)
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice);
         let mut out = Vec::with_capacity(4);
         for (ty, c) in ConditionType::ALL.iter().zip(conds) {
             let status = c.status.as_str();
@@ -577,24 +595,32 @@ impl StatusDoc {
     }
 
     /// Each condition's (type, status, reason): what a transition changes.
-    pub fn transitions(&self) -> Vec<(&str, &str, &str)> {
-        fn field<'a>(c: &'a Value, k: &str) -> &'a str {
-            c[k].as_str().unwrap_or("")
+    pub fn transitions(&self) -> Vec<[Cow<'_, str>; 3]> {
+        fn field<'a>(s: &Scalar<'a>) -> Cow<'a, str> {
+            match s {
+                Scalar::Str(Cow::Borrowed(s)) => Cow::Borrowed(s),
+                Scalar::Str(Cow::Owned(s)) => Cow::Owned(s.clone()),
+                _ => Cow::Borrowed(""),
+            }
         }
-        self.get(Field::Conditions)
-            .and_then(Value::as_array)
-            .map(|cs| {
-                cs.iter()
-                    .map(|c| (field(c, "type"), field(c, "status"), field(c, "reason")))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.conditions()
+            .iter()
+            .map(|c| [field(&c.ty), field(&c.status), field(&c.reason)])
+            .collect()
     }
 
     /// Every condition carries the generation this status describes.
     pub fn stamp_generation(&mut self, generation: i64) {
         let key = Field::Conditions.key();
         if !self.edits.contains_key(key) {
+            // Already stamped (or none): a copy would be edited into itself.
+            let stamped = self
+                .conditions()
+                .iter()
+                .all(|c| c.is_empty() || c.observed_generation.int() == Some(generation));
+            if stamped {
+                return;
+            }
             match self.stored.get(key) {
                 Some(cs @ Value::Array(_)) => self.edits.insert(key.to_string(), cs.clone()),
                 _ => return,

@@ -96,6 +96,16 @@ impl Stored {
         })
     }
 
+    /// A field parsed if a pass parsed it already, else its text (None:
+    /// no such field).
+    pub(super) fn parsed_or_text(&self, key: &str) -> Option<Result<&Value, &str>> {
+        let f = &self.fields[self.position(key)?];
+        match (f.value.get(), self.text.get(f.at.clone())) {
+            (None, Some(text)) if !f.at.is_empty() => Some(Err(text)),
+            _ => Some(Ok(self.value_of(f))),
+        }
+    }
+
     pub(super) fn get(&self, key: &str) -> Option<&Value> {
         let f = &self.fields[self.position(key)?];
         Some(self.value_of(f))
