@@ -119,6 +119,14 @@ impl Fixture {
         self.rc.config_maps.writer().replace(None, ours);
     }
 
+    /// Set an annotation on the team's Deployment, as a person would.
+    fn annotate_deployment(&self, key: &str, value: &str) {
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        self.sim
+            .merge_patch("apps/v1", "Deployment", NS, NAME, &patch)
+            .unwrap();
+    }
+
     fn sync(&self) -> Result<Outcome, SyncError> {
         self.rc.sync(&ObjectKey::new(NS, NAME))
     }
@@ -437,12 +445,18 @@ fn converge(f: &Fixture) -> usize {
     panic!("no quiet pass in 40");
 }
 
-#[test]
-fn a_full_pass_leaves_settled_what_the_caches_alone_decide() {
+/// The fixture converged: its resource's last pass changed nothing.
+fn settled() -> (Fixture, ObjectKey) {
     let f = Fixture::new();
     let key = ObjectKey::new(NS, NAME);
     converge(&f);
     assert!(f.rc.is_settled(&key));
+    (f, key)
+}
+
+#[test]
+fn a_full_pass_leaves_settled_what_the_caches_alone_decide() {
+    let (f, key) = settled();
     f.requests();
     // Every eighth resync period (§6): planned again from the same caches,
     // this resource would plan the same nothing.
@@ -461,10 +475,7 @@ fn a_full_pass_leaves_settled_what_the_caches_alone_decide() {
 /// read unsettles it.
 #[test]
 fn a_settled_resource_stays_settled_while_only_others_change() {
-    let f = Fixture::new();
-    let key = ObjectKey::new(NS, NAME);
-    converge(&f);
-    assert!(f.rc.is_settled(&key));
+    let (f, key) = settled();
     let mut d = deployment();
     d["metadata"]["name"] = json!("other");
     d["metadata"]["uid"] = json!("dep-uid-2");
@@ -484,15 +495,7 @@ fn a_settled_resource_stays_settled_while_only_others_change() {
     assert_eq!(f.requests(), Vec::<String>::new(), "settled: no pass");
 
     // Its own Deployment changes: the next sync is a full pass.
-    f.sim
-        .merge_patch(
-            "apps/v1",
-            "Deployment",
-            NS,
-            NAME,
-            &json!({"metadata": {"annotations": {"team": "other-team"}}}),
-        )
-        .unwrap();
+    f.annotate_deployment("team", "other-team");
     f.load_stores();
     assert!(!f.rc.is_settled(&key), "its Deployment changed");
     let mut unsettled = f.rc.unsettled_keys();
@@ -511,15 +514,7 @@ fn a_full_pass_reads_again_an_owner_no_cache_shows() {
     let mut other = model(spec(V1));
     other["metadata"] = json!({"name": "other", "namespace": "elsewhere"});
     f.sim.create(other).unwrap();
-    f.sim
-        .merge_patch(
-            "apps/v1",
-            "Deployment",
-            NS,
-            NAME,
-            &json!({"metadata": {"annotations": {"openmed.ai/model-resource": "elsewhere/other"}}}),
-        )
-        .unwrap();
+    f.annotate_deployment("openmed.ai/model-resource", "elsewhere/other");
     converge(&f);
     let status = &f
         .sim

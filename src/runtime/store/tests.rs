@@ -51,6 +51,11 @@ fn model(uid: &str, generation: i64, rv: &str, phase: &str) -> Obj {
     }
 }
 
+/// An index by phase, the name an index test files a view under.
+fn by_phase(o: &Obj) -> Vec<String> {
+    vec![o.phase.clone()]
+}
+
 fn k(ns: &str, n: &str) -> ObjectKey {
     ObjectKey::new(ns, n)
 }
@@ -69,10 +74,7 @@ fn own_writes_never_regress_the_cache() {
 /// removal, and a list replacing everything.
 #[test]
 fn the_index_follows_puts_removes_and_lists() {
-    fn owner(m: &Obj) -> Vec<String> {
-        vec![m.phase.clone()]
-    }
-    let s: Store<Obj> = Store::indexed(owner);
+    let s: Store<Obj> = Store::indexed(by_phase);
     let w = s.writer();
     let names = |s: &Store<Obj>, i: &str| {
         let mut v: Vec<String> = s.by_index(i).into_iter().map(|m| m.uid).collect();
@@ -241,10 +243,7 @@ fn a_reader_sees_what_the_writer_and_the_owner_put() {
 /// or leaves it.
 #[test]
 fn stamps_move_only_with_what_changed() {
-    fn phase(o: &Obj) -> Vec<String> {
-        vec![o.phase.clone()]
-    }
-    let s: Store<Obj> = Store::indexed(phase);
+    let s: Store<Obj> = Store::indexed(by_phase);
     let w = s.writer();
     w.put(k("a", "x"), model("u1", 1, "1", "Ready")).unwrap();
     w.put(k("a", "y"), model("u2", 1, "2", "Ready")).unwrap();
