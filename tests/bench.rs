@@ -222,7 +222,9 @@ fn cluster(n: usize) -> Sim {
         // The API server's watch cache sends a bookmark a minute
         // (`defaultBookmarkFrequency`, apiserver's cacher).
         bookmark_interval: Duration::from_secs(60),
-        history: 20 * n + 10_000,
+        // Events of the models, Deployments and ConfigMaps, and as many
+        // again of the ReplicaSets and pods, with room to spare.
+        history: 40 * n + 10_000,
         ..SimConfig::default()
     });
     for i in 0..n {

@@ -116,6 +116,30 @@ fn field_value(kind: &str, field: &str, obj: &Value) -> Option<Option<String>> {
             _ => return None,
         },
         "status.phase" if kind == "Namespace" => s("/status/phase"),
+        // `pod.ToSelectableFields` (pkg/registry/core/pod/strategy.go).
+        f if kind == "Pod" => match f {
+            "spec.nodeName" => s("/spec/nodeName"),
+            "spec.restartPolicy" => s("/spec/restartPolicy"),
+            "spec.schedulerName" => s("/spec/schedulerName"),
+            "spec.serviceAccountName" => s("/spec/serviceAccountName"),
+            "spec.hostNetwork" => Some(
+                obj.pointer("/spec/hostNetwork")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+                    .to_string(),
+            ),
+            "status.phase" => s("/status/phase"),
+            "status.podIP" => s("/status/podIP"),
+            "status.nominatedNodeName" => s("/status/nominatedNodeName"),
+            _ => return None,
+        },
+        // `ReplicaSetToSelectableFields` (pkg/registry/apps/replicaset/strategy.go).
+        "status.replicas" if kind == "ReplicaSet" => Some(
+            obj.pointer("/status/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                .to_string(),
+        ),
         _ => return None,
     };
     Some(v)

@@ -63,6 +63,20 @@ fn builtin_columns(def: &ResourceDef) -> Vec<(&'static str, &'static str)> {
             ("Age", "string"),
         ],
         "configmaps" => vec![("Name", "string"), ("Data", "integer"), ("Age", "string")],
+        "pods" => vec![
+            ("Name", "string"),
+            ("Ready", "string"),
+            ("Status", "string"),
+            ("Restarts", "string"),
+            ("Age", "string"),
+        ],
+        "replicasets" => vec![
+            ("Name", "string"),
+            ("Desired", "integer"),
+            ("Current", "integer"),
+            ("Ready", "integer"),
+            ("Age", "string"),
+        ],
         "namespaces" => vec![("Name", "string"), ("Status", "string"), ("Age", "string")],
         "events" => vec![
             ("Last Seen", "string"),
@@ -73,6 +87,64 @@ fn builtin_columns(def: &ResourceDef) -> Vec<(&'static str, &'static str)> {
         ],
         "leases" => vec![("Name", "string"), ("Holder", "string"), ("Age", "string")],
         _ => vec![("Name", "string"), ("Created At", "date")],
+    }
+}
+
+/// The columns `kubectl get -o wide` adds (priority 1), as kubectl's
+/// printers define them for pods and ReplicaSets.
+fn wide_columns(def: &ResourceDef) -> Vec<(&'static str, &'static str)> {
+    match def.plural.as_str() {
+        "pods" => vec![
+            ("IP", "string"),
+            ("Node", "string"),
+            ("Nominated Node", "string"),
+            ("Readiness Gates", "string"),
+        ],
+        "replicasets" => vec![
+            ("Containers", "string"),
+            ("Images", "string"),
+            ("Selector", "string"),
+        ],
+        _ => vec![],
+    }
+}
+
+fn wide_cells(def: &ResourceDef, o: &Value) -> Vec<Value> {
+    let or_none = |v: Option<&str>| json!(v.filter(|s| !s.is_empty()).unwrap_or("<none>"));
+    let joined = |path: &str, field: &str| {
+        let all: Vec<&str> = (o
+            .pointer(path)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten())
+        .filter_map(|c| c[field].as_str())
+        .collect();
+        json!(all.join(","))
+    };
+    match def.plural.as_str() {
+        "pods" => vec![
+            or_none(o.pointer("/status/podIP").and_then(Value::as_str)),
+            or_none(o.pointer("/spec/nodeName").and_then(Value::as_str)),
+            or_none(
+                o.pointer("/status/nominatedNodeName")
+                    .and_then(Value::as_str),
+            ),
+            json!("<none>"),
+        ],
+        "replicasets" => {
+            let labels = o
+                .pointer("/spec/selector/matchLabels")
+                .and_then(Value::as_object);
+            let selector: Vec<String> = (labels.into_iter().flatten())
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect();
+            vec![
+                joined("/spec/template/spec/containers", "name"),
+                joined("/spec/template/spec/containers", "image"),
+                json!(selector.join(",")),
+            ]
+        }
+        _ => vec![],
     }
 }
 
@@ -89,6 +161,33 @@ fn builtin_cells(def: &ResourceDef, o: &Value, now: SystemTime) -> Vec<Value> {
             )),
             json!(n("/status/updatedReplicas")),
             json!(n("/status/availableReplicas")),
+            json!(age_of(o, now)),
+        ],
+        "pods" => {
+            let statuses = o["status"]["containerStatuses"].as_array();
+            let statuses = statuses.map(Vec::as_slice).unwrap_or_default();
+            let total = o["spec"]["containers"]
+                .as_array()
+                .map(Vec::len)
+                .unwrap_or(0);
+            let ready = statuses.iter().filter(|c| c["ready"] == true).count();
+            let restarts: i64 = statuses
+                .iter()
+                .filter_map(|c| c["restartCount"].as_i64())
+                .sum();
+            vec![
+                name,
+                json!(format!("{ready}/{total}")),
+                json!(pod_status_column(o)),
+                json!(restarts.to_string()),
+                json!(age_of(o, now)),
+            ]
+        }
+        "replicasets" => vec![
+            name,
+            json!(n("/spec/replicas")),
+            json!(n("/status/replicas")),
+            json!(n("/status/readyReplicas")),
             json!(age_of(o, now)),
         ],
         "configmaps" => vec![
@@ -133,6 +232,39 @@ fn builtin_cells(def: &ResourceDef, o: &Value, now: SystemTime) -> Vec<Value> {
     }
 }
 
+/// The STATUS column as kubectl's `printPod` reads it: the pod's reason or
+/// phase, a waiting or terminated container's reason, `Terminating` while
+/// deleting.
+fn pod_status_column(o: &Value) -> String {
+    let mut reason = o["status"]["reason"]
+        .as_str()
+        .or(o["status"]["phase"].as_str())
+        .unwrap_or("")
+        .to_string();
+    for c in o["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let state = &c["state"];
+        if let Some(r) = state["waiting"]["reason"]
+            .as_str()
+            .filter(|r| !r.is_empty())
+        {
+            reason = r.to_string();
+        } else if let Some(r) = state["terminated"]["reason"]
+            .as_str()
+            .filter(|r| !r.is_empty())
+        {
+            reason = r.to_string();
+        }
+    }
+    if o["metadata"]["deletionTimestamp"].is_string() {
+        reason = "Terminating".into();
+    }
+    reason
+}
+
 fn custom_columns(def: &ResourceDef, version: &str) -> Vec<PrinterColumn> {
     let cols = def.columns.get(version).cloned().unwrap_or_default();
     if cols.is_empty() {
@@ -165,7 +297,9 @@ fn row(def: &ResourceDef, version: &str, o: &Value, now: SystemTime) -> Value {
         }
         cells
     } else {
-        builtin_cells(def, o, now)
+        let mut cells = builtin_cells(def, o, now);
+        cells.extend(wide_cells(def, o));
+        cells
     };
     json!({"cells": cells, "object": partial(o)})
 }
@@ -192,11 +326,12 @@ pub fn table(
         }
         cols
     } else {
-        builtin_columns(def)
-            .into_iter()
-            .map(|(n, t)| {
+        let wide = wide_columns(def).into_iter().map(|c| (c, 1));
+        (builtin_columns(def).into_iter().map(|c| (c, 0)))
+            .chain(wide)
+            .map(|((n, t), priority)| {
                 let fmt = if n == "Name" { "name" } else { "" };
-                json!({"name": n, "type": t, "format": fmt, "description": "", "priority": 0})
+                json!({"name": n, "type": t, "format": fmt, "description": "", "priority": priority})
             })
             .collect()
     };

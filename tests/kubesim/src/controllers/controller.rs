@@ -7,6 +7,7 @@
 use crate::controllers::deployment::{
     deployment_complete, template_hash, Ctx, PodOutcome, Spec, State, REVISION,
 };
+use crate::controllers::objects::{Objects, Source, Start};
 use crate::registry::kinds::FieldValidation;
 use crate::registry::store::Store;
 use regex::Regex;
@@ -26,6 +27,8 @@ pub struct Controller {
     /// every tick under the store's lock made kubesim, not the operator,
     /// the bound at 10,000 Deployments (issue 17).
     quiet: HashMap<String, String>,
+    /// The sets and pods above, as API objects.
+    objects: Objects,
     pub warmup: Duration,
     pub unloadable: Option<Regex>,
 }
@@ -35,50 +38,62 @@ impl Controller {
         Controller {
             sims: HashMap::new(),
             quiet: HashMap::new(),
+            objects: Objects::default(),
             warmup,
             unloadable,
         }
     }
 
-    /// Whether a pod of this template could start and become ready, judged
-    /// now (env is resolved when a container starts, as on a node).
-    fn outcome(&self, store: &Store, ns: &str, template: &Value) -> PodOutcome {
+    /// How a pod of this template starts, judged now (env is resolved
+    /// when a container starts, as on a node): the preload value it
+    /// loads, or the kubelet's `CreateContainerConfigError` message for a
+    /// reference that does not resolve (`makeEnvironmentVariables`).
+    fn start(store: &Store, ns: &str, template: &Value) -> Start {
         let cm_def = store.registry.find("", "v1", "configmaps").cloned();
-        let mut can_start = true;
-        let mut loadable = true;
-        for c in template["spec"]["containers"]
+        let mut start = Start {
+            preload: None,
+            config_error: None,
+        };
+        let envs = (template["spec"]["containers"]
             .as_array()
             .into_iter()
-            .flatten()
-        {
-            for e in c["env"].as_array().into_iter().flatten() {
-                let resolved = if let Some(r) = e.pointer("/valueFrom/configMapKeyRef") {
-                    let optional = r["optional"].as_bool().unwrap_or(false);
-                    let data = cm_def
-                        .as_ref()
-                        .and_then(|d| store.get(d, ns, r["name"].as_str().unwrap_or("")))
-                        .and_then(|cm| {
-                            cm["data"][r["key"].as_str().unwrap_or("")]
-                                .as_str()
-                                .map(str::to_string)
-                        });
-                    if data.is_none() && !optional {
-                        can_start = false;
-                    }
-                    data
-                } else {
-                    e["value"].as_str().map(str::to_string)
-                };
-                if e["name"] == PRELOAD_ENV {
-                    if let (Some(v), Some(re)) = (&resolved, &self.unloadable) {
-                        if re.is_match(v) {
-                            loadable = false;
-                        }
-                    }
+            .flatten())
+        .flat_map(|c| c["env"].as_array().into_iter().flatten());
+        for e in envs {
+            let resolved = if let Some(r) = e.pointer("/valueFrom/configMapKeyRef") {
+                let (name, key) = (
+                    r["name"].as_str().unwrap_or(""),
+                    r["key"].as_str().unwrap_or(""),
+                );
+                let optional = r["optional"].as_bool().unwrap_or(false);
+                let cm = cm_def.as_ref().and_then(|d| store.get(d, ns, name));
+                let data = cm
+                    .as_ref()
+                    .and_then(|cm| cm["data"][key].as_str().map(str::to_string));
+                if data.is_none() && !optional && start.config_error.is_none() {
+                    start.config_error = Some(match cm {
+                        None => format!("configmap {name:?} not found"),
+                        Some(_) => format!("couldn't find key {key} in ConfigMap {ns}/{name}"),
+                    });
                 }
+                data
+            } else {
+                e["value"].as_str().map(str::to_string)
+            };
+            if e["name"] == PRELOAD_ENV {
+                start.preload = resolved;
             }
         }
-        if can_start && loadable {
+        start
+    }
+
+    /// Whether a pod that starts so could become ready.
+    fn outcome(&self, start: &Start) -> PodOutcome {
+        let unloadable = match (&start.preload, &self.unloadable) {
+            (Some(v), Some(re)) => re.is_match(v),
+            _ => false,
+        };
+        if start.config_error.is_none() && !unloadable {
             PodOutcome::ReadyAfter(self.warmup)
         } else {
             PodOutcome::NeverReady
@@ -97,6 +112,10 @@ impl Controller {
             .collect();
         self.sims.retain(|uid, _| live.contains(uid));
         self.quiet.retain(|uid, _| live.contains(uid));
+        self.objects.retain(&live);
+        for uid in self.objects.forget_deleted(store, &mut self.sims) {
+            self.quiet.remove(&uid);
+        }
         let mut wrote = false;
         for d in deployments {
             let Some(uid) = d["metadata"]["uid"].as_str().map(str::to_string) else {
@@ -112,7 +131,7 @@ impl Controller {
                 .to_string();
             let name = d["metadata"]["name"].as_str().unwrap_or("").to_string();
             let mut state = self.sims.remove(&uid).unwrap_or_default();
-            let outcome = |t: &Value| self.outcome(store, &ns, t);
+            let outcome = |t: &Value| self.outcome(&Controller::start(store, &ns, t));
             let ctx = Ctx {
                 deployment: &d,
                 spec: Spec::from_deployment(&d),
@@ -123,6 +142,15 @@ impl Controller {
                 outcome: &outcome,
             };
             let synced = state.sync(&ctx);
+            let start = |st: &Store, t: &Value| Controller::start(st, &ns, t);
+            let src = Source {
+                deployment: &d,
+                state: &state,
+                now,
+                wall,
+                start: &start,
+            };
+            self.objects.project(store, &src);
             self.sims.insert(uid.clone(), state);
             // The real controller writes the revision annotation with the
             // status (`UpdateStatus`), which keeps metadata: no generation bump.

@@ -1,7 +1,9 @@
 //! The simulated control plane: `deployment` computes what the upstream
 //! Deployment and ReplicaSet controllers and the kubelet compute, on pods
-//! that are not API objects; `controller` runs it over the store and writes
-//! each Deployment's status back.
+//! it keeps itself; `controller` runs it over the store and writes each
+//! Deployment's status back; `objects` serves those ReplicaSets and pods as
+//! API objects.
 
 pub mod controller;
 pub mod deployment;
+pub mod objects;

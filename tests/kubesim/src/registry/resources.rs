@@ -330,7 +330,11 @@ fn core_defs() -> Vec<ResourceDef> {
     let mut svc = ResourceDef::builtin("", "v1", "services", "Service", true).shorts(&["svc"]);
     svc.categories = vec!["all".into()];
     svc.status_subresource = true;
-    vec![ns, cm, ev, sa, svc]
+    // Made by the simulated ReplicaSet controller (crate::controllers::objects).
+    let mut pods = ResourceDef::builtin("", "v1", "pods", "Pod", true).shorts(&["po"]);
+    pods.categories = vec!["all".into()];
+    pods.status_subresource = true;
+    vec![ns, cm, ev, sa, svc, pods]
 }
 
 /// Deployments and Leases, and the PodDisruptionBudgets and
@@ -342,6 +346,12 @@ fn group_defs() -> Vec<ResourceDef> {
     deploy.status_subresource = true;
     deploy.scale_subresource = true;
     deploy.generation = true;
+    // Made by the simulated Deployment controller (crate::controllers::objects).
+    let mut rs =
+        ResourceDef::builtin("apps", "v1", "replicasets", "ReplicaSet", true).shorts(&["rs"]);
+    rs.categories = vec!["all".into()];
+    rs.status_subresource = true;
+    rs.generation = true;
     let lease = ResourceDef::builtin("coordination.k8s.io", "v1", "leases", "Lease", true);
     // Stored only (no eviction API): the installs carry one.
     let mut pdb = ResourceDef::builtin(
@@ -364,7 +374,7 @@ fn group_defs() -> Vec<ResourceDef> {
     .shorts(&["hpa"]);
     hpa.status_subresource = true;
     hpa.generation = true;
-    vec![deploy, lease, pdb, hpa]
+    vec![deploy, rs, lease, pdb, hpa]
 }
 
 fn rbac_defs() -> Vec<ResourceDef> {

@@ -190,22 +190,27 @@ fn gc_finalizers(current: &[String], p: Propagation) -> Vec<String> {
     }
 }
 
+/// Five characters as apimachinery's `rand.String` picks them (no vowels,
+/// no characters that read alike): a `generateName` suffix.
+pub fn random_suffix() -> String {
+    const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut r = random_u64();
+    (0..5)
+        .map(|_| {
+            let c = ALPHA[(r % ALPHA.len() as u64) as usize] as char;
+            r /= ALPHA.len() as u64;
+            c
+        })
+        .collect()
+}
+
 /// The name of an object being created: its own, or its `generateName`
 /// with a random suffix (written into the object).
 fn name_for_create(obj: &mut Value) -> String {
     let mut name = meta_str(obj, "name").unwrap_or("").to_string();
     if name.is_empty() {
         if let Some(g) = meta_str(obj, "generateName").filter(|g| !g.is_empty()) {
-            const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-            let mut r = random_u64();
-            let suffix: String = (0..5)
-                .map(|_| {
-                    let c = ALPHA[(r % ALPHA.len() as u64) as usize] as char;
-                    r /= ALPHA.len() as u64;
-                    c
-                })
-                .collect();
-            name = format!("{g}{suffix}");
+            name = format!("{g}{}", random_suffix());
             obj["metadata"]["name"] = json!(name);
         }
     }

@@ -23,13 +23,27 @@ pub enum PodOutcome {
     NeverReady,
 }
 
+/// A pod of a ReplicaSet: its name (the set's name and a random suffix,
+/// as `generateName` makes it) and when it started and became ready.
 #[derive(Debug, Clone)]
-struct Pod {
-    ready_at: Option<Instant>,
+pub struct Pod {
+    pub name: String,
+    pub created: Instant,
+    pub ready_at: Option<Instant>,
 }
 
 impl Pod {
-    fn ready(&self, now: Instant) -> bool {
+    fn new(set: &str, created: Instant, ready_at: Option<Instant>) -> Pod {
+        let name = format!("{set}-{}", crate::registry::store::random_suffix());
+        Pod {
+            name,
+            created,
+            ready_at,
+        }
+    }
+
+    /// Whether it is ready at `now` (the kubelet's readiness).
+    pub fn ready(&self, now: Instant) -> bool {
         self.ready_at.is_some_and(|t| t <= now)
     }
 
@@ -74,7 +88,7 @@ impl ReplicaSet {
         let mut pods = Vec::new();
         for i in 0..status.replicas {
             let ready_at = (i < status.ready).then_some(ready);
-            pods.push(Pod { ready_at });
+            pods.push(Pod::new(name, ready, ready_at));
         }
         ReplicaSet {
             name: name.into(),
@@ -87,6 +101,16 @@ impl ReplicaSet {
             pods,
             template: Value::Null,
         }
+    }
+
+    /// Its pods, oldest first.
+    pub fn pods(&self) -> &[Pod] {
+        &self.pods
+    }
+
+    /// The Deployment's pod template it was made from.
+    pub fn template(&self) -> &Value {
+        &self.template
     }
 
     pub fn status(&self, now: Instant, min_ready: Duration) -> RsStatus {
@@ -112,7 +136,7 @@ impl ReplicaSet {
                 PodOutcome::ReadyAfter(d) => Some(now + d),
                 PodOutcome::NeverReady => None,
             };
-            self.pods.push(Pod { ready_at });
+            self.pods.push(Pod::new(&self.name, now, ready_at));
         }
         while self.pods.len() > want {
             let victim = self
@@ -302,6 +326,19 @@ pub struct Ctx<'a> {
 }
 
 impl State {
+    /// Forget the sets and pods named (deleted through the API): the next
+    /// sync makes them again, as the controllers replace what is deleted
+    /// (`ReplicaSetController.manageReplicas`, `getNewReplicaSet`).
+    /// Returns whether anything was forgotten.
+    pub fn forget(&mut self, sets: &dyn Fn(&str) -> bool, pods: &dyn Fn(&str) -> bool) -> bool {
+        let before: usize = self.sets.iter().map(|r| 1 + r.pods.len()).sum();
+        self.sets.retain(|r| !sets(&r.name));
+        for rs in &mut self.sets {
+            rs.pods.retain(|p| !pods(&p.name));
+        }
+        before != self.sets.iter().map(|r| 1 + r.pods.len()).sum::<usize>()
+    }
+
     fn new_index(&self, hash: &str) -> Option<usize> {
         self.sets.iter().position(|r| r.hash == hash)
     }
