@@ -263,20 +263,20 @@ fn too_old_resource_version_arrives_both_ways() {
         timeout: Duration::from_secs(5),
         ..Default::default()
     };
-    // As HTTP 410 on the watch request ...
+    // As an ERROR event inside a 200 stream, as the watch cache answers ...
     sim.compact();
-    let e = c.watch(&cms("default"), &params).err().unwrap();
+    let mut s = c.watch(&cms("default"), &params).unwrap();
+    let e = s.next().unwrap().unwrap_err();
     assert!(e.is_gone(), "{e}");
-    // ... and as an ERROR event inside a 200 stream.
-    sim.expire_next_watches(1, true);
+    assert!(s.next().is_none());
+    // ... and as HTTP 410 on the watch request (a server without one).
+    sim.expire_next_watches(1, false);
     let fresh = WatchParams {
         resource_version: sim.resource_version().to_string(),
         ..params
     };
-    let mut s = c.watch(&cms("default"), &fresh).unwrap();
-    let e = s.next().unwrap().unwrap_err();
+    let e = c.watch(&cms("default"), &fresh).err().unwrap();
     assert!(e.is_gone(), "{e}");
-    assert!(s.next().is_none());
 }
 
 #[test]

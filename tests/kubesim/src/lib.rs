@@ -21,6 +21,7 @@ pub use faults::CutOff;
 use faults::{FailRule, RequestRecord};
 use http::{HttpServer, Request, Response};
 use regex::Regex;
+use registry::store::Retention;
 use serde_json::{json, Value};
 use std::io;
 use std::net::SocketAddr;
@@ -43,8 +44,12 @@ pub struct SimConfig {
     pub warmup: Duration,
     /// A preload value matching this regex never becomes ready.
     pub unloadable: Option<String>,
-    /// Watch events retained; older resourceVersions get 410 Expired.
+    /// Watch events retained at most; older resourceVersions get 410
+    /// Expired (so do those older than `history_window`, and those past
+    /// `history_bytes` of objects: [`registry::store::Retention`]).
     pub history: usize,
+    pub history_window: Duration,
+    pub history_bytes: usize,
     pub bookmark_interval: Duration,
     /// How often the Deployment controller and garbage collector run.
     pub tick: Duration,
@@ -58,7 +63,9 @@ impl Default for SimConfig {
             tokens: None,
             warmup: Duration::from_millis(300),
             unloadable: Some("unloadable".into()),
-            history: 10_000,
+            history: Retention::DEFAULT.events,
+            history_window: Retention::DEFAULT.window,
+            history_bytes: Retention::DEFAULT.bytes,
             bookmark_interval: Duration::from_secs(2),
             tick: Duration::from_millis(50),
         }
@@ -80,8 +87,13 @@ impl Sim {
             ),
             None => None,
         };
+        let retention = Retention {
+            events: cfg.history.max(1),
+            window: cfg.history_window,
+            bytes: cfg.history_bytes,
+        };
         let shared = Arc::new(Shared::new(
-            cfg.history,
+            retention,
             cfg.tokens.clone(),
             cfg.bookmark_interval,
         ));
@@ -113,6 +125,7 @@ impl Sim {
                     s.write(|st| {
                         ctl.tick(st, Instant::now(), wall);
                         st.gc(wall);
+                        st.trim_history(Instant::now());
                     });
                     std::thread::sleep(tick);
                 }

@@ -16,7 +16,8 @@ usage: kubesim [flags]
   --dir DIR           where to write kubeconfig, ca.crt, token and url (default: .kubesim)
   --warmup-ms N       time for a pod to become ready (default 1000)
   --unloadable REGEX  preload values that never become ready (default: unloadable)
-  --history N         watch events kept before 410 Expired (default 10000)
+  --history N         watch events kept at most (default 1000000; also at most
+                      5 minutes of them and 256 MiB, then 410 Expired)
   --bookmark-ms N     watch bookmark interval (default 2000)
   --tick-ms N         controller tick (default 50)
   --help

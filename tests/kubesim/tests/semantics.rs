@@ -413,6 +413,13 @@ fn watch_replays_translates_selectors_bookmarks_and_expires() {
         .collect();
     // Leaving the selector is a DELETED, entering it an ADDED.
     assert_eq!(types, ["ADDED", "DELETED", "ADDED", "DELETED"]);
+    // `cacheWatcher.convertToWatchEvent`: the DELETED of an object leaving
+    // the selector carries its previous state, at the new resourceVersion.
+    let left = evs.iter().find(|e| e["type"] == "DELETED").unwrap();
+    assert_eq!(left["object"]["metadata"]["labels"]["on"], "yes");
+    let added_rv = &evs[0]["object"]["metadata"]["resourceVersion"];
+    let rv_of = |v: &Value| v.as_str().unwrap().parse::<u64>().unwrap();
+    assert!(rv_of(&left["object"]["metadata"]["resourceVersion"]) > rv_of(added_rv));
     assert!(
         evs.iter()
             .any(|e| e["type"] == "BOOKMARK"
@@ -423,10 +430,131 @@ fn watch_replays_translates_selectors_bookmarks_and_expires() {
     let evs = a.watch(CMS, "", 1);
     assert_eq!(evs[0]["type"], "ADDED");
     assert_eq!(evs[0]["object"]["metadata"]["name"], "x");
-    // Older than the retained history: 410 Expired.
+    // Older than the retained history: the watch cache answers 200 and one
+    // ERROR event with the 410 Status (`Cacher.Watch`, `newErrWatcher`).
     sim.compact();
-    let r = a.get(&format!("{CMS}?watch=1&resourceVersion={rv}"));
+    let evs = a.watch(CMS, &format!("resourceVersion={rv}"), 5);
+    assert_eq!(evs.len(), 1, "{evs:?}");
+    assert_eq!(evs[0]["type"], "ERROR");
+    let status = &evs[0]["object"];
+    assert_eq!(
+        (&status["code"], &status["reason"]),
+        (&json!(410), &json!("Expired"))
+    );
+    let msg = status["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(&format!("too old resource version: {rv} (")),
+        "{msg}"
+    );
+}
+
+/// etcd3 store's `GetList`: every page of a paged list is read at the first
+/// page's revision, so objects created, changed or deleted meanwhile do not
+/// show on later pages.
+#[test]
+fn a_paged_list_is_a_snapshot_at_its_first_page() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    for name in ["a", "c", "e"] {
+        a.post(CMS, json!({"metadata": {"name": name}, "data": {"v": "1"}}));
+    }
+    let first = a.get(&format!("{CMS}?limit=1")).body;
+    assert_eq!(first["items"][0]["metadata"]["name"], "a");
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    a.post(CMS, json!({"metadata": {"name": "b"}}));
+    a.merge(&format!("{CMS}/c"), json!({"data": {"v": "2"}}));
+    a.delete(&format!("{CMS}/e"), None);
+    let rest = a.get(&format!("{CMS}?limit=10&continue={token}")).body;
+    let seen: Vec<(&str, &str)> = rest["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let name = o["metadata"]["name"].as_str().unwrap();
+            (name, o["data"]["v"].as_str().unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(seen, [("c", "1"), ("e", "1")]);
+    assert_eq!(
+        rest["metadata"]["resourceVersion"],
+        first["metadata"]["resourceVersion"]
+    );
+    // Once that revision is compacted away, the token is too old.
+    sim.compact();
+    let r = a.get(&format!("{CMS}?limit=10&continue={token}"));
     assert_eq!((r.code, r.body["reason"].as_str()), (410, Some("Expired")));
+}
+
+/// The history is kept by time, as the API server's etcd compaction every
+/// 5 minutes keeps it, within a bound of events and bytes: a burst of
+/// writes far past the old 10,000-event cap leaves a recent
+/// resourceVersion watchable and a paged list continuable.
+#[test]
+fn history_is_kept_by_time_within_its_bounds() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    a.post(CMS, json!({"metadata": {"name": "a"}}));
+    a.post(CMS, json!({"metadata": {"name": "b"}}));
+    let first = a.get(&format!("{CMS}?limit=1")).body;
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    let rv = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let filler = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "filler"}, "data": {"n": "0"}});
+    sim.create(filler).unwrap();
+    for i in 0..12_000 {
+        let patch = json!({"data": {"n": i.to_string()}});
+        sim.merge_patch("v1", "ConfigMap", "default", "filler", &patch)
+            .unwrap();
+    }
+    let r = a.get(&format!("{CMS}?limit=10&continue={token}"));
+    assert_eq!(r.code, 200, "{}", r.body);
+    let evs = a.watch(
+        CMS,
+        &format!("resourceVersion={rv}&fieldSelector=metadata.name%3Db"),
+        1,
+    );
+    assert!(
+        evs.iter().all(|e| e["type"] != "ERROR"),
+        "{:?}",
+        evs.first()
+    );
+
+    // A small window, bytes or count bound expires what is past it.
+    let small = |cfg: SimConfig| {
+        let sim = Sim::start(cfg).unwrap();
+        let a = api(&sim);
+        let rv = a.get(CMS).body["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        for i in 0..50 {
+            a.post(
+                CMS,
+                json!({"metadata": {"name": format!("c{i}")}, "data": {"x": "y".repeat(100)}}),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        a.post(CMS, json!({"metadata": {"name": "last"}}));
+        let evs = a.watch(CMS, &format!("resourceVersion={rv}"), 1);
+        evs.first().map(|e| e["type"] == "ERROR").unwrap_or(false)
+    };
+    let by_time = SimConfig {
+        history_window: Duration::from_millis(200),
+        ..SimConfig::default()
+    };
+    let by_bytes = SimConfig {
+        history_bytes: 4096,
+        ..SimConfig::default()
+    };
+    let by_count = SimConfig {
+        history: 10,
+        ..SimConfig::default()
+    };
+    assert!(small(by_time) && small(by_bytes) && small(by_count));
+    assert!(!small(SimConfig::default()));
 }
 
 #[test]
@@ -742,4 +870,60 @@ fn deployment_validation_catches_client_mistakes() {
         .as_str()
         .unwrap()
         .contains("spec.strategy.rollingUpdate: Forbidden"));
+}
+
+/// Leases as `leaseStrategy` serves them: no unconditional update
+/// (`AllowUnconditionalUpdate` false: a PUT without
+/// `metadata.resourceVersion` is 422), create on update
+/// (`AllowCreateOnUpdate` true: a PUT to a missing Lease creates it, 409
+/// if it carries a uid), and decoding as `coordination.Lease` decodes: a
+/// bad MicroTime or a string duration is a 400, times come back in UTC.
+#[test]
+fn leases_follow_the_lease_strategy() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = |name: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
+                "renewTime": "2026-12-01T01:30:00.000042+02:00"}})
+    };
+    let mut with_uid = lease("u");
+    with_uid["metadata"]["uid"] = json!("6a1c0000-0000-4000-8000-000000000001");
+    let r = a.put(&format!("{leases}/u"), with_uid);
+    assert_eq!(
+        (r.code, r.body["reason"].as_str()),
+        (409, Some("Conflict")),
+        "{}",
+        r.body
+    );
+
+    let r = a.put(&format!("{leases}/l"), lease("l"));
+    assert_eq!(r.code, 201, "a PUT creates a missing Lease: {}", r.body);
+    assert_eq!(r.body["spec"]["renewTime"], "2026-11-30T23:30:00.000042Z");
+
+    let r = a.put(&format!("{leases}/l"), lease("l"));
+    assert_eq!(r.code, 422, "{}", r.body);
+    assert_eq!(
+        r.body["details"]["causes"][0]["field"],
+        "metadata.resourceVersion"
+    );
+    let mut current = a.get(&format!("{leases}/l")).body;
+    current["spec"]["holderIdentity"] = json!("b");
+    assert_eq!(a.put(&format!("{leases}/l"), current.clone()).code, 200);
+
+    for (field, value) in [
+        ("renewTime", json!("2026-12-01T01:30:00Z")),
+        ("leaseDurationSeconds", json!("15")),
+    ] {
+        let mut bad = lease("bad");
+        bad["spec"][field] = value;
+        let r = a.post(leases, bad);
+        assert_eq!(
+            (r.code, r.body["reason"].as_str()),
+            (400, Some("BadRequest")),
+            "{field}: {}",
+            r.body
+        );
+    }
 }

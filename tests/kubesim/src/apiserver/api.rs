@@ -12,7 +12,7 @@ use crate::apiserver::watch::watch;
 use crate::registry::kinds::FieldValidation;
 use crate::registry::resources::{Registry, ResourceDef};
 use crate::registry::scale;
-use crate::registry::store::{Preconditions, Propagation, Store};
+use crate::registry::store::{Preconditions, Propagation, Retention, Store};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -40,9 +40,15 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    pub fn new(history: usize, tokens: Option<Vec<String>>, bookmark_interval: Duration) -> Shared {
+    pub fn new(
+        history: Retention,
+        tokens: Option<Vec<String>>,
+        bookmark_interval: Duration,
+    ) -> Shared {
+        let mut store = Store::new(history.events);
+        store.retention = history;
         Shared {
-            store: Mutex::new(Store::new(history)),
+            store: Mutex::new(store),
             changed: Condvar::new(),
             faults: Mutex::new(Faults::default()),
             stats: Mutex::new(Stats::default()),
@@ -362,39 +368,69 @@ fn rbac_allows_in(
 }
 
 /// The OwnerReferencesPermissionEnforcement admission plugin
-/// (`plugin/pkg/admission/gc`): setting `blockOwnerDeletion` on a new
-/// owner reference needs `update` on the owner's `finalizers`
-/// subresource.
+/// (`plugin/pkg/admission/gc`, `gcPermissionsEnforcement.Validate`): an
+/// update that changes `ownerReferences` at all needs `delete` on the
+/// object itself (a create does not: its creator could have not made it);
+/// a blocking reference that is new (`newBlockingOwnerDeletionRefs`: no old
+/// reference has its uid, or that one did not block) needs `update` on the
+/// owner's `finalizers`.
 fn owner_refs_admitted(
     shared: &Shared,
     user: &crate::rbac::User,
-    ns: &str,
+    res: &Res,
     new: &Value,
     old: Option<&Value>,
 ) -> Result<(), ApiErr> {
     let st = lock(&shared.store);
-    owner_refs_admitted_in(&st, user, ns, new, old)
+    owner_refs_admitted_in(&st, user, res, new, old)
 }
 
 fn owner_refs_admitted_in(
     st: &crate::registry::store::Store,
     user: &crate::rbac::User,
-    ns: &str,
+    res: &Res,
     new: &Value,
     old: Option<&Value>,
 ) -> Result<(), ApiErr> {
-    let blocking = |o: Option<&Value>| -> Vec<Value> {
+    let refs = |o: Option<&Value>| -> Vec<Value> {
         o.and_then(|o| o["metadata"]["ownerReferences"].as_array().cloned())
             .unwrap_or_default()
-            .into_iter()
-            .filter(|r| r["blockOwnerDeletion"] == true)
-            .collect()
     };
-    let before = blocking(old);
-    for r in blocking(Some(new))
-        .into_iter()
-        .filter(|r| !before.contains(r))
-    {
+    let (before, after) = (refs(old), refs(Some(new)));
+    // `isChangingOwnerReference`; pods/status is on the plugin's whitelist.
+    let whitelisted = res.def.plural == "pods" && res.sub.as_deref() == Some("status");
+    let changing = match old {
+        None => !after.is_empty(),
+        Some(_) => before != after,
+    };
+    if whitelisted || !changing {
+        return Ok(());
+    }
+    let ns = res.ns.as_deref().unwrap_or("");
+    if old.is_some() {
+        let delete = crate::rbac::Request {
+            verb: "delete".into(),
+            api_group: res.def.group.clone(),
+            resource: res.def.plural.clone(),
+            subresource: res.sub.clone().unwrap_or_default(),
+            namespace: ns.into(),
+            name: res.name.clone().unwrap_or_default(),
+            path: None,
+        };
+        if !rbac_allows_in(st, user, &delete) {
+            return Err(ApiErr::new(
+                403,
+                "Forbidden",
+                format!(
+                    "cannot set an ownerRef on a resource you can't delete: {}",
+                    crate::rbac::forbidden_message(user, &delete)
+                ),
+            ));
+        }
+    }
+    let blocks = |r: &Value| r["blockOwnerDeletion"] == true;
+    let is_new = |r: &&Value| !before.iter().any(|o| o["uid"] == r["uid"] && blocks(o));
+    for r in after.iter().filter(|r| blocks(r)).filter(is_new) {
         let api_version = r["apiVersion"].as_str().unwrap_or("");
         let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
         let kind = r["kind"].as_str().unwrap_or("");
@@ -689,7 +725,7 @@ impl Call<'_> {
             }
         }
         if let Some(u) = self.user {
-            owner_refs_admitted(shared, u, ns, &body, None)?;
+            owner_refs_admitted(shared, u, res, &body, None)?;
         }
         let w = shared.write(|st| st.create(def, ns, body, self.fv, self.now))?;
         Ok(with_warnings(ok(201, &present(&w.obj, res)), &w.warnings))
@@ -702,9 +738,17 @@ impl Call<'_> {
         let status_only = sub_is_status(res)?;
         if let Some(u) = self.user {
             let old = lock(&shared.store).get(def, ns, name);
-            owner_refs_admitted(shared, u, ns, &body, old.as_deref())?;
+            owner_refs_admitted(shared, u, res, &body, old.as_deref())?;
         }
-        let w = shared.write(|st| {
+        // `AllowUnconditionalUpdate` is false for custom resources and
+        // Leases; `AllowCreateOnUpdate` is true for Leases (leaseStrategy).
+        let lease = def.key() == "coordination.k8s.io/leases";
+        let (w, code) = shared.write(|st| {
+            if lease && !status_only && st.get(def, ns, name).is_none() {
+                return create_on_update(st, def, ns, name, body, self.fv, self.now)
+                    .map(|w| (w, 201));
+            }
+            let require_rv = def.custom || lease;
             st.update(
                 def,
                 ns,
@@ -712,11 +756,12 @@ impl Call<'_> {
                 body,
                 status_only,
                 self.fv,
-                def.custom,
+                require_rv,
                 self.now,
             )
+            .map(|w| (w, 200))
         })?;
-        Ok(with_warnings(ok(200, &present(&w.obj, res)), &w.warnings))
+        Ok(with_warnings(ok(code, &present(&w.obj, res)), &w.warnings))
     }
 
     fn patch(&self, name: &str) -> Result<Response, ApiErr> {
@@ -730,7 +775,7 @@ impl Call<'_> {
                 .ok_or_else(|| ApiErr::not_found(def, name))?;
             let patched = apply_patch(&ct, &current, &body, def.custom)?;
             if let Some(u) = self.user {
-                owner_refs_admitted_in(st, u, ns, &patched, Some(&current))?;
+                owner_refs_admitted_in(st, u, res, &patched, Some(&current))?;
             }
             st.update(
                 def,
@@ -975,6 +1020,28 @@ fn render_one(
     })
 }
 
+/// A PUT to a missing object of a kind that allows it creates it
+/// (genericregistry `Store.Update` with `AllowCreateOnUpdate`). A uid in
+/// the body is a precondition no missing object meets: 409.
+fn create_on_update(
+    st: &mut Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    mut body: Value,
+    fv: FieldValidation,
+    now: SystemTime,
+) -> Result<crate::registry::store::WriteResult, ApiErr> {
+    if let Some(uid) = body["metadata"]["uid"].as_str().filter(|u| !u.is_empty()) {
+        let why = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: ");
+        return Err(ApiErr::conflict(def, name, &why));
+    }
+    if body["metadata"]["name"].as_str().unwrap_or("").is_empty() {
+        body["metadata"]["name"] = json!(name);
+    }
+    st.create(def, ns, body, fv, now)
+}
+
 fn list(shared: &Arc<Shared>, req: &Request, res: &Res) -> Result<Response, ApiErr> {
     let def = &res.def;
     // ValidateListOptions (apimachinery meta/internalversion/validation).
@@ -1000,19 +1067,21 @@ fn list(shared: &Arc<Shared>, req: &Request, res: &Res) -> Result<Response, ApiE
         .filter(|x| *x > 0)
         .unwrap_or(usize::MAX);
     let st = lock(&shared.store);
-    let (list_rv, after) = match req.q("continue").filter(|c| !c.is_empty()) {
+    let ns = res.ns.as_deref();
+    // A later page is read at the first page's revision (a snapshot).
+    let (list_rv, after, objects) = match req.q("continue").filter(|c| !c.is_empty()) {
         Some(tok) => {
             let (rv, key) = decode_continue(tok)
                 .ok_or_else(|| ApiErr::bad_request("continue key is not valid"))?;
-            if rv < st.compacted {
+            let Some(objects) = st.list_at(def, ns, rv) else {
                 return Err(ApiErr::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."));
-            }
-            (rv, Some(key))
+            };
+            (rv, Some(key), objects)
         }
-        None => (st.rv, None),
+        None => (st.rv, None, st.list(def, ns)),
     };
-    let all: Vec<Arc<Value>> = st
-        .list(def, res.ns.as_deref())
+    drop(st);
+    let all: Vec<Arc<Value>> = objects
         .into_iter()
         .filter(|o| l.matches(o) && f.matches(&def.kind, o))
         .filter(|o| match &after {
@@ -1020,7 +1089,6 @@ fn list(shared: &Arc<Shared>, req: &Request, res: &Res) -> Result<Response, ApiE
             None => true,
         })
         .collect();
-    drop(st);
     let page: Vec<&Value> = all.iter().take(limit).map(|a| &**a).collect();
     let more = all.len() > page.len();
     let mut meta = json!({"resourceVersion": list_rv.to_string()});
@@ -1050,22 +1118,21 @@ fn list(shared: &Arc<Shared>, req: &Request, res: &Res) -> Result<Response, ApiE
     Ok(ok(200, &body))
 }
 
-fn obj_key(o: &Value) -> String {
-    format!(
-        "{}/{}",
-        o["metadata"]["namespace"].as_str().unwrap_or(""),
-        o["metadata"]["name"].as_str().unwrap_or("")
-    )
+/// An object's place in a list: (namespace, name), the store's order.
+fn obj_key(o: &Value) -> (String, String) {
+    let m = |k: &str| o["metadata"][k].as_str().unwrap_or("").to_string();
+    (m("namespace"), m("name"))
 }
 
-fn encode_continue(rv: u64, key: &str) -> String {
+fn encode_continue(rv: u64, (ns, name): &(String, String)) -> String {
+    let key = format!("{ns}/{name}");
     format!(
         "{rv}:{}",
         key.bytes().map(|b| format!("{b:02x}")).collect::<String>()
     )
 }
 
-fn decode_continue(tok: &str) -> Option<(u64, String)> {
+fn decode_continue(tok: &str) -> Option<(u64, (String, String))> {
     let (rv, hex) = tok.split_once(':')?;
     let bytes: Option<Vec<u8>> = (0..hex.len())
         .step_by(2)
@@ -1074,5 +1141,7 @@ fn decode_continue(tok: &str) -> Option<(u64, String)> {
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
         })
         .collect();
-    Some((rv.parse().ok()?, String::from_utf8(bytes?).ok()?))
+    let key = String::from_utf8(bytes?).ok()?;
+    let (ns, name) = key.split_once('/')?;
+    Some((rv.parse().ok()?, (ns.to_string(), name.to_string())))
 }

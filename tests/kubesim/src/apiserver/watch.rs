@@ -1,6 +1,7 @@
 //! Serving a watch: the options a watch request may carry, the initial
 //! events (the listed state, a `sendInitialEvents` stream or a replay from a
-//! resourceVersion, 410 Expired when it is older than the history), then
+//! resourceVersion, an ERROR event with 410 Expired when it is older than
+//! the history), then
 //! the stored changes as chunked newline-delimited JSON events, with
 //! bookmarks, selector transitions, the watch-lag fault, cuts and expiry.
 //! `api` routes a `GET ...?watch=1` here.
@@ -127,7 +128,14 @@ impl WatchSpec {
             EvKind::Deleted if now_match || was_match => "DELETED",
             EvKind::Modified if now_match && was_match => "MODIFIED",
             EvKind::Modified if now_match => "ADDED",
-            EvKind::Modified if was_match => "DELETED",
+            EvKind::Modified if was_match => {
+                // `cacheWatcher.convertToWatchEvent`: an object that leaves
+                // the selector is sent as DELETED with its previous state,
+                // at the event's resourceVersion.
+                let mut gone = ev.old.as_deref().cloned().unwrap_or_default();
+                gone["metadata"]["resourceVersion"] = json!(rv);
+                return Some(self.line("DELETED", &gone, &rv));
+            }
             _ => return None,
         };
         Some(self.line(ty, &ev.obj, &rv))
@@ -198,14 +206,17 @@ fn take_expiry(shared: &Shared) -> Option<bool> {
 
 /// The lines a watch starts with and the resourceVersion its events follow:
 /// the watch-list stream, nothing, the current state, or (from a given
-/// resourceVersion) nothing but a replay, refused with 410 when too old.
+/// resourceVersion) nothing but a replay. From a resourceVersion older than
+/// the history, the one line is an ERROR event with the 410 Status and no
+/// events follow (None): the watch cache answers so once the request is
+/// admitted (`Cacher.Watch` returns `newErrWatcher`), not with an HTTP 410.
 fn initial_events(
     st: &Store,
     spec: &WatchSpec,
     send_initial: Option<bool>,
     requested: &str,
     expire: Option<bool>,
-) -> Result<(Vec<Vec<u8>>, u64), ApiErr> {
+) -> Result<(Vec<Vec<u8>>, Option<u64>), ApiErr> {
     let from_now = requested.is_empty() || requested == "0";
     if send_initial == Some(true) {
         // The watch-list stream: the state as synthetic ADDED events, then
@@ -216,25 +227,30 @@ fn initial_events(
             let end = json!({"k8s.io/initial-events-end": "true"});
             lines.push(spec.bookmark(st.rv, Some(end)));
         }
-        return Ok((lines, st.rv));
+        return Ok((lines, Some(st.rv)));
     }
     if from_now {
         let lines = match send_initial {
             Some(false) => Vec::new(),
             _ => spec.state(st),
         };
-        return Ok((lines, st.rv));
+        return Ok((lines, Some(st.rv)));
     }
     let n: u64 = requested
         .parse()
         .map_err(|_| ApiErr::bad_request(format!("invalid resource version {requested:?}")))?;
-    if n < st.compacted || expire == Some(false) {
-        return Err(ApiErr::expired(format!(
-            "too old resource version: {n} ({})",
-            st.compacted.max(n + 1)
-        )));
+    let too_old = format!(
+        "too old resource version: {n} ({})",
+        st.compacted.max(n + 1)
+    );
+    if expire == Some(false) {
+        // The fault: a 410 as the HTTP answer (a proxy's, or an older server's).
+        return Err(ApiErr::expired(too_old));
     }
-    Ok((Vec::new(), n.min(st.rv)))
+    if n < st.compacted {
+        return Ok((vec![expired_line(&too_old)], None));
+    }
+    Ok((Vec::new(), Some(n.min(st.rv))))
 }
 
 /// Serve a watch request: validate it, work out where it starts, and answer
@@ -258,7 +274,10 @@ pub(crate) fn watch(shared: &Arc<Shared>, req: &Request, res: Res) -> Result<Res
         for l in initial {
             w.send(&l)?;
         }
-        stream_events(&shared, &spec, cursor, epoch, w)
+        match cursor {
+            Some(cursor) => stream_events(&shared, &spec, cursor, epoch, w),
+            None => Ok(()),
+        }
     };
     Ok(Response {
         status: 200,

@@ -30,8 +30,47 @@ pub struct HistEvent {
     pub kind: EvKind,
     pub obj: Arc<Value>,
     pub old: Option<Arc<Value>>,
-    /// When it happened (for watches that lag).
+    /// When it happened (for watches that lag, and retention).
     pub at: Instant,
+    /// About how many bytes its object holds ([`approx_size`]).
+    pub size: usize,
+}
+
+/// How much watch history is kept: what happened in the last `window`
+/// (the API server compacts etcd every 5 minutes,
+/// `--etcd-compaction-interval`), within at most `events` events and
+/// about `bytes` bytes of their objects. Older resourceVersions answer 410.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub events: usize,
+    pub window: std::time::Duration,
+    pub bytes: usize,
+}
+
+impl Retention {
+    /// Five minutes, within a million events and 256 MiB.
+    pub const DEFAULT: Retention = Retention {
+        events: 1_000_000,
+        window: std::time::Duration::from_secs(300),
+        bytes: 256 << 20,
+    };
+}
+
+/// About how many bytes a JSON value holds in memory: each node, each key
+/// and each string counted with a fixed overhead. For the history's bound,
+/// not exact.
+pub fn approx_size(v: &Value) -> usize {
+    match v {
+        Value::String(s) => 32 + s.len(),
+        Value::Array(a) => 32 + a.iter().map(approx_size).sum::<usize>(),
+        Value::Object(m) => {
+            64 + m
+                .iter()
+                .map(|(k, v)| 48 + k.len() + approx_size(v))
+                .sum::<usize>()
+        }
+        _ => 16,
+    }
 }
 
 #[derive(Debug)]
@@ -52,7 +91,9 @@ pub struct Store {
     pub history: VecDeque<HistEvent>,
     /// Events at or below this resourceVersion are gone from history.
     pub compacted: u64,
-    pub history_cap: usize,
+    pub retention: Retention,
+    /// The sum of the retained events' sizes.
+    history_bytes: usize,
     pub registry: Registry,
     pub gc_dirty: bool,
 }
@@ -80,6 +121,10 @@ fn new_uid() -> String {
         0x8000 | (b >> 48) & 0x3fff,
         b & 0xffff_ffff_ffff
     )
+}
+
+fn meta_owned(obj: &Value, k: &str) -> String {
+    meta_str(obj, k).unwrap_or("").to_string()
 }
 
 fn meta_str<'a>(obj: &'a Value, k: &str) -> Option<&'a str> {
@@ -406,7 +451,11 @@ impl Store {
             objects: BTreeMap::new(),
             history: VecDeque::new(),
             compacted: 0,
-            history_cap: history_cap.max(1),
+            retention: Retention {
+                events: history_cap.max(1),
+                ..Retention::DEFAULT
+            },
+            history_bytes: 0,
             registry: Registry::builtin(),
             gc_dirty: false,
         };
@@ -443,6 +492,8 @@ impl Store {
                 self.objects.insert(key.clone(), obj.clone());
             }
         }
+        let size = approx_size(&obj);
+        let at = Instant::now();
         self.history.push_back(HistEvent {
             rv: self.rv,
             res: key.0,
@@ -450,19 +501,37 @@ impl Store {
             kind,
             obj: obj.clone(),
             old,
-            at: Instant::now(),
+            at,
+            size,
         });
-        while self.history.len() > self.history_cap {
+        self.history_bytes += size;
+        self.trim_history(at);
+        obj
+    }
+
+    /// Drop the events past the [`Retention`]: older than its window, or
+    /// beyond its count or bytes (the newest event always stays).
+    pub fn trim_history(&mut self, now: Instant) {
+        let r = self.retention;
+        while self.history.len() > 1 {
+            let Some(front) = self.history.front() else {
+                break;
+            };
+            let old = now.saturating_duration_since(front.at) > r.window;
+            if !(old || self.history.len() > r.events || self.history_bytes > r.bytes) {
+                break;
+            }
             if let Some(e) = self.history.pop_front() {
+                self.history_bytes -= e.size;
                 self.compacted = e.rv;
             }
         }
-        obj
     }
 
     /// Forget all history: any watch or continue token older than now is expired.
     pub fn compact(&mut self) {
         self.history.clear();
+        self.history_bytes = 0;
         self.compacted = self.rv;
     }
 
@@ -923,6 +992,45 @@ impl Store {
         } else {
             self.record(key, EvKind::Modified, next, Some(obj.clone()));
         }
+    }
+
+    /// Objects of a kind as they were at resourceVersion `rv`, in key
+    /// order: today's, with every change after `rv` undone (an object's
+    /// first later event gives its state then: absent if it was added,
+    /// else the event's previous object). None once that history is gone.
+    /// A paged list is such a snapshot at its first page's revision (etcd3
+    /// store's `GetList` reads every page at that revision).
+    pub fn list_at(&self, def: &ResourceDef, ns: Option<&str>, rv: u64) -> Option<Vec<Arc<Value>>> {
+        if rv < self.compacted {
+            return None;
+        }
+        let res = def.key();
+        let mut at: BTreeMap<(String, String), Option<Arc<Value>>> = self
+            .list(def, ns)
+            .into_iter()
+            .map(|o| {
+                (
+                    (meta_owned(&o, "namespace"), meta_owned(&o, "name")),
+                    Some(o),
+                )
+            })
+            .collect();
+        let start = self.history.partition_point(|e| e.rv <= rv);
+        let mut undone = HashSet::new();
+        for e in self.history.range(start..) {
+            if e.res != res || ns.is_some_and(|n| n != e.ns) {
+                continue;
+            }
+            let key = (e.ns.clone(), meta_owned(&e.obj, "name"));
+            if undone.insert(key.clone()) {
+                let before = match e.kind {
+                    EvKind::Added => None,
+                    _ => e.old.clone(),
+                };
+                at.insert(key, before);
+            }
+        }
+        Some(at.into_values().flatten().collect())
     }
 
     /// History after `cursor`, or None if some of it has been compacted away.
