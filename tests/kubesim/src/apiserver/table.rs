@@ -274,9 +274,35 @@ fn custom_columns(def: &ResourceDef, version: &str) -> Vec<PrinterColumn> {
             json_path: ".metadata.creationTimestamp".into(),
             priority: 0,
             description: String::new(),
+            format: String::new(),
         }];
     }
     cols
+}
+
+/// A printer column's cell as the CRD table convertor makes it
+/// (`cellForJSONValue`): the value as the column's type, a `date` as its age
+/// (`<invalid>` if it does not parse), null when missing or of another type.
+fn custom_cell(ty: &str, v: Option<&Value>, now: SystemTime) -> Value {
+    match (ty, v) {
+        (_, None | Some(Value::Null)) => Value::Null,
+        ("string", Some(Value::String(s))) => json!(s),
+        // A string column shows any value as JSONPath prints it.
+        ("string", Some(other)) => json!(other.to_string()),
+        ("integer", Some(Value::Number(n))) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .map(|i| json!(i))
+            .unwrap_or(Value::Null),
+        ("number", Some(Value::Number(n))) => json!(n.as_f64()),
+        ("boolean", Some(Value::Bool(b))) => json!(b),
+        ("date", Some(Value::String(s))) => {
+            json!(parse_rfc3339(s)
+                .map(|t| age(t, now))
+                .unwrap_or_else(|| "<invalid>".into()))
+        }
+        _ => Value::Null,
+    }
 }
 
 fn partial(o: &Value) -> Value {
@@ -287,13 +313,7 @@ fn row(def: &ResourceDef, version: &str, o: &Value, now: SystemTime) -> Value {
     let cells = if def.custom {
         let mut cells = vec![json!(o["metadata"]["name"].as_str().unwrap_or(""))];
         for c in custom_columns(def, version) {
-            let v = json_path(o, &c.json_path);
-            cells.push(match (c.type_.as_str(), v) {
-                ("date", Some(Value::String(s))) => json!(parse_rfc3339(s)
-                    .map(|t| age(t, now))
-                    .unwrap_or_else(|| s.clone())),
-                (_, v) => cell_string(v),
-            });
+            cells.push(custom_cell(&c.type_, json_path(o, &c.json_path), now));
         }
         cells
     } else {
@@ -317,12 +337,16 @@ pub fn table(
             json!({"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}),
         ];
         for c in custom_columns(def, version) {
-            let ty = if c.type_ == "date" {
-                "string"
+            let desc = if c.description.is_empty() {
+                format!(
+                    "Custom resource definition column (in JSONPath format): {}",
+                    c.json_path
+                )
             } else {
-                c.type_.as_str()
+                c.description.clone()
             };
-            cols.push(json!({"name": c.name, "type": ty, "format": "", "description": c.description, "priority": c.priority}));
+            cols.push(json!({"name": c.name, "type": c.type_, "format": c.format,
+                "description": desc, "priority": c.priority}));
         }
         cols
     } else {

@@ -92,15 +92,26 @@ pub fn http_date(t: SystemTime) -> String {
     )
 }
 
-/// A human age the way kubectl prints it: 45s, 3m12s, 5h, 2d3h.
+/// A human age as apimachinery's `duration.HumanDuration` prints it (the
+/// Age column): 45s, 3m12s, 5h10m, 2d3h, 400d, 6y338d, 9y.
 pub fn age(since: SystemTime, now: SystemTime) -> String {
     let s = now.duration_since(since).map(|d| d.as_secs()).unwrap_or(0);
-    match s {
-        0..=119 => format!("{s}s"),
-        120..=599 => format!("{}m{}s", s / 60, s % 60),
-        600..=10_799 => format!("{}m", s / 60),
-        10_800..=172_799 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
+    let (m, h) = (s / 60, s / 3600);
+    let (d, y) = (h / 24, h / 24 / 365);
+    let with = |big: u64, unit: &str, small: u64, small_unit: &str| match small {
+        0 => format!("{big}{unit}"),
+        n => format!("{big}{unit}{n}{small_unit}"),
+    };
+    match h {
+        _ if s < 120 => format!("{s}s"),
+        _ if m < 10 => with(m, "m", s % 60, "s"),
+        _ if m < 180 => format!("{m}m"),
+        0..=7 => with(h, "h", m % 60, "m"),
+        8..=47 => format!("{h}h"),
+        48..=191 => with(d, "d", h % 24, "h"),
+        _ if h < 24 * 365 * 2 => format!("{d}d"),
+        _ if h < 24 * 365 * 8 => with(y, "y", d % 365, "d"),
+        _ => format!("{y}y"),
     }
 }
 
@@ -116,5 +127,34 @@ mod tests {
         assert_eq!(parse_rfc3339(&s), Some(t));
         assert_eq!(http_date(UNIX_EPOCH), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert!(rfc3339_micro(t).starts_with("2026-11-18T11:06:40."));
+    }
+
+    /// `duration.HumanDuration`'s steps (apimachinery
+    /// `pkg/util/duration`, `TestHumanDuration`).
+    #[test]
+    fn ages_as_human_duration() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        let ago = |s: u64| age(now - Duration::from_secs(s), now);
+        let (min, hour, day) = (60, 3600, 86_400);
+        for (secs, want) in [
+            (1, "1s"),
+            (119, "119s"),
+            (2 * min, "2m"),
+            (2 * min + 30, "2m30s"),
+            (10 * min, "10m"),
+            (3 * hour, "3h"),
+            (3 * hour + 30 * min, "3h30m"),
+            (8 * hour, "8h"),
+            (47 * hour, "47h"),
+            (48 * hour, "2d"),
+            (2 * day + 5 * hour, "2d5h"),
+            (8 * day, "8d"),
+            (729 * day, "729d"),
+            (730 * day, "2y"),
+            (800 * day, "2y70d"),
+            (8 * 365 * day, "8y"),
+        ] {
+            assert_eq!(ago(secs), want, "{secs} s");
+        }
     }
 }

@@ -11,6 +11,7 @@ pub struct PrinterColumn {
     pub json_path: String,
     pub priority: i64,
     pub description: String,
+    pub format: String,
 }
 
 #[derive(Debug, Clone)]
@@ -470,6 +471,7 @@ pub fn def_from_crd(crd: &Value) -> ResourceDef {
                         json_path: s(&c["jsonPath"]),
                         priority: c["priority"].as_i64().unwrap_or(0),
                         description: s(&c["description"]),
+                        format: s(&c["format"]),
                     })
                     .collect()
             })

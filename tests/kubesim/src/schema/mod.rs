@@ -260,6 +260,13 @@ fn validate_string(
             ));
         }
     }
+    if schema["format"] == "date-time" && !is_date_time(s) {
+        causes.push(Cause::invalid(
+            path,
+            v,
+            &format!("{shown_path} in body must be of type date-time: {s:?}"),
+        ));
+    }
     if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
         if !pattern_matches(p, s) {
             causes.push(Cause::invalid(
@@ -344,6 +351,120 @@ fn validate_array(
         for (i, item) in items.iter().enumerate() {
             validate(item, is, &format!("{path}[{i}]"), false, causes);
         }
+    }
+    validate_list_type(items, schema, path, causes);
+}
+
+/// `format: date-time` as kube-openapi's `strfmt.IsDateTime` checks it: a
+/// date (`2006-01-02`), a `T` (either case), then
+/// `HH:MM:SS[.fraction](Z|±HH:MM)` with hours to 23 and minutes and
+/// seconds to 59.
+pub fn is_date_time(s: &str) -> bool {
+    static TIME: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let lower = s.to_lowercase();
+    let parts: Vec<&str> = lower.split('t').collect();
+    if s.len() < 4 || parts.len() < 2 || !is_date(parts[0]) {
+        return false;
+    }
+    let re = TIME.get_or_init(|| {
+        regex::Regex::new(
+            r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$",
+        )
+        .expect("a fixed pattern")
+    });
+    re.captures(parts[1])
+        .is_some_and(|m| &m[1] <= "23" && &m[2] <= "59" && &m[3] <= "59")
+}
+
+/// `time.Parse("2006-01-02", s)`: a real calendar day.
+fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    let (Some(y), Some(m), Some(d)) = (num(0..4), num(5..7), num(8..10)) else {
+        return false;
+    };
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&d)
+}
+
+/// `x-kubernetes-list-type` `set` and `map` as `ValidateListSetsAndMaps`
+/// (apiextensions-apiserver `pkg/apiserver/schema/listtype`) checks them:
+/// the second appearance of an item (a set) or of a key (a map, keyed by
+/// `x-kubernetes-list-map-keys`) is a Duplicate value; an item of a map that
+/// is not an object is Invalid.
+fn validate_list_type(items: &[Value], schema: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let keys: Vec<Value> = match schema["x-kubernetes-list-type"].as_str() {
+        Some("set") => items.to_vec(),
+        Some("map") => {
+            if let Some(i) = items.iter().position(|x| !x.is_null() && !x.is_object()) {
+                let why = "must be an object for an array of list-type map";
+                causes.push(Cause::invalid(&format!("{path}[{i}]"), &items[i], why));
+                return;
+            }
+            let names =
+                crate::registry::resources::str_list(schema.get("x-kubernetes-list-map-keys"));
+            items
+                .iter()
+                .map(|x| {
+                    let key = names
+                        .iter()
+                        .filter_map(|k| Some((k.clone(), x.get(k)?.clone())));
+                    Value::Object(key.collect())
+                })
+                .collect()
+        }
+        _ => return,
+    };
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (i, k) in keys.iter().enumerate() {
+        let n = seen.entry(k.to_string()).or_insert(0);
+        *n += 1;
+        if *n == 2 {
+            let msg = format!("Duplicate value: {}", go_syntax(k));
+            causes.push(Cause::new(
+                &format!("{path}[{i}]"),
+                "FieldValueDuplicate",
+                msg,
+            ));
+        }
+    }
+}
+
+/// A JSON value as Go's `%#v` prints its unstructured form (how
+/// `field.Duplicate` shows the value): `map[string]interface {}{"k":v}`
+/// with sorted keys, `[]interface {}{...}`, quoted strings.
+fn go_syntax(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let inner: Vec<String> = (entries.iter())
+                .map(|(k, v)| format!("{:?}:{}", k, go_syntax(v)))
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", inner.join(", "))
+        }
+        Value::Array(a) => {
+            let inner: Vec<String> = a.iter().map(go_syntax).collect();
+            format!("[]interface {{}}{{{}}}", inner.join(", "))
+        }
+        Value::String(s) => format!("{s:?}"),
+        Value::Null => "interface {}(nil)".into(),
+        other => other.to_string(),
     }
 }
 
