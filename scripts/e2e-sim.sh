@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End to end on the simulated cluster, with the real kubectl:
 #  1. kubectl against kubesim, plain and TLS+token: CRD, custom resource
-#     apply/get/patch/annotate/wait/describe/delete, a Deployment's
-#     `rollout status`, schema violations rejected with their field path;
+#     apply/get/patch/annotate/wait/describe/explain/delete, a Deployment's
+#     `rollout status` and `history`, its ReplicaSets and pods, schema
+#     violations rejected with their field path;
 #  2. the manifests: `kubectl apply -k manifests/` and the namespaced overlay;
 #  3. the operator binary through the shared scenario (scenario.sh).
 # Needs: cargo, kubectl. Takes about a minute after the build.
@@ -98,6 +99,19 @@ YAML
   kc -n kc-check rollout status deploy/web --timeout=30s
   kc -n kc-check set image deploy/web web=nginx:1.28 >/dev/null
   kc -n kc-check rollout status deploy/web --timeout=30s
+  # The ReplicaSets and pods behind it, as a newcomer looks at them.
+  [[ $(kc -n kc-check get pods -l app=web --no-headers | grep -c ' Running ') == 2 ]] \
+    || die "two running pods expected: $(kc -n kc-check get pods 2>&1)"
+  [[ $(kc -n kc-check get rs --no-headers | wc -l) == 2 ]] || die "two ReplicaSets expected"
+  kc -n kc-check rollout history deploy/web | grep -E '^2 ' >/dev/null || die "rollout history lacks revision 2"
+  kc -n kc-check describe deploy web | grep -E '^NewReplicaSet: +web-' >/dev/null \
+    || die "describe deployment names no new ReplicaSet"
+  local pod
+  pod=$(kc -n kc-check get pods -l app=web -o name | sed -n 1p)
+  kc -n kc-check describe "$pod" | grep -E '^Controlled By: +ReplicaSet/web-' >/dev/null \
+    || die "describe pod names no ReplicaSet"
+  kc explain omm.spec.rolloutStrategy | grep -E '^  progressDeadlineSeconds' >/dev/null \
+    || die "kubectl explain does not see the CRD's schema"
   kc -n kc-check delete omm check --timeout=20s
   [[ -z $(kc -n kc-check get omm -o name) ]] || die "delete did not remove the resource"
   kc delete -f "$REPO/manifests/base/crd.json" --timeout=20s

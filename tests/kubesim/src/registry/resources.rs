@@ -87,6 +87,27 @@ impl ResourceDef {
         }
     }
 
+    /// A custom resource's schema as the CRD's OpenAPI v3 publishes it
+    /// (apiextensions-apiserver `builder.BuildOpenAPIV3`): named by the
+    /// reversed group, version and kind, with `x-kubernetes-group-version-kind`,
+    /// and `apiVersion`, `kind` and `metadata` described as for every
+    /// object. What `kubectl explain` reads.
+    pub fn openapi_schema(&self, version: &str) -> Option<(String, Value)> {
+        let schema = self.schemas.get(version).filter(|_| self.custom)?;
+        let mut s = schema.clone();
+        let props = s["properties"].as_object_mut()?;
+        props.insert("apiVersion".into(), json!({"type": "string", "description":
+            "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"}));
+        props.insert("kind".into(), json!({"type": "string", "description":
+            "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}));
+        props.insert("metadata".into(), json!({"type": "object", "description":
+            "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}));
+        s["x-kubernetes-group-version-kind"] =
+            json!([{"group": self.group, "version": version, "kind": self.kind}]);
+        let reversed: Vec<&str> = self.group.split('.').rev().collect();
+        Some((format!("{}.{version}.{}", reversed.join("."), self.kind), s))
+    }
+
     /// TokenReview and SubjectAccessReview: answered, not stored.
     pub fn is_review(&self) -> bool {
         matches!(
@@ -289,6 +310,7 @@ impl Registry {
             format!("/apis/{group}/{version}")
         };
         let mut paths = serde_json::Map::new();
+        let mut schemas = serde_json::Map::new();
         for d in self
             .defs
             .iter()
@@ -308,12 +330,15 @@ impl Registry {
                 "responses": {"200": {"description": "OK"}},
             });
             paths.insert(item, json!({"patch": op}));
+            if let Some((name, schema)) = d.openapi_schema(version) {
+                schemas.insert(name, schema);
+            }
         }
         Some(json!({
             "openapi": "3.0.0",
             "info": {"title": "Kubernetes", "version": "v1.32.0"},
             "paths": paths,
-            "components": {"schemas": {}},
+            "components": {"schemas": schemas},
         }))
     }
 }

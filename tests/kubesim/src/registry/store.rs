@@ -653,8 +653,30 @@ impl Store {
             }
         }
         crd["status"] = kinds::established_crd_status(crd, &rfc3339(now));
+        self.read_with_schema(&new_def);
         self.registry.add(new_def);
         Ok(())
+    }
+
+    /// Stored custom resources as they read under a changed schema: unknown
+    /// fields pruned and defaults filled in, as the custom resource storage
+    /// decoder does on every read from etcd (`customresource_handler`'s
+    /// `schemaCoercingDecoder` and `unstructuredDefaulter`). Nothing is
+    /// written: no new resourceVersion, no watch event.
+    fn read_with_schema(&mut self, def: &ResourceDef) {
+        let Some(schema) = def.versions.first().and_then(|v| def.schemas.get(v)) else {
+            return;
+        };
+        let res = def.key();
+        let mine = self.objects.iter_mut().filter(|(k, _)| k.0 == res);
+        for obj in mine.map(|(_, o)| o) {
+            let mut read = (**obj).clone();
+            crate::schema::prune(&mut read, schema, "", true, &mut Vec::new());
+            crate::schema::apply_defaults(&mut read, schema);
+            if read != **obj {
+                *obj = Arc::new(read);
+            }
+        }
     }
 
     /// Replace an object (PUT, or the result of a patch). With `status_only`
