@@ -437,7 +437,7 @@ fn validate_list_type(items: &[Value], schema: &Value, path: &str, causes: &mut 
         if *n == 2 {
             let msg = format!("Duplicate value: {}", go_syntax(k));
             causes.push(Cause::new(
-                &format!("{path}[{i}]"),
+                format!("{path}[{i}]"),
                 "FieldValueDuplicate",
                 msg,
             ));
