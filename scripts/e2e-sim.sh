@@ -140,6 +140,10 @@ kc apply -k "$REPO/manifests/overlays/namespaced/"
 kc -n openmed get role/openmed-operator rolebinding/openmed-operator >/dev/null
 args=$(kc -n openmed-system get deploy openmed-operator -o 'jsonpath={.spec.template.spec.containers[0].args}')
 [[ $args == *--namespace=openmed* ]] || die "the overlay did not set --namespace: $args"
+# Deleting the install removes every object it names, the namespace last
+# (it terminates, then goes): no NotFound on the way.
+kc delete -k "$REPO/manifests/" >/dev/null || die "kubectl delete -k manifests/ failed"
+kc get namespace openmed-system >/dev/null 2>&1 && die "namespace openmed-system still there after delete -k"
 
 say "The operator, through the shared scenario, as its ServiceAccount under the shipped RBAC"
 sa_token="sa-$$-$RANDOM"

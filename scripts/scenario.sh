@@ -95,5 +95,8 @@ scenario_all() {
   scenario_manual
   scenario_delete
   say "Events"
-  kc -n "$NS" get events --field-selector involvedObject.kind=OpenMedModel
+  local events
+  events=$(kc -n "$NS" get events --field-selector involvedObject.kind=OpenMedModel --sort-by=.lastTimestamp)
+  printf '%s\n' "$events"
+  [[ $events == *RolloutSucceeded* ]] || die "no RolloutSucceeded among the Events, sorted by time"
 }

@@ -927,3 +927,108 @@ fn leases_follow_the_lease_strategy() {
         );
     }
 }
+
+/// A namespace's deletion as upstream runs it: `Terminating` with the
+/// `kubernetes` finalizer (namespace storage `Delete`), no new content
+/// (NamespaceLifecycle admission: 403, cause `NamespaceTerminating`), the
+/// content deleted by the namespace controller with finalizers honoured
+/// (`NamespacedResourcesDeleter`), and the namespace gone once empty.
+#[test]
+fn a_deleted_namespace_terminates_then_goes() {
+    let sim = Sim::start(SimConfig {
+        tick: Duration::from_millis(20),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let a = api(&sim);
+    let made = a.post("/api/v1/namespaces", json!({"metadata": {"name": "gone"}}));
+    assert_eq!(made.body["spec"]["finalizers"], json!(["kubernetes"]));
+    let cms = "/api/v1/namespaces/gone/configmaps";
+    a.post(
+        cms,
+        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+    );
+    a.post(cms, json!({"metadata": {"name": "plain"}}));
+
+    let r = a.delete("/api/v1/namespaces/gone", None);
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(r.body["status"]["phase"], "Terminating");
+    assert!(r.body["metadata"]["deletionTimestamp"].is_string());
+    let r = a.post(cms, json!({"metadata": {"name": "late"}}));
+    assert_eq!(
+        (r.code, r.body["reason"].as_str()),
+        (403, Some("Forbidden")),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        r.body["message"],
+        "configmaps \"late\" is forbidden: unable to create new content in namespace gone because it is being terminated"
+    );
+    assert_eq!(
+        r.body["details"]["causes"][0]["reason"],
+        "NamespaceTerminating"
+    );
+    // A client deleting the namespace's objects right after it finds them.
+    assert_eq!(a.delete(&format!("{cms}/plain"), None).code, 200);
+
+    let t = Instant::now();
+    while a.get(&format!("{cms}/held")).body["metadata"]["deletionTimestamp"].is_null() {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the content is never deleted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        a.get("/api/v1/namespaces/gone").code,
+        200,
+        "held by its content"
+    );
+    a.merge(
+        &format!("{cms}/held"),
+        json!({"metadata": {"finalizers": null}}),
+    );
+    let t = Instant::now();
+    while a.get("/api/v1/namespaces/gone").code != 404 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the emptied namespace stays"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Tables carry what `includeObject` asks for (kubectl asks for whole
+/// objects to `--sort-by`), and the Event `source` field selector falls
+/// back to the reporting controller (`event.ToSelectableFields`).
+#[test]
+fn tables_include_objects_and_event_source_falls_back() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    let events = "/api/v1/namespaces/default/events";
+    let ev = json!({"metadata": {"name": "e1"}, "reason": "Started", "type": "Normal",
+        "message": "m", "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "reportingComponent": "openmed-operator", "reportingInstance": "x",
+        "lastTimestamp": "2026-12-03T10:00:00Z"});
+    assert_eq!(a.post(events, ev).code, 201);
+    let table = |include: &str| {
+        let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+        a.get_as(&format!("{events}?includeObject={include}"), accept)
+            .body
+    };
+    assert_eq!(
+        table("Object")["rows"][0]["object"]["lastTimestamp"],
+        "2026-12-03T10:00:00Z"
+    );
+    assert_eq!(
+        table("Metadata")["rows"][0]["object"]["kind"],
+        "PartialObjectMetadata"
+    );
+    assert!(table("None")["rows"][0].get("object").is_none());
+    let by_source = a
+        .get(&format!("{events}?fieldSelector=source%3Dopenmed-operator"))
+        .body;
+    assert_eq!(by_source["items"].as_array().unwrap().len(), 1);
+}

@@ -1016,7 +1016,10 @@ fn render_one(
             go_type(&res.def, false)
         )))
         }
-        Output::Table => table::table(&res.def, &res.version, &[obj], rv, now),
+        Output::Table => {
+            let include = table::Include::of(req.q("includeObject"));
+            table::table(&res.def, &res.version, &[obj], rv, now, include)
+        }
     })
 }
 
@@ -1101,7 +1104,9 @@ fn list(shared: &Arc<Shared>, req: &Request, res: &Res) -> Result<Response, ApiE
     let now = SystemTime::now();
     let body = match output_of(req) {
         Output::Table => {
-            let mut t = table::table(def, &res.version, &page, &list_rv.to_string(), now);
+            let include = table::Include::of(req.q("includeObject"));
+            let rv = list_rv.to_string();
+            let mut t = table::table(def, &res.version, &page, &rv, now, include);
             t["metadata"] = meta;
             t
         }

@@ -112,7 +112,11 @@ fn field_value(kind: &str, field: &str, obj: &Value) -> Option<Option<String>> {
             "reason" => s("/reason"),
             "type" => s("/type"),
             "reportingComponent" => s("/reportingComponent"),
-            "source" => s("/source/component"),
+            // `event.ToSelectableFields`: the source component, or else
+            // the reporting controller.
+            "source" => s("/source/component")
+                .filter(|c| !c.is_empty())
+                .or_else(|| s("/reportingComponent")),
             _ => return None,
         },
         "status.phase" if kind == "Namespace" => s("/status/phase"),

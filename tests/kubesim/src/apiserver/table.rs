@@ -309,7 +309,29 @@ fn partial(o: &Value) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]})
 }
 
-fn row(def: &ResourceDef, version: &str, o: &Value, now: SystemTime) -> Value {
+/// What a row carries besides its cells (`TableOptions.includeObject`):
+/// nothing, the object's metadata (the default) or the whole object, which
+/// kubectl asks for to sort (`--sort-by`) or to print with a template.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Include {
+    None,
+    #[default]
+    Metadata,
+    Object,
+}
+
+impl Include {
+    /// From the `includeObject` query parameter.
+    pub fn of(param: Option<&str>) -> Include {
+        match param {
+            Some("None") => Include::None,
+            Some("Object") => Include::Object,
+            _ => Include::Metadata,
+        }
+    }
+}
+
+fn row(def: &ResourceDef, version: &str, o: &Value, now: SystemTime, include: Include) -> Value {
     let cells = if def.custom {
         let mut cells = vec![json!(o["metadata"]["name"].as_str().unwrap_or(""))];
         for c in custom_columns(def, version) {
@@ -321,7 +343,15 @@ fn row(def: &ResourceDef, version: &str, o: &Value, now: SystemTime) -> Value {
         cells.extend(wide_cells(def, o));
         cells
     };
-    json!({"cells": cells, "object": partial(o)})
+    match include {
+        Include::None => json!({"cells": cells}),
+        Include::Metadata => json!({"cells": cells, "object": partial(o)}),
+        Include::Object => {
+            let mut whole = o.clone();
+            whole["apiVersion"] = json!(def.api_version(version));
+            json!({"cells": cells, "object": whole})
+        }
+    }
 }
 
 /// A Table of `objs`; `with_columns` false for watch events after the first.
@@ -331,6 +361,7 @@ pub fn table(
     objs: &[&Value],
     rv: &str,
     now: SystemTime,
+    include: Include,
 ) -> Value {
     let columns: Vec<Value> = if def.custom {
         let mut cols = vec![
@@ -364,7 +395,7 @@ pub fn table(
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {"resourceVersion": rv},
         "columnDefinitions": columns,
-        "rows": objs.iter().map(|o| row(def, version, o, now)).collect::<Vec<_>>(),
+        "rows": objs.iter().map(|o| row(def, version, o, now, include)).collect::<Vec<_>>(),
     })
 }
 

@@ -26,6 +26,8 @@ struct WatchSpec {
     labels: LabelSelector,
     fields: FieldSelector,
     output: Output,
+    /// What a Table row carries (`includeObject`).
+    include: table::Include,
     bookmarks: bool,
     deadline: Instant,
     /// The request path, for the watch-lag fault.
@@ -48,6 +50,7 @@ impl WatchSpec {
             labels,
             fields,
             output: output_of(req),
+            include: table::Include::of(req.q("includeObject")),
             bookmarks: matches!(req.q("allowWatchBookmarks"), Some("true") | Some("1")),
             deadline: Instant::now() + timeout,
             path: req.path.clone(),
@@ -70,7 +73,10 @@ impl WatchSpec {
                 o
             }
             Output::Partial => partial(obj),
-            Output::Table => table::table(&self.def, &self.version, &[obj], rv, SystemTime::now()),
+            Output::Table => {
+                let now = SystemTime::now();
+                table::table(&self.def, &self.version, &[obj], rv, now, self.include)
+            }
         };
         let mut line = json!({"type": ty, "object": object})
             .to_string()

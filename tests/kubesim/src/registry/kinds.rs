@@ -235,8 +235,17 @@ pub fn prepare(
             validate_lease(obj, &mut causes)
         }
         "apiextensions.k8s.io/customresourcedefinitions" => validate_crd(obj, &mut causes),
-        "/namespaces" if obj["status"]["phase"].is_null() => {
-            obj["status"] = json!({"phase": "Active"})
+        "/namespaces" => {
+            // namespaceStrategy: every namespace is created held by the
+            // `kubernetes` finalizer, which only the namespace controller
+            // removes (through /finalize), once its content is gone.
+            obj["spec"]["finalizers"] = match old {
+                None => json!(["kubernetes"]),
+                Some(o) => o["spec"]["finalizers"].clone(),
+            };
+            if obj["status"]["phase"].is_null() {
+                obj["status"] = json!({"phase": "Active"})
+            }
         }
         _ => {}
     }

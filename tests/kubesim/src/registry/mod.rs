@@ -4,6 +4,7 @@
 //! subresource.
 
 pub mod kinds;
+pub mod namespaces;
 pub mod resources;
 pub mod scale;
 pub mod store;

@@ -127,11 +127,11 @@ fn meta_owned(obj: &Value, k: &str) -> String {
     meta_str(obj, k).unwrap_or("").to_string()
 }
 
-fn meta_str<'a>(obj: &'a Value, k: &str) -> Option<&'a str> {
+pub(super) fn meta_str<'a>(obj: &'a Value, k: &str) -> Option<&'a str> {
     obj["metadata"][k].as_str()
 }
 
-fn finalizers(obj: &Value) -> Vec<String> {
+pub(super) fn finalizers(obj: &Value) -> Vec<String> {
     str_list(obj["metadata"].get("finalizers"))
 }
 
@@ -202,7 +202,7 @@ pub struct Deleted {
 
 /// `deletionFinalizersForGarbageCollection` (generic registry store.go):
 /// the finalizers an object gets when deleted with `p`.
-fn gc_finalizers(current: &[String], p: Propagation) -> Vec<String> {
+pub(super) fn gc_finalizers(current: &[String], p: Propagation) -> Vec<String> {
     let own = current
         .iter()
         .find(|f| *f == ORPHAN_FINALIZER || *f == FOREGROUND_FINALIZER)
@@ -474,7 +474,7 @@ impl Store {
         s
     }
 
-    fn record(
+    pub(super) fn record(
         &mut self,
         key: Key,
         kind: EvKind,
@@ -625,6 +625,7 @@ impl Store {
                     return Err(ApiErr::not_found(&nsdef, ns));
                 }
             }
+            self.admit_in_namespace(def, ns, obj)?;
         } else if let Some(m) = obj["metadata"].as_object_mut() {
             m.remove("namespace");
         }
@@ -796,6 +797,9 @@ impl Store {
             }
         }
         let key = Store::key(def, ns, name);
+        if def.key() == "/namespaces" && super::namespaces::held(&old) {
+            return Ok(self.terminate_namespace(key, &old, propagation, now));
+        }
         let wanted = gc_finalizers(&finalizers(&old), propagation);
         if wanted.is_empty() {
             let last = (*old).clone();
@@ -827,7 +831,7 @@ impl Store {
     }
 
     /// Remove for good (DELETED event), cascading for CRDs and namespaces.
-    fn purge(&mut self, key: Key, last: Value) -> Arc<Value> {
+    pub(super) fn purge(&mut self, key: Key, last: Value) -> Arc<Value> {
         let old = self.objects.get(&key).cloned();
         let gone = self.record(key.clone(), EvKind::Deleted, last, old);
         self.gc_dirty = true;
@@ -881,12 +885,13 @@ impl Store {
         self.gc_dirty = false;
         self.attempt_to_delete_dependents(now);
         self.process_deleting_owners();
+        self.finish_namespaces(now);
         // Work left for the next pass: a foreground owner still waiting.
-        if self
-            .objects
-            .values()
-            .any(|o| deleting_with(o, ORPHAN_FINALIZER) || deleting_with(o, FOREGROUND_FINALIZER))
-        {
+        if self.objects.values().any(|o| {
+            deleting_with(o, ORPHAN_FINALIZER)
+                || deleting_with(o, FOREGROUND_FINALIZER)
+                || super::namespaces::terminating(o)
+        }) {
             self.gc_dirty = true;
         }
     }
