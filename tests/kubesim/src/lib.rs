@@ -97,6 +97,7 @@ impl Sim {
             cfg.tokens.clone(),
             cfg.bookmark_interval,
         ));
+        shared.write(|st| rbac::bootstrap::install(st, SystemTime::now()));
         let (tls_cfg, ca_pem) = if cfg.tls {
             let m = tls::generate().map_err(io::Error::other)?;
             (Some(m.server_config), Some(m.ca_pem))
@@ -126,6 +127,7 @@ impl Sim {
                         ctl.tick(st, Instant::now(), wall);
                         st.gc(wall);
                         st.trim_history(Instant::now());
+                        rbac::bootstrap::aggregate(st, wall);
                     });
                     std::thread::sleep(tick);
                 }
@@ -310,22 +312,22 @@ impl Sim {
         self.server.pause(d);
     }
 
-    /// A token for the service account `namespace/name`: requests with it
-    /// are authorized by the Roles and bindings stored here, as RBAC does.
     /// Accept `token` as the service account `namespace/name`.
     pub fn accept_service_account_token(&self, namespace: &str, name: &str, token: &str) {
-        let user = rbac::User::service_account(namespace, name);
-        lock(&self.shared.users).insert(token.to_string(), user);
+        let cred = apiserver::authn::Credential {
+            user: rbac::User::service_account(namespace, name),
+            uid: String::new(),
+            audiences: vec![apiserver::authn::API_AUDIENCE.into()],
+            extra: Default::default(),
+            expires: None,
+        };
+        apiserver::authn::remember(&mut lock(&self.shared.users), token.to_string(), cred);
     }
 
+    /// A token for the service account `namespace/name`: requests with it
+    /// are authorized by the Roles and bindings stored here, as RBAC does.
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
-        let token = format!(
-            "sa-{namespace}-{name}-{:x}",
-            self.shared.started.elapsed().as_nanos()
-        );
-        let user = rbac::User::service_account(namespace, name);
-        lock(&self.shared.users).insert(token.clone(), user);
-        token
+        apiserver::authn::issue_service_account_token(&self.shared, namespace, name)
     }
 
     pub fn set_tokens(&self, tokens: Option<Vec<String>>) {
@@ -572,18 +574,8 @@ fn control_service_account_token(shared: &Shared, body: &Value) -> Response {
     let (Some(ns), Some(name)) = (ns, name) else {
         return Response::json(400, &json!({"error": "namespace and name are required"}));
     };
-    let token = issue_service_account_token(shared, ns, name);
+    let token = apiserver::authn::issue_service_account_token(shared, ns, name);
     Response::json(200, &json!({"token": token}))
-}
-
-fn issue_service_account_token(shared: &Shared, namespace: &str, name: &str) -> String {
-    let token = format!(
-        "sa-{namespace}-{name}-{:x}",
-        shared.started.elapsed().as_nanos()
-    );
-    let user = rbac::User::service_account(namespace, name);
-    lock(&shared.users).insert(token.clone(), user);
-    token
 }
 
 /// `POST /__sim/fail`: a [`FailRule`] from the body.

@@ -24,8 +24,9 @@ pub struct Shared {
     pub faults: Mutex<Faults>,
     pub stats: Mutex<Stats>,
     pub tokens: Mutex<Option<Vec<String>>>,
-    /// Tokens of users RBAC applies to (service accounts): token → user.
-    pub users: Mutex<std::collections::HashMap<String, crate::rbac::User>>,
+    /// Tokens of users RBAC applies to (service accounts): token → what
+    /// it stands for.
+    pub users: Mutex<std::collections::HashMap<String, super::authn::Credential>>,
     pub watch_epoch: AtomicU64,
     /// Bumped to end every open watch cleanly, with its final chunk.
     pub watch_end_epoch: AtomicU64,
@@ -312,7 +313,7 @@ fn authenticate(shared: &Shared, req: &Request) -> Result<Option<crate::rbac::Us
         .header("authorization")
         .and_then(|h| h.strip_prefix("Bearer "))
         .map(str::trim);
-    if let Some(user) = presented.and_then(|p| lock(&shared.users).get(p).cloned()) {
+    if let Some(user) = presented.and_then(|p| super::authn::user_for_api(shared, p)) {
         return Ok(Some(user));
     }
     match lock(&shared.tokens).as_ref() {
@@ -461,57 +462,6 @@ fn owner_refs_admitted_in(
     Ok(())
 }
 
-/// A TokenReview (who a token is, from the tokens this simulator knows) or
-/// a SubjectAccessReview (what RBAC says, from the same roles and
-/// bindings as every request), answered in the object's `status`.
-fn review(shared: &Shared, def: &ResourceDef, mut body: Value) -> Value {
-    let spec = body["spec"].clone();
-    body["status"] = if def.plural == "tokenreviews" {
-        let token = spec["token"].as_str().unwrap_or("");
-        let user = lock(&shared.users).get(token).cloned();
-        let admin = lock(&shared.tokens)
-            .as_ref()
-            .is_some_and(|t| t.iter().any(|t| t == token));
-        match (user, admin) {
-            (Some(u), _) => {
-                json!({"authenticated": true, "user": {"username": u.name, "groups": u.groups}})
-            }
-            (None, true) => json!({"authenticated": true, "user": {"username": "kubesim-admin",
-                "groups": ["system:masters", "system:authenticated"]}}),
-            (None, false) => json!({"authenticated": false, "error": "invalid bearer token"}),
-        }
-    } else {
-        let user = crate::rbac::User {
-            name: spec["user"].as_str().unwrap_or("").to_string(),
-            groups: crate::registry::resources::str_list(spec.get("groups")),
-        };
-        let a = if spec["nonResourceAttributes"].is_object() {
-            let n = &spec["nonResourceAttributes"];
-            crate::rbac::Request {
-                verb: n["verb"].as_str().unwrap_or("").into(),
-                path: Some(n["path"].as_str().unwrap_or("").into()),
-                ..Default::default()
-            }
-        } else {
-            let r = &spec["resourceAttributes"];
-            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
-            crate::rbac::Request {
-                verb: s("verb"),
-                api_group: s("group"),
-                resource: s("resource"),
-                subresource: s("subresource"),
-                namespace: s("namespace"),
-                name: s("name"),
-                path: None,
-            }
-        };
-        let masters = user.groups.iter().any(|g| g == "system:masters");
-        let allowed = masters || rbac_allows(shared, &user, &a);
-        json!({"allowed": allowed})
-    };
-    body
-}
-
 fn forbidden(user: &crate::rbac::User, a: &crate::rbac::Request) -> Response {
     let mut e = ApiErr::new(403, "Forbidden", crate::rbac::forbidden_message(user, a));
     e.details = json!({"name": a.name, "group": a.api_group, "kind": a.resource});
@@ -643,6 +593,14 @@ fn serve_resource(
             return serve_scale(shared, req, &def, &ns, name, now);
         }
     }
+    if let (Some("token"), Some(name), "POST") =
+        (res.sub.as_deref(), &res.name, req.method.as_str())
+    {
+        if def.plural == "serviceaccounts" {
+            let body = super::authn::token_request(shared, &ns, name, parse_body(req)?)?;
+            return Ok(ok(201, &body));
+        }
+    }
     if req.method == "GET" && res.name.is_none() && is_watch(req) {
         return watch(shared, req, res);
     }
@@ -659,8 +617,13 @@ fn serve_resource(
         ("GET", None) => list(shared, req, &res),
         ("GET", Some(name)) => call.get(name),
         ("POST", None) if def.is_review() => {
-            let body = parse_body(req)?;
-            Ok(ok(201, &review(shared, &def, body)))
+            let mut body = parse_body(req)?;
+            body["status"] = if def.plural == "tokenreviews" {
+                super::authn::token_review(shared, &body["spec"])?
+            } else {
+                super::authn::subject_access_review(shared, &body["spec"])?
+            };
+            Ok(ok(201, &body))
         }
         (_, _) if def.is_review() => Err(ApiErr::new(
             405,

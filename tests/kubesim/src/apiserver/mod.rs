@@ -5,6 +5,7 @@
 //! validated, is in `registry`.
 
 pub mod api;
+pub mod authn;
 pub mod errors;
 pub mod faults;
 pub mod http;

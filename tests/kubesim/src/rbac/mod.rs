@@ -3,10 +3,13 @@
 //! (`plugin/pkg/auth/authorizer/rbac`: `VisitRulesFor`, `appliesTo`,
 //! `RuleAllows`) looks at the ClusterRoleBindings, then the RoleBindings of
 //! the request's namespace, and allows what one of their rules allows.
-//! Aggregated ClusterRoles are not expanded. The denial's text is
+//! Aggregated ClusterRoles hold the rules `bootstrap`'s aggregation
+//! controller wrote into them. The denial's text is
 //! `forbiddenMessage` (apiserver `endpoints/handlers/responsewriters`).
 
 use serde_json::Value;
+
+pub mod bootstrap;
 
 /// An authenticated user that RBAC applies to (an admin token skips it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,32 +73,44 @@ fn applies_to(subject: &Value, user: &User, binding_ns: &str) -> bool {
     }
 }
 
+/// `RuleAllows` (plugin/pkg/auth/authorizer/rbac): verbs, then either
+/// `NonResourceURLMatches` or `APIGroupMatches`, `ResourceMatches` and
+/// `ResourceNameMatches`.
 fn rule_allows(rule: &Value, r: &Request) -> bool {
     let has = |field: &str, want: &str| strs(&rule[field]).iter().any(|v| *v == "*" || *v == want);
     if !has("verbs", &r.verb) {
         return false;
     }
     if let Some(path) = &r.path {
-        return strs(&rule["nonResourceURLs"]).iter().any(|u| {
-            *u == "*" || *u == path || u.strip_suffix('*').is_some_and(|p| path.starts_with(p))
-        });
+        return non_resource_url_matches(&strs(&rule["nonResourceURLs"]), path);
     }
-    let combined = if r.subresource.is_empty() {
-        r.resource.clone()
-    } else {
-        format!("{}/{}", r.resource, r.subresource)
-    };
-    let resources = strs(&rule["resources"]);
-    let resource_ok = resources.iter().any(|res| {
-        *res == "*"
-            || *res == combined
-            || (!r.subresource.is_empty() && *res == format!("*/{}", r.subresource))
-            || (r.subresource.is_empty() && *res == format!("{}/*", r.resource))
-    });
     let names = strs(&rule["resourceNames"]);
     has("apiGroups", &r.api_group)
-        && resource_ok
+        && resource_matches(&strs(&rule["resources"]), &r.resource, &r.subresource)
         && (names.is_empty() || (!r.name.is_empty() && names.contains(&r.name.as_str())))
+}
+
+/// `ResourceMatches` (pkg/apis/rbac/v1/evaluation_helpers.go): `*`, the
+/// exact `resource[/subresource]`, or `*/subresource` for a subresource.
+/// `deployments/*` is no wildcard: it grants neither the Deployment nor a
+/// real subresource.
+fn resource_matches(rule_resources: &[&str], resource: &str, subresource: &str) -> bool {
+    rule_resources.iter().any(|res| {
+        *res == "*"
+            || (subresource.is_empty() && *res == resource)
+            || (!subresource.is_empty()
+                && res
+                    .split_once('/')
+                    .is_some_and(|(r, s)| s == subresource && (r == resource || r == "*")))
+    })
+}
+
+/// `NonResourceURLMatches`: `*`, the exact path, or a prefix ending in
+/// `*` (every trailing `*` trimmed, as `strings.TrimRight` does).
+fn non_resource_url_matches(urls: &[&str], path: &str) -> bool {
+    urls.iter().any(|u| {
+        *u == "*" || *u == path || (u.ends_with('*') && path.starts_with(u.trim_end_matches('*')))
+    })
 }
 
 fn role_rules<'a>(policy: &'a Policy, role_ref: &Value, ns: &str) -> Vec<&'a Value> {
@@ -292,6 +307,114 @@ mod tests {
             ..metrics
         };
         assert!(!allows(&policy, &op, &other_path));
+    }
+
+    /// Upstream's `TestRuleMatches` table (plugin/pkg/auth/authorizer/rbac
+    /// rbac_test.go) and its subresource-resolution cases, through
+    /// `rule_allows`; plus what `ResourceMatches` makes of `pods/*`.
+    #[test]
+    fn rules_match_as_upstreams_rule_allows() {
+        let rule = |verbs: &[&str], groups: &[&str], res: &[&str]| json!({"verbs": verbs, "apiGroups": groups, "resources": res});
+        let url_rule =
+            |verbs: &[&str], urls: &[&str]| json!({"verbs": verbs, "nonResourceURLs": urls});
+        let r =
+            |verb: &str, group: &str, res: &str, sub: &str| req(verb, group, res, sub, "ns1", "");
+        let tuples = [
+            ("verb1", "group1"),
+            ("verb1", "group2"),
+            ("verb2", "group1"),
+            ("verb2", "group2"),
+        ];
+        let star_verb = rule(&["*"], &["group1"], &["resource1"]);
+        let star_group = rule(&["verb1"], &["*"], &["resource1"]);
+        let star_res = rule(&["verb1"], &["group1"], &["*"]);
+        let tuple = rule(
+            &["verb1", "verb2"],
+            &["group1", "group2"],
+            &["resource1", "resource2"],
+        );
+        for (v, g) in tuples {
+            for res in ["resource1", "resource2"] {
+                let a = r(v, g, res, "");
+                assert_eq!(
+                    rule_allows(&star_verb, &a),
+                    g == "group1" && res == "resource1",
+                    "{a:?}"
+                );
+                assert_eq!(
+                    rule_allows(&star_group, &a),
+                    v == "verb1" && res == "resource1",
+                    "{a:?}"
+                );
+                assert_eq!(
+                    rule_allows(&star_res, &a),
+                    v == "verb1" && g == "group1",
+                    "{a:?}"
+                );
+                assert!(rule_allows(&tuple, &a), "{a:?}");
+            }
+        }
+        let sub = rule(&["*"], &["*"], &["resource1/subresource1"]);
+        assert!(rule_allows(
+            &sub,
+            &r("verb1", "group1", "resource1", "subresource1")
+        ));
+        assert!(!rule_allows(
+            &sub,
+            &r("verb1", "group2", "resource1", "subresource2")
+        ));
+        assert!(!rule_allows(
+            &sub,
+            &r("verb2", "group1", "resource2", "subresource1")
+        ));
+        assert!(!rule_allows(&sub, &r("verb2", "group1", "resource1", "")));
+        // Subresource resolution: `pods` is not `pods/status`, nor back.
+        let pods = rule(&["*"], &["*"], &["pods"]);
+        assert!(rule_allows(&pods, &r("get", "", "pods", "")));
+        assert!(!rule_allows(&pods, &r("get", "", "pods", "status")));
+        let status = rule(&["*"], &["*"], &["pods/status"]);
+        assert!(rule_allows(&status, &r("get", "", "pods", "status")));
+        assert!(!rule_allows(&status, &r("get", "", "pods", "")));
+        // `*/status` is any resource's status; `pods/*` is nothing real.
+        let any_status = rule(&["get"], &[""], &["*/status"]);
+        assert!(rule_allows(
+            &any_status,
+            &r("get", "", "services", "status")
+        ));
+        assert!(!rule_allows(&any_status, &r("get", "", "services", "")));
+        let pods_star = rule(&["get"], &[""], &["pods/*"]);
+        assert!(!rule_allows(&pods_star, &r("get", "", "pods", "")));
+        assert!(!rule_allows(&pods_star, &r("get", "", "pods", "log")));
+        let url = |verb: &str, path: &str| Request {
+            verb: verb.into(),
+            path: Some(path.into()),
+            ..Default::default()
+        };
+        let paths = [
+            "/foo",
+            "/foo/bar",
+            "/foo/baz",
+            "/foo/bar/one",
+            "/foo/baz/one",
+        ];
+        let star_url = url_rule(&["verb1"], &["*"]);
+        let subpath = url_rule(&["verb1"], &["/foo/*"]);
+        let exact = url_rule(&["*"], &["/foo", "/foo/bar/one"]);
+        for p in paths {
+            assert!(rule_allows(&star_url, &url("verb1", p)), "{p}");
+            assert!(!rule_allows(&star_url, &url("verb2", p)), "{p}");
+            assert_eq!(rule_allows(&subpath, &url("verb1", p)), p != "/foo", "{p}");
+            let is_exact = p == "/foo" || p == "/foo/bar/one";
+            assert_eq!(rule_allows(&exact, &url("verb2", p)), is_exact, "{p}");
+        }
+        for p in ["/notfoo", "/notfoo/bar", "/notfoo/baz/one"] {
+            assert!(!rule_allows(&subpath, &url("verb1", p)), "{p}");
+        }
+        // Every trailing `*` is trimmed (`strings.TrimRight`).
+        assert!(rule_allows(
+            &url_rule(&["get"], &["/debug/**"]),
+            &url("get", "/debug/pprof")
+        ));
     }
 
     #[test]

@@ -263,6 +263,12 @@ impl Registry {
                     "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
                 }));
             }
+            if d.group.is_empty() && d.plural == "serviceaccounts" {
+                resources.push(json!({
+                    "name": "serviceaccounts/token", "singularName": "", "namespaced": true,
+                    "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"],
+                }));
+            }
         }
         let gv = if group.is_empty() {
             version.to_string()
