@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end on the simulated cluster, with the real kubectl:
 #  1. kubectl against kubesim, plain and TLS+token: CRD, custom resource
-#     apply/get/patch/annotate/wait/describe/explain/delete, a Deployment's
+#     apply/get/patch/annotate/wait/describe/explain/delete, kubectl's
+#     protobuf generators (create namespace, configmap, token, ...), a Deployment's
 #     `rollout status` and `history`, its ReplicaSets and pods, schema
 #     violations rejected with their field path;
 #  2. the manifests: `kubectl apply -k manifests/` and the namespaced overlay;
@@ -16,6 +17,32 @@ source "$REPO/scripts/scenario.sh"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/omo-e2e.XXXXXX")"
 trap 'stop_all; rm -rf "$WORK"' EXIT
 (cd "$REPO" && cargo build -q -p kubesim --bins && cargo build -q --bin openmed-operator)
+
+# kubectl's generators post protobuf; each one works, and in TLS mode the
+# token `kubectl create token` issues acts as its service account under the
+# built-in roles it is bound to.
+generator_checks() {
+  local mode=$1 token err
+  kc create namespace kc-gen >/dev/null || die "kubectl create namespace failed"
+  kc -n kc-gen create configmap c1 --from-literal=a=b >/dev/null || die "kubectl create configmap failed"
+  [[ $(kc -n kc-gen get cm c1 -o 'jsonpath={.data.a}') == b ]] || die "kubectl create configmap lost its data"
+  kc -n kc-gen create serviceaccount bot >/dev/null || die "kubectl create serviceaccount failed"
+  kc -n kc-gen create rolebinding bot-edit --clusterrole=edit --serviceaccount=kc-gen:bot >/dev/null \
+    || die "kubectl create rolebinding failed"
+  kc create clusterrolebinding kc-gen-view --clusterrole=view --serviceaccount=kc-gen:bot >/dev/null \
+    || die "kubectl create clusterrolebinding failed"
+  token=$(kc -n kc-gen create token bot) || die "kubectl create token failed"
+  [[ -n $token ]] || die "kubectl create token printed no token"
+  if [[ $mode == tls* ]]; then
+    kc --token "$token" -n kc-gen create configmap c2 --from-literal=x=y >/dev/null \
+      || die "the service account bound to edit could not create a ConfigMap in its namespace"
+    err=$(kc --token "$token" -n default create configmap c3 --from-literal=x=y 2>&1 || true)
+    [[ $err == *forbidden*system:serviceaccount:kc-gen:bot* ]] \
+      || die "view alone should not let the service account write elsewhere: $err"
+  fi
+  kc delete clusterrolebinding kc-gen-view >/dev/null
+  kc delete namespace kc-gen --timeout=20s >/dev/null
+}
 
 kubectl_checks() {
   local mode=$1
@@ -112,6 +139,7 @@ YAML
     || die "describe pod names no ReplicaSet"
   kc explain omm.spec.rolloutStrategy | grep -E '^  progressDeadlineSeconds' >/dev/null \
     || die "kubectl explain does not see the CRD's schema"
+  generator_checks "$mode"
   kc -n kc-check delete omm check --timeout=20s
   [[ -z $(kc -n kc-check get omm -o name) ]] || die "delete did not remove the resource"
   kc delete -f "$REPO/manifests/base/crd.json" --timeout=20s

@@ -246,6 +246,20 @@ impl Soak {
         }
     }
 
+    /// A patch to a RollingUpdate that cannot progress is refused by the
+    /// CRD's rule (422), and the stored spec stays as it was.
+    fn expect_refused_if_stalled(&mut self, m: Key, before: &Value, patch: &Value, out: &str) {
+        if valid(&kubesim::apiserver::patch::merge_patch(before, patch)) {
+            return;
+        }
+        let after = self.live(m).map(|o| o["spec"].clone());
+        let refused = out.starts_with("refused") && out.contains("cannot make progress");
+        if !refused || after.as_ref().is_some_and(|a| a != before) {
+            let msg = format!("{m:?}: a stalled strategy was not refused: {out}");
+            self.violate(INV8, msg);
+        }
+    }
+
     fn annotate(&mut self, m: Key, value: Option<&str>) -> String {
         self.patch_model(
             m,
@@ -269,7 +283,11 @@ impl Soak {
                 self.delete_model(*m)
             }
             Op::PatchSpec { m, what, spec } => {
+                let before = self.live(*m).map(|o| o["spec"].clone());
                 let out = self.patch_model(*m, &json!({ "spec": spec }));
+                if let Some(before) = before {
+                    self.expect_refused_if_stalled(*m, &before, spec, &out);
+                }
                 if spec["targetRef"]["name"].is_string() {
                     self.touch(m.ns, spec, *m);
                 }

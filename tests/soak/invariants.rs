@@ -32,6 +32,7 @@ const INV4: &str = "4 (Events)";
 const INV5: &str = "5 (hands off)";
 pub const INV6: &str = "6 (quiet means no writes)";
 pub const INV7: &str = "7 (process)";
+pub const INV8: &str = "8 (a stalled strategy is refused)";
 pub const LIVENESS: &str = "liveness (reaches a quiet point)";
 
 macro_rules! ensure {

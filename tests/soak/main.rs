@@ -67,7 +67,10 @@
 //!    creates or deletes a Deployment;
 //! 6. three resync periods (`--resync-seconds 1`) of quiet pass with zero
 //!    writes and no status change;
-//! 7. the operator never panics or exits, and SIGTERM exits 0.
+//! 7. the operator never panics or exits, and SIGTERM exits 0;
+//! 8. checked at each spec patch: a RollingUpdate that cannot progress (both
+//!    maxSurge and maxUnavailable zero) is refused by the CRD's CEL rule, and
+//!    the stored spec stays.
 //!
 //! Layout: `operations.rs` (the seeded PRNG, the operations and faults and
 //! how a seed picks them), `observe.rs` (values derived from the API's

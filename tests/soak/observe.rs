@@ -43,7 +43,8 @@ pub fn desired(m: &Value) -> Value {
     })
 }
 
-/// The only rule the soak can break past the CRD: RollingUpdate, both zero.
+/// The CRD's CEL rule: a RollingUpdate with both maxSurge and
+/// maxUnavailable zero cannot progress.
 pub fn valid(d: &Value) -> bool {
     let zero = |v: &Value| *v == json!(0) || *v == json!("0%");
     let rs = &d["rolloutStrategy"];

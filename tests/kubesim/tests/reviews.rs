@@ -1,9 +1,12 @@
-//! Tokens and reviews as upstream's registries answer them: TokenRequest
+//! Tokens, reviews and the built-in roles as upstream's registries and
+//! controllers make them: TokenRequest
 //! (`pkg/registry/core/serviceaccount/storage/token.go`, `TokenREST.Create`),
 //! TokenReview (`pkg/registry/authentication/tokenreview`, `REST.Create`,
 //! audiences as `authenticator.Audiences.Intersect`) and
 //! SubjectAccessReview (`ValidateSubjectAccessReviewSpec`,
-//! `pkg/apis/authorization/validation`).
+//! `pkg/apis/authorization/validation`); the bootstrap ClusterRoles
+//! (`bootstrappolicy.ClusterRoles`) filled by
+//! `ClusterRoleAggregationController.syncClusterRole`.
 
 mod common;
 
@@ -165,4 +168,48 @@ fn subject_access_reviews_without_a_question_or_a_subject_are_invalid() {
         assert_eq!(r.code, 201, "{}", r.body);
         assert_eq!(r.body["status"]["allowed"], allowed, "{group}");
     }
+}
+
+/// `admin`, `edit` and `view` start empty and are filled from the
+/// `system:aggregate-to-*` roles; `view` feeds `edit`, which feeds `admin`.
+#[test]
+fn the_built_in_roles_are_aggregated_from_the_bootstrap_ones() {
+    let sim = start();
+    let a = admin(&sim);
+    let role = |name: &str| {
+        let r = a.get(&format!(
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}"
+        ));
+        assert_eq!(r.code, 200, "{name}: {}", r.body);
+        r.body
+    };
+    let grants = |role: &Value, verb: &str, resource: &str| {
+        role["rules"].as_array().unwrap().iter().any(|r| {
+            r["verbs"].as_array().unwrap().iter().any(|v| v == verb)
+                && r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x == resource)
+        })
+    };
+    for name in [
+        "system:aggregate-to-admin",
+        "system:aggregate-to-edit",
+        "system:aggregate-to-view",
+    ] {
+        assert_eq!(
+            role(name)["metadata"]["labels"]["kubernetes.io/bootstrapping"],
+            "rbac-defaults"
+        );
+    }
+    let (admin_role, edit, view) = (role("admin"), role("edit"), role("view"));
+    assert!(grants(&view, "get", "configmaps") && !grants(&view, "create", "configmaps"));
+    assert!(grants(&edit, "create", "configmaps") && grants(&edit, "get", "configmaps"));
+    assert!(!grants(&edit, "create", "rolebindings"));
+    assert!(
+        grants(&admin_role, "create", "rolebindings")
+            && grants(&admin_role, "create", "configmaps")
+    );
+    assert_eq!(role("cluster-admin")["rules"][0]["verbs"], json!(["*"]));
 }

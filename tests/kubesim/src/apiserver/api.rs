@@ -531,16 +531,19 @@ fn serve(shared: &Arc<Shared>, req: &Request, r: Route) -> Response {
 }
 
 fn parse_body(req: &Request) -> Result<Value, ApiErr> {
-    if req
-        .header("content-type")
-        .unwrap_or("")
-        .contains("protobuf")
-    {
-        return Err(ApiErr::new(
-            415,
-            "UnsupportedMediaType",
-            "kubesim speaks JSON only, not protobuf: use `kubectl apply -f` or `kubectl create -f` with a manifest instead of a generator such as `kubectl create namespace`",
-        ));
+    let ct = req.header("content-type").unwrap_or("");
+    if ct.contains("protobuf") {
+        use super::protobuf::{decode, DecodeError};
+        return decode(&req.body).map_err(|e| match e {
+            DecodeError::Unsupported(gvk) => ApiErr::new(
+                415,
+                "UnsupportedMediaType",
+                format!("kubesim decodes protobuf only for the kinds kubectl's generators send, not {gvk}: send JSON"),
+            ),
+            DecodeError::Malformed(why) => ApiErr::bad_request(format!(
+                "the body of the request was in an unknown format: protobuf: {why}"
+            )),
+        });
     }
     serde_json::from_slice(&req.body).map_err(|e| {
         ApiErr::bad_request(format!(

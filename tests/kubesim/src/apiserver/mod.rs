@@ -10,6 +10,7 @@ pub mod errors;
 pub mod faults;
 pub mod http;
 pub mod patch;
+pub mod protobuf;
 pub mod selector;
 pub mod table;
 pub mod time;

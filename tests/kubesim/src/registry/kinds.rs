@@ -81,14 +81,15 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, causes: &mut Vec<Cause>) {
 }
 
 /// `metadata.name`: the kind's name rule (a DNS label for namespaces, a
-/// path segment for Events, a DNS subdomain otherwise).
+/// path segment for Events and the RBAC kinds, `ValidateRBACName`, so that
+/// `system:aggregate-to-edit` is a name; a DNS subdomain otherwise).
 fn validate_name(def: &ResourceDef, meta: &Value, causes: &mut Vec<Cause>) {
     let name = meta["name"].as_str().unwrap_or("");
     let name_ok = match def.plural.as_str() {
         "namespaces" => is_dns_label(name),
         // Events skip the strategy's name rule; only the generic
         // `ValidateObjectMetaAccessor` with `path.ValidatePathSegmentName` runs.
-        "events" => {
+        "events" | "roles" | "clusterroles" | "rolebindings" | "clusterrolebindings" => {
             if name == "." || name == ".." || name.contains(['/', '%']) {
                 causes.push(Cause::invalid(
                     "metadata.name",
@@ -220,6 +221,7 @@ pub fn prepare(
             }
             schema::apply_defaults(obj, s);
             schema::validate(obj, s, "", true, &mut causes);
+            schema::cel::validate(obj, old, s, "", &mut causes);
         }
     }
     validate_metadata(def, obj, &mut causes);
@@ -999,12 +1001,16 @@ fn crd_schemas(versions: &[Value], causes: &mut Vec<Cause>) {
     if let Some(Some(s)) = shared {
         let status = versions.iter().any(with_status);
         structural::check_crd_schema(&s, "spec.validation.openAPIV3Schema", status, causes);
+        crate::schema::cel::check_rules(&s, "spec.validation.openAPIV3Schema", causes);
         return;
     }
     for (i, v) in versions.iter().enumerate() {
         let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
         match schema_of(v) {
-            Some(s) => structural::check_crd_schema(&s, &path, with_status(v), causes),
+            Some(s) => {
+                structural::check_crd_schema(&s, &path, with_status(v), causes);
+                crate::schema::cel::check_rules(&s, &path, causes);
+            }
             None => causes.push(Cause::required_because(&path, "schemas are required")),
         }
     }

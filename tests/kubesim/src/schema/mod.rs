@@ -4,6 +4,7 @@
 //! `structural` holds the rules a CRD's schema must meet before the CRD is
 //! accepted.
 
+pub mod cel;
 pub mod structural;
 
 use crate::apiserver::errors::{show, Cause};
