@@ -31,6 +31,7 @@ generator_checks() {
     || die "kubectl create rolebinding failed"
   kc create clusterrolebinding kc-gen-view --clusterrole=view --serviceaccount=kc-gen:bot >/dev/null \
     || die "kubectl create clusterrolebinding failed"
+  kc -n kc-gen create token default >/dev/null || die "kubectl create token default failed"
   token=$(kc -n kc-gen create token bot) || die "kubectl create token failed"
   [[ -n $token ]] || die "kubectl create token printed no token"
   if [[ $mode == tls* ]]; then

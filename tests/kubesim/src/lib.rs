@@ -128,6 +128,7 @@ impl Sim {
                         st.gc(wall);
                         st.trim_history(Instant::now());
                         rbac::bootstrap::aggregate(st, wall);
+                        controllers::serviceaccounts::sync(st, wall);
                     });
                     std::thread::sleep(tick);
                 }

@@ -213,3 +213,32 @@ fn the_built_in_roles_are_aggregated_from_the_bootstrap_ones() {
     );
     assert_eq!(role("cluster-admin")["rules"][0]["verbs"], json!(["*"]));
 }
+
+/// `ServiceAccountsController.syncNamespace`: a new namespace gets its
+/// `default` ServiceAccount, so `kubectl create token default` works there.
+#[test]
+fn every_namespace_gets_a_default_service_account() {
+    let sim = start();
+    let a = admin(&sim);
+    assert_eq!(
+        a.post("/api/v1/namespaces", json!({"metadata": {"name": "team"}}))
+            .code,
+        201
+    );
+    let path = "/api/v1/namespaces/team/serviceaccounts/default";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while a.get(path).code != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no default ServiceAccount in team"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let r = a.post(&format!("{path}/token"), json!({"spec": {}}));
+    assert_eq!(r.code, 201, "{}", r.body);
+    assert_eq!(
+        a.get("/api/v1/namespaces/default/serviceaccounts/default")
+            .code,
+        200
+    );
+}
