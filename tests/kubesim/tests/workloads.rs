@@ -164,20 +164,25 @@ fn a_deployments_replica_set_and_pods_are_served_as_the_controllers_make_them() 
     );
 }
 
+/// Deployment `svc` with `replicas`, its ConfigMap present, available.
+fn serving(a: &Api, replicas: i64) {
+    a.post(
+        "/api/v1/namespaces/default/configmaps",
+        config_map("m", "OpenMed/v1"),
+    );
+    a.post(DEPLOYS, deployment("svc", replicas, "1", "m"));
+    wait_for("the Deployment available", || {
+        a.get(&format!("{DEPLOYS}/svc")).body["status"]["availableReplicas"] == replicas
+    });
+}
+
 /// `manageReplicas`: a pod deleted through the API is replaced by a new
 /// one, which becomes ready; the Deployment counts it.
 #[test]
 fn a_pod_deleted_by_hand_is_replaced() {
     let sim = sim();
     let a = api(&sim);
-    a.post(
-        "/api/v1/namespaces/default/configmaps",
-        config_map("m", "OpenMed/v1"),
-    );
-    a.post(DEPLOYS, deployment("svc", 2, "1", "m"));
-    wait_for("the Deployment available", || {
-        a.get(&format!("{DEPLOYS}/svc")).body["status"]["availableReplicas"] == 2
-    });
+    serving(&a, 2);
     let rs_uid = items(&a, SETS)[0]["metadata"]["uid"]
         .as_str()
         .unwrap()
@@ -228,14 +233,7 @@ fn a_pod_whose_config_map_is_missing_waits_with_the_kubelets_reason() {
 fn a_rollout_keeps_the_old_replica_set_with_its_revision() {
     let sim = sim();
     let a = api(&sim);
-    a.post(
-        "/api/v1/namespaces/default/configmaps",
-        config_map("m", "OpenMed/v1"),
-    );
-    a.post(DEPLOYS, deployment("svc", 1, "1", "m"));
-    wait_for("the Deployment available", || {
-        a.get(&format!("{DEPLOYS}/svc")).body["status"]["availableReplicas"] == 1
-    });
+    serving(&a, 1);
     let r = a.merge(
         &format!("{DEPLOYS}/svc"),
         json!({"spec": {"template": {"metadata": {"annotations": {"v": "2"}}}}}),
