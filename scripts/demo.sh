@@ -6,17 +6,60 @@
 # reaching Ready, a v2 rollout, an automatic rollback of an unloadable
 # version, and /metrics scraped over TLS with a token, as Prometheus does.
 #
-# Usage: scripts/demo.sh [--keep]
+# Usage: scripts/demo.sh [--keep | --stop]
 #   --keep  leave the simulated cluster and the operator running afterwards,
 #           and print how to point kubectl at them.
-# Needs: cargo, kubectl. The first run builds (a few minutes); then ~30 s.
+#   --stop  stop a kept demo, and nothing else.
+# A new run first stops a demo an earlier --keep left running (it knows its
+# PIDs from target/demo.pids), so two never share a directory.
+# Needs: cargo, kubectl. The first run builds for about 3 minutes on 2 cores;
+# then ~30 s.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=scripts/scenario.sh
 source "$REPO/scripts/scenario.sh"
 KEEP=0
-[[ ${1:-} == --keep ]] && KEEP=1
+case ${1:-} in
+  --keep) KEEP=1 ;;
+  --stop | "") ;;
+  *) die "usage: scripts/demo.sh [--keep | --stop]" ;;
+esac
+PIDS_FILE="$REPO/target/demo.pids"
+
+# stop_kept: end the kubesim and operator a kept demo left running; only
+# processes that are still ours (their command line names our binaries).
+stop_kept() {
+  [[ -s $PIDS_FILE ]] || return 1
+  local pid pids=() listed=()
+  read -r -a listed <"$PIDS_FILE" || true
+  for pid in "${listed[@]}"; do
+    [[ $pid =~ ^[0-9]+$ ]] || continue
+    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qE 'target/debug/(kubesim|openmed-operator)'; then
+      pids+=("$pid")
+    fi
+  done
+  rm -f "$PIDS_FILE"
+  ((${#pids[@]})) || return 1
+  info "stopping the kept demo (PIDs ${pids[*]})"
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  local end=$((SECONDS + 10))
+  for pid in "${pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < end)); do sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  return 0
+}
+
+if [[ ${1:-} == --stop ]]; then
+  say "Stopping the kept demo"
+  stop_kept || info "no kept demo is running"
+  exit 0
+fi
+if [[ -s $PIDS_FILE ]]; then
+  say "A demo kept with --keep is still running: stopping it first"
+  stop_kept || info "it had already stopped"
+fi
 
 say "Building the operator and the simulated API server"
 (cd "$REPO" && cargo build --bin openmed-operator -p openmed-operator && cargo build -p kubesim --bins)
@@ -69,7 +112,9 @@ if ((KEEP)); then
   info "export KUBECONFIG=$KUBECONFIG"
   info "kubectl get omm -A; kubectl -n openmed describe omm openmed-service"
   info "live view: $(grep -o 'live view on http://[0-9.:]*/' "$WORK/operator.log" | sed -n '1s/live view on //p')"
-  info "operator log: $WORK/operator.log; stop with: kill $OP_PID ${SIM_PIDS[*]}"
+  info "operator log: $WORK/operator.log"
+  info "stop with: scripts/demo.sh --stop (PIDs $OP_PID ${SIM_PIDS[*]})"
+  echo "$OP_PID ${SIM_PIDS[*]}" >"$PIDS_FILE"
   trap - EXIT
 else
   stop_operator

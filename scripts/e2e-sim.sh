@@ -6,7 +6,8 @@
 #     `rollout status` and `history`, its ReplicaSets and pods, schema
 #     violations rejected with their field path;
 #  2. the manifests: `kubectl apply -k manifests/` and the namespaced overlay;
-#  3. the operator binary through the shared scenario (scenario.sh).
+#  3. the operator binary through the shared scenario (scenario.sh);
+#  4. scripts/demo.sh run twice with --keep, then --stop.
 # Needs: cargo, kubectl. Takes about a minute after the build.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -15,7 +16,8 @@ source "$(dirname "$0")/lib.sh"
 source "$REPO/scripts/scenario.sh"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/omo-e2e.XXXXXX")"
-trap 'stop_all; rm -rf "$WORK"' EXIT
+# Stops a demo kept with --keep too (step 4 runs and stops its own).
+trap 'stop_all; "$REPO/scripts/demo.sh" --stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 (cd "$REPO" && cargo build -q -p kubesim --bins && cargo build -q --bin openmed-operator)
 
 # kubectl's generators post protobuf; each one works, and in TLS mode the
@@ -210,4 +212,19 @@ log = json.load(sys.stdin)
 log = log.get("requests", log) if isinstance(log, dict) else log
 print(sum(1 for r in log if r.get("status") == 403 and r.get("userAgent", "").startswith("openmed-operator/")))')
 [[ $refused == 0 ]] || die "the operator was refused $refused requests under the shipped RBAC"
+say "The demo can be run twice: a second run stops the kept one; --stop ends it"
+"$REPO/scripts/demo.sh" --keep >"$WORK/demo1.log" 2>&1 || die "demo --keep failed: $(tail -5 "$WORK/demo1.log")"
+read -r -a first <"$REPO/target/demo.pids"
+"$REPO/scripts/demo.sh" --keep >"$WORK/demo2.log" 2>&1 || die "a second demo --keep failed: $(tail -5 "$WORK/demo2.log")"
+grep -q "stopping the kept demo (PIDs" "$WORK/demo2.log" || die "the second demo did not stop the first"
+for pid in "${first[@]}"; do
+  kill -0 "$pid" 2>/dev/null && die "the first demo's process $pid still runs"
+done
+KUBECONFIG="$REPO/target/demo/cluster/kubeconfig" kc get omm -A >/dev/null || die "the second demo's cluster does not answer"
+read -r -a second <"$REPO/target/demo.pids"
+"$REPO/scripts/demo.sh" --stop >/dev/null || die "demo --stop failed"
+for pid in "${second[@]}"; do
+  kill -0 "$pid" 2>/dev/null && die "demo --stop left process $pid running"
+done
+[[ ! -e $REPO/target/demo.pids ]] || die "demo --stop left its PID file"
 say "e2e-sim: all passed"

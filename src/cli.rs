@@ -16,6 +16,8 @@ pub enum Command {
     /// `release`: hand one Deployment back by hand (see [`crate::release`]).
     Release(ReleaseArgs),
     Help,
+    /// `release --help`: `release`'s usage and flags.
+    ReleaseHelp,
     Version,
 }
 
@@ -126,6 +128,19 @@ pub fn help() -> String {
     out + "\n" + CONNECTS_TO
 }
 
+/// `release --help`: its usage, what it does, and the flags it takes.
+pub fn release_help() -> String {
+    let mut out = format!("USAGE:\n{}\n", release_usage());
+    for line in RELEASE_ABOUT.lines() {
+        out += &format!("\n    {line}");
+    }
+    out += "\n\nFLAGS:\n";
+    for flag in FLAGS.iter().filter(|f| f.scope.has(Scope::Release)) {
+        out += &describe(flag);
+    }
+    out
+}
+
 /// `release`'s usage line, wrapped: the flags it cannot do without bare,
 /// the rest in brackets.
 fn release_usage() -> String {
@@ -170,6 +185,12 @@ fn describe(flag: &Flag) -> String {
 
 /// `release`'s arguments, checked.
 fn release_args(s: Settings) -> Result<ReleaseArgs, String> {
+    if s.config.namespaces.is_empty() {
+        return Err("release: --namespace is required (the Deployment's namespace)".into());
+    }
+    if s.name.is_empty() {
+        return Err("release: --name is required (the Deployment to hand back)".into());
+    }
     let namespace = match s.config.namespaces.as_slice() {
         [ns] if is_dns_label(ns) => ns.clone(),
         other => {
@@ -202,6 +223,11 @@ pub fn parse(
     let mut it = args.into_iter().peekable();
     if it.peek().map(String::as_str) == Some("release") {
         it.next();
+        let rest: Vec<String> = it.collect();
+        if rest.iter().any(|a| a == "--help" || a == "-h") {
+            return Ok(Command::ReleaseHelp);
+        }
+        let it = rest.into_iter();
         read_flags(it, &mut s, Scope::Release).map_err(|e| format!("release: {e}"))?;
         return release_args(s).map(Command::Release);
     }
@@ -237,13 +263,48 @@ fn read_flags(
             (_, Some(_)) => return Err(format!("{name} takes no value")),
             (_, None) => String::new(),
         };
-        let flag = flag.ok_or_else(|| format!("unknown flag {name:?} (see --help)"))?;
+        let flag = flag.ok_or_else(|| unknown(name, command))?;
         (flag.apply)(s, value)?;
         if let Some(stop) = s.stop.take() {
             return Ok(Some(stop));
         }
     }
     Ok(None)
+}
+
+/// An unknown flag's error, naming the nearest one `command` takes.
+fn unknown(name: &str, command: Scope) -> String {
+    let nearest = FLAGS
+        .iter()
+        .filter(|f| f.scope.has(command))
+        .flat_map(|f| f.names.iter().copied())
+        .filter(|n| n.starts_with("--"))
+        .map(|n| (edit_distance(name, n), n))
+        .min();
+    match nearest {
+        Some((d, n)) if d <= 2 || d * 4 <= name.len() => {
+            format!("unknown flag {name:?}: did you mean {n}? (see --help)")
+        }
+        _ => format!("unknown flag {name:?} (see --help)"),
+    }
+}
+
+/// Levenshtein distance: the fewest one-character edits from `a` to `b`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(diag + usize::from(ca != *cb));
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
 }
 
 /// WATCH_NAMESPACE when no flag chose namespaces, then the namespace checks.
@@ -517,6 +578,45 @@ mod tests {
         }
         let help = parse(vec!["--help".to_string()], &|_| None).unwrap();
         assert!(matches!(help, Command::Help));
+    }
+
+    #[test]
+    fn release_helps_and_says_what_is_missing_or_misspelled() {
+        let p = |a: &[&str]| parse(a.iter().map(|s| s.to_string()), &|_| None);
+        assert!(matches!(
+            p(&["release", "--help"]),
+            Ok(Command::ReleaseHelp)
+        ));
+        assert!(matches!(
+            p(&["release", "--namespace", "a", "-h"]),
+            Ok(Command::ReleaseHelp)
+        ));
+        let help = release_help();
+        assert!(help
+            .starts_with("USAGE:\n    openmed-operator release --namespace NS --name DEPLOYMENT"));
+        assert!(
+            help.contains("\n    --force ") && !help.contains("--leader-elect"),
+            "{help}"
+        );
+        let err = |a: &[&str]| p(a).unwrap_err();
+        assert_eq!(
+            err(&["release", "--namespace", "a"]),
+            "release: --name is required (the Deployment to hand back)"
+        );
+        assert_eq!(
+            err(&["release", "--name", "d"]),
+            "release: --namespace is required (the Deployment's namespace)"
+        );
+        assert_eq!(
+            err(&["release", "--namspace", "a"]),
+            "release: unknown flag \"--namspace\": did you mean --namespace? (see --help)"
+        );
+        assert_eq!(
+            err(&["--resync-secnds", "5"]),
+            "unknown flag \"--resync-secnds\": did you mean --resync-seconds? (see --help)"
+        );
+        assert_eq!(err(&["--bogus"]), "unknown flag \"--bogus\" (see --help)");
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 
     #[test]

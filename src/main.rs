@@ -14,6 +14,7 @@ fn main() {
     };
     match cmd {
         cli::Command::Help => println!("{}", cli::help()),
+        cli::Command::ReleaseHelp => println!("{}", cli::release_help()),
         cli::Command::Version => println!("openmed-operator {}", env!("CARGO_PKG_VERSION")),
         cli::Command::Release(args) => {
             logging::init(config::LogFormat::Text);

@@ -72,14 +72,23 @@ impl Verdict {
             Verdict::Allowed => return None,
             Verdict::Unauthenticated => Answer {
                 headers: vec![("WWW-Authenticate", "Bearer")],
-                ..Answer::text(401, "Unauthorized: a bearer token the API server knows\n")
+                ..Answer::text(
+                    401,
+                    "Unauthorized: send a bearer token that the Kubernetes API server accepts, as Authorization: Bearer <token>.\n",
+                )
             },
-            Verdict::Forbidden => Answer::text(403, "Forbidden: your user may not get this path\n"),
+            Verdict::Forbidden => Answer::text(
+                403,
+                "Forbidden: your user may not get this path; grant it get on this non-resource URL.\n",
+            ),
             Verdict::Throttled => Answer {
                 headers: vec![("Retry-After", "1")],
-                ..Answer::text(429, "Too many new callers; retry in a second\n")
+                ..Answer::text(429, "Too many new callers: retry in a second.\n")
             },
-            Verdict::Unavailable => Answer::text(503, "cannot review the token now\n"),
+            Verdict::Unavailable => Answer::text(
+                503,
+                "The Kubernetes API server cannot review the token now: retry later.\n",
+            ),
         })
     }
 
@@ -288,6 +297,26 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
+
+    /// Each refusal's body is one sentence saying what to do.
+    #[test]
+    fn refusals_are_sentences() {
+        for v in [
+            Verdict::Unauthenticated,
+            Verdict::Forbidden,
+            Verdict::Throttled,
+            Verdict::Unavailable,
+        ] {
+            let body = v.refusal().unwrap().body;
+            let first = body.chars().next().unwrap();
+            assert!(
+                first.is_uppercase() && body.ends_with(".\n") && body.lines().count() == 1,
+                "{v:?}: {body:?}"
+            );
+        }
+        let body = Verdict::Unauthenticated.refusal().unwrap().body;
+        assert!(body.contains("Authorization: Bearer"), "{body}");
+    }
 
     /// Allows "good", knows "nosy" (forbidden), fails on "down".
     struct Fake(Arc<AtomicUsize>);

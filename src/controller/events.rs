@@ -115,10 +115,19 @@ impl Posted {
     }
 }
 
-/// The Event name for `model`'s `reason` at `generation`: the contract's
-/// name, or (when another object holds that name) one qualified by the uid.
-fn names(model: &ModelView, reason: EventReason, generation: i64) -> [String; 2] {
-    let base = event_name(&model.name, reason.as_str(), generation);
+/// The Event name for `model`'s `reason` (with a rollback's `tag`, §2.6) at
+/// `generation`: the contract's name, or (when another object holds that
+/// name) one qualified by the uid.
+fn names(
+    model: &ModelView,
+    reason: EventReason,
+    tag: Option<&str>,
+    generation: i64,
+) -> [String; 2] {
+    let base = match tag {
+        Some(t) => event_name(&model.name, &format!("{reason}-{t}"), generation),
+        None => event_name(&model.name, reason.as_str(), generation),
+    };
     let tag = model.uid.bytes().filter(u8::is_ascii_alphanumeric).take(8);
     let mut qualified = String::with_capacity(base.len() + 9);
     qualified.extend(base.chars().take(253 - tag.clone().count() - 1));
@@ -141,12 +150,13 @@ impl Poster<'_> {
         &self,
         model: &ModelView,
         reason: EventReason,
+        tag: Option<&str>,
         generation: i64,
         message: &str,
         now: &str,
     ) -> Result<i64, Error> {
         let ns = model.namespace.as_str();
-        for name in names(model, reason, generation) {
+        for name in names(model, reason, tag, generation) {
             let known = lock(self.posted).get(ns, &name, &model.uid);
             let count = match known {
                 Some((_, false)) => continue,
@@ -166,9 +176,15 @@ impl Poster<'_> {
     }
 
     /// Whether `reason` at `generation` was written for this very object.
-    pub fn was_posted(&self, model: &ModelView, reason: EventReason, generation: i64) -> bool {
+    pub fn was_posted(
+        &self,
+        model: &ModelView,
+        reason: EventReason,
+        tag: Option<&str>,
+        generation: i64,
+    ) -> bool {
         let posted = lock(self.posted);
-        names(model, reason, generation).iter().any(|n| {
+        names(model, reason, tag, generation).iter().any(|n| {
             posted
                 .get(&model.namespace, n, &model.uid)
                 .is_some_and(|(_, ours)| ours)
@@ -249,9 +265,14 @@ mod tests {
     /// the first eight letters and digits of the uid (§9.7).
     #[test]
     fn a_qualified_name_is_the_name_cut_to_fit_and_eight_characters_of_the_uid() {
-        let [base, qualified] = names(&model("onc"), EventReason::RolloutStarted, 3);
+        let [base, qualified] = names(&model("onc"), EventReason::RolloutStarted, None, 3);
         assert_eq!(qualified, format!("{base}-1a2b3c4d"));
-        let [base, qualified] = names(&model(&"a".repeat(250)), EventReason::RolloutStarted, 3);
+        let [base, qualified] = names(
+            &model(&"a".repeat(250)),
+            EventReason::RolloutStarted,
+            None,
+            3,
+        );
         let cut: String = base.chars().take(253 - 9).collect();
         assert_eq!(qualified, format!("{}-1a2b3c4d", cut.trim_end_matches('-')));
         assert!(qualified.len() <= 253);

@@ -62,6 +62,7 @@ vocabulary!(
         RollbackStarted, RolloutStarted, RolloutFailed, RolloutSucceeded, RollbackFailed,
         RollbackSucceeded, ModelRemoved, ModelRemovalSkipped, TargetPatchRejected,
         ConfigMapRejected, TargetReleased, TargetAdopted, TargetDegraded, TargetNotOptedIn,
+        InvalidSpec,
     }
 );
 
@@ -82,6 +83,7 @@ impl EventReason {
                 | EventReason::ConfigMapRejected
                 | EventReason::TargetDegraded
                 | EventReason::TargetNotOptedIn
+                | EventReason::InvalidSpec
         )
     }
 }
@@ -159,6 +161,21 @@ impl CondStatus {
             CondStatus::Unknown => "Unknown",
         }
     }
+}
+
+impl CondStatus {
+    pub fn parse(s: &str) -> Option<CondStatus> {
+        [CondStatus::True, CondStatus::False, CondStatus::Unknown]
+            .into_iter()
+            .find(|c| c.as_str() == s)
+    }
+}
+
+/// A stored condition read back (type-checked), as the pass would write it.
+pub fn stored_cond(v: &Value) -> Option<Cond> {
+    let status = CondStatus::parse(v["status"].as_str()?)?;
+    let reason = Reason::parse(v["reason"].as_str()?)?;
+    Some(cond(status, reason, v["message"].as_str().unwrap_or("")))
 }
 
 impl From<bool> for CondStatus {
@@ -388,6 +405,8 @@ pub struct OwedEvent {
     pub reason: EventReason,
     pub generation: i64,
     pub message: String,
+    /// The name's tag, for a rollback's Events (§2.6).
+    pub tag: Option<String>,
 }
 
 impl OwedEvent {
@@ -403,6 +422,7 @@ impl OwedEvent {
                     reason: EventReason::parse(e["reason"].as_str()?)?,
                     generation: e["generation"].as_i64()?,
                     message: e["message"].as_str().unwrap_or("").to_string(),
+                    tag: e["tag"].as_str().map(str::to_string),
                 })
             })
             .collect()

@@ -10,7 +10,8 @@ use crate::model::OPT_IN_LABEL;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Block {
     TargetNotFound(String),
-    ContainerNotFound(String, String),
+    /// The Deployment, the container asked for, the containers it has.
+    ContainerNotFound(String, String, Vec<String>),
     TargetConflict(String, String),
     /// The Deployment has not opted in (9.8); true when it is the
     /// operator's own, which never may.
@@ -55,7 +56,13 @@ impl Block {
     pub(super) fn message(&self, ns: &str) -> String {
         match self {
             Block::TargetNotFound(d) => format!("Deployment {ns}/{d} not found"),
-            Block::ContainerNotFound(d, c) => format!("Deployment {ns}/{d} has no container {c:?}"),
+            Block::ContainerNotFound(d, c, has) => {
+                let has: Vec<String> = has.iter().map(|n| format!("{n:?}")).collect();
+                format!(
+                    "Deployment {ns}/{d} has no container {c:?} (its containers: {})",
+                    has.join(", ")
+                )
+            }
             Block::TargetConflict(d, other) => {
                 format!("Deployment {ns}/{d} is managed by OpenMedModel {other}")
             }

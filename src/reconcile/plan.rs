@@ -131,6 +131,9 @@ pub enum Write {
 pub struct EventSpec {
     pub reason: EventReason,
     pub message: String,
+    /// Told apart in the Event's name beside the reason (§2.6): which
+    /// rollback, so that two in one generation keep two records.
+    pub tag: Option<String>,
 }
 
 /// Where `status.targetDeploymentGeneration` comes from.
@@ -156,6 +159,9 @@ pub struct Plan {
     pub(super) target: TargetGen,
     /// Deletion posts its Event whatever happens to status.
     pub(super) events_always: bool,
+    /// The pass reports a transition its conditions do not show (a new
+    /// generation that is invalid again, §6.1).
+    pub(super) new_report: bool,
 }
 
 impl Plan {
@@ -228,7 +234,7 @@ impl Plan {
     /// conditions are the ones written.)
     pub fn events_to_post(&self) -> &[EventSpec] {
         let moved = self.new.transitions() != self.base.transitions();
-        if self.events_always || moved {
+        if self.events_always || self.new_report || moved {
             &self.events
         } else {
             &[]
@@ -249,13 +255,26 @@ impl Plan {
             old,
             target: TargetGen::Unchanged,
             events_always: false,
+            new_report: false,
         }
     }
 
     /// The message is bounded and escaped (§9.15): it may quote a user.
     pub(crate) fn push_event(&mut self, reason: EventReason, message: String) {
         let message = crate::foreign::bounded(message, crate::model::status::MAX_MESSAGE);
-        self.events.push(EventSpec { reason, message });
+        self.events.push(EventSpec {
+            reason,
+            message,
+            tag: None,
+        });
+    }
+
+    /// An Event of one rollback: its kind and target in the name (§2.6).
+    pub(crate) fn push_tagged_event(&mut self, reason: EventReason, message: String, tag: String) {
+        self.push_event(reason, message);
+        if let Some(e) = self.events.last_mut() {
+            e.tag = Some(tag);
+        }
     }
 
     /// Deletion plans post their Event regardless of status.

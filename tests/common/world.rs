@@ -359,7 +359,11 @@ impl Cluster for World {
 
     fn post_event(&mut self, e: &EventSpec) -> Result<(), Self::Error> {
         let generation = self.model["metadata"]["generation"].as_i64().unwrap();
-        let name = event_name(NAME, e.reason.as_str(), generation);
+        let reason = match &e.tag {
+            Some(t) => format!("{}-{t}", e.reason),
+            None => e.reason.to_string(),
+        };
+        let name = event_name(NAME, &reason, generation);
         if !self.events.iter().any(|(n, _)| *n == name) {
             self.events.push((name, e.reason));
         }

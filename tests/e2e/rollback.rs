@@ -36,8 +36,17 @@ fn a_forged_rollback_target_cannot_forge_a_log_line_or_reach_status_raw() {
     wait_serving(&sim, "svc", V1);
     let forged = "evil\n2026-12-01T00:00:00Z ERROR openmed_operator: FORGED\u{2028}LINE\u{85}x";
     annotate_rollback(&sim, "svc", Some(forged));
-    let s = wait_phase(&sim, "svc", "Failed", "RollbackTargetUnavailable");
     wait_event(&sim, "svc", "RollbackRejected");
+    // 9.D16: v1 still serves; Degraded names the refusal.
+    let s = wait_for(
+        "the rejection in status",
+        || status(&sim, "svc"),
+        |s| s["conditions"][2]["reason"] == "RollbackTargetUnavailable",
+    );
+    assert_eq!(
+        (&s["phase"], &s["conditions"][0]["reason"]),
+        (&json!("Ready"), &json!("RolloutSucceeded"))
+    );
     let raw = |t: &str| t.chars().any(|c| c.is_control() || c == '\u{2028}');
     let request = s["rollbackRequest"].as_str().unwrap();
     assert!(

@@ -106,14 +106,20 @@ fn a_manual_rollback_to_the_previous_version(sim: &Sim) {
             .unwrap()["data"]["OPENMED_SERVICE_PRELOAD_MODELS"],
         V1
     );
-    // The manual rollback is a second RollbackStarted in this generation:
-    // the same Event, counted twice, with the latest message.
-    wait_until("the repeated RollbackStarted", || {
-        sim.objects("", "events", Some(NS)).iter().any(|e| {
-            e["reason"] == "RollbackStarted"
-                && e["count"] == 2
-                && e["message"].as_str().unwrap_or("").contains(V1)
-        })
+    // The manual rollback is a second RollbackStarted in this generation,
+    // with a record of its own beside the automatic one's (§2.6, §9.D17).
+    wait_until("a RollbackStarted of its own", || {
+        let started: Vec<Value> = sim
+            .objects("", "events", Some(NS))
+            .into_iter()
+            .filter(|e| e["reason"] == "RollbackStarted")
+            .collect();
+        let kind = |k: &str| {
+            started.iter().any(|e| {
+                e["count"] == 1 && e["metadata"]["name"].as_str().unwrap_or("").contains(k)
+            })
+        };
+        started.len() == 2 && kind("-automatic-") && kind("-manual-")
     });
 }
 

@@ -65,6 +65,14 @@ fn container_not_found_and_target_conflict_clear_by_themselves() {
             "F:NotRequested"
         ]
     );
+    // The message names the containers the Deployment has.
+    let msg = w.status()["conditions"][0]["message"].as_str().unwrap();
+    assert!(
+        msg.ends_with(
+            "has no container \"openmed-service\" (its containers: \"renamed\", \"proxy\")"
+        ),
+        "{msg}"
+    );
     w.dep()["spec"]["template"]["spec"]["containers"][0]["name"] = json!("openmed-service");
     w.converge();
 
@@ -182,7 +190,7 @@ fn invalid_spec_touches_nothing_and_names_the_field() {
         let mut w = World::new(case["resource"]["spec"].clone());
         let (tags, ev) = w.step();
         assert_eq!(tags, ["S"], "{label}");
-        assert!(ev.is_empty(), "{label}");
+        assert_eq!(ev, [EventReason::InvalidSpec], "{label}");
         assert_eq!(w.status()["phase"], "Failed", "{label}");
         assert_eq!(
             w.conds(),
@@ -201,6 +209,16 @@ fn invalid_spec_touches_nothing_and_names_the_field() {
         );
         assert!(w.config_maps.is_empty());
         assert_eq!(w.dep()["metadata"]["generation"], 1);
+        // §9.D18: once per generation; another invalid edit is posted again.
+        let (tags, ev) = w.step();
+        assert!(tags.is_empty() && ev.is_empty(), "{label}: {tags:?} {ev:?}");
+        let mut again = case["resource"]["spec"].clone();
+        again["replicas"] = json!(0);
+        w.set_spec(again);
+        let (_, ev) = w.step();
+        assert_eq!(ev, [EventReason::InvalidSpec], "{label}");
+        let msg = &w.events.last().unwrap().0;
+        assert!(msg.contains("invalidspec-2-"), "{label}: {msg}");
     }
 }
 

@@ -369,20 +369,27 @@ fn manual_rollback_to_an_unretained_version_is_rejected_then_cleared() {
             last: Some(&s2),
             prev: Some(&s1),
             request: Some("manual:OpenMed/never-deployed"),
+            // 9.D16: v2 still serves, so Ready and the phase stay; Degraded
+            // and RolledBack name the refusal.
             ..Want::new(
-                "Failed",
+                "Ready",
                 &s2,
                 [
-                    "F:RollbackTargetUnavailable",
-                    "F:Blocked",
+                    "T:RolloutSucceeded",
+                    "F:RolloutComplete",
                     "T:RollbackTargetUnavailable",
                     "F:RollbackRejected",
                 ],
             )
         },
     );
-    let (tags, _) = w.step();
-    assert!(tags.is_empty());
+    let degraded = w.status()["conditions"][2]["message"].as_str().unwrap();
+    assert_eq!(
+        degraded,
+        format!("rollback target OpenMed/never-deployed is not a retained version (retained: {V2}, {V1})")
+    );
+    let (tags, ev) = w.step();
+    assert!(tags.is_empty() && ev.is_empty(), "{tags:?} {ev:?}");
 
     // 9.3: removing the annotation returns the resource to where it was.
     w.annotate("openmed.ai/rollback-to", None);
@@ -454,26 +461,46 @@ fn manual_rollback_first_match_wins() {
 
 #[test]
 fn a_rejected_rollback_over_a_rolled_back_resource_returns_to_rolled_back() {
-    let (s1, s2) = (spec(V1), spec(V2));
-    let mut w = World::new(s1.clone());
-    w.converge();
-    w.set_spec(s2.clone());
-    w.step();
-    w.rollout_misses_deadline();
-    w.step();
-    w.rollout_completes();
-    w.step();
+    let mut w = rolled_back_automatically();
     let rolled_back = w.conds();
     assert_eq!(rolled_back, ROLLBACK_SUCCEEDED.labels());
     w.annotate("openmed.ai/rollback-to", Some("OpenMed/never"));
-    w.step();
-    assert_eq!(w.conds()[0], "F:RollbackTargetUnavailable");
+    let (tags, ev) = w.step();
+    assert_eq!((tags, ev), (vec!["S"], vec![EventReason::RollbackRejected]));
+    // The rollback that served stays on record; the request beside it is
+    // refused, and the next pass is not taken for a rollback to it.
+    assert_eq!(w.status()["phase"], "RolledBack");
+    assert_eq!(
+        w.conds(),
+        [
+            rolled_back[0].as_str(),
+            rolled_back[1].as_str(),
+            "T:RollbackTargetUnavailable",
+            "F:RollbackRejected"
+        ]
+    );
+    let (tags, ev) = w.step();
+    assert!(tags.is_empty() && ev.is_empty(), "{tags:?} {ev:?}");
     w.annotate("openmed.ai/rollback-to", None);
     let (tags, _) = w.step();
     assert_eq!(tags, ["S"]);
     assert_eq!(w.status()["phase"], "RolledBack");
     assert_eq!(w.conds(), rolled_back);
     assert_eq!(w.status()["activeVersion"], V1);
+}
+
+/// v1 Ready, then v2 missed its deadline and was rolled back to v1 by
+/// itself.
+fn rolled_back_automatically() -> World {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.set_spec(spec(V2));
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    w.rollout_completes();
+    w.step();
+    w
 }
 
 /// v1 Ready, then v2 Ready: two retained versions.
@@ -609,4 +636,39 @@ fn a_message_change_alone_posts_no_event() {
     let p = w.plan();
     assert!(!p.is_noop(), "the message is put right");
     assert!(p.events_to_post().is_empty(), "{:?}", p.events_to_post());
+}
+
+/// §2.6: each rollback keeps its own Event record. An automatic rollback
+/// and then a manual one in the same generation post two RollbackStarted
+/// and two RollbackSucceeded Events under different names; a retried pass
+/// posts none again.
+#[test]
+fn an_automatic_then_a_manual_rollback_in_one_generation_keep_their_own_events() {
+    let mut w = rolled_back_automatically();
+    assert_eq!(w.status()["phase"], "RolledBack");
+    // The user asks for v1 by hand, in the same generation.
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackStarted]);
+    w.rollout_completes();
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackSucceeded]);
+    let named = |r: EventReason| -> Vec<String> {
+        w.events
+            .iter()
+            .filter(|(_, e)| *e == r)
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    for r in [EventReason::RollbackStarted, EventReason::RollbackSucceeded] {
+        let names = named(r);
+        assert_eq!(names.len(), 2, "{r}: {names:?}");
+        assert!(
+            names[0].contains("-automatic-") && names[1].contains("-manual-"),
+            "{names:?}"
+        );
+    }
+    let posted = w.posted.len();
+    let (tags, ev) = w.step();
+    assert!(tags.is_empty() && ev.is_empty() && w.posted.len() == posted);
 }

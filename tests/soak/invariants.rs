@@ -308,14 +308,26 @@ impl Ctx<'_> {
                 Ok(())
             }
             Outcome::Rejected(t) => {
+                // The phase and Ready stay as the snapshot the rejection
+                // replaced (9.D16); with nothing served yet, Failed.
+                let before = &st["beforeRejection"];
+                let kept = if before["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.len() == 4)
+                {
+                    phase == s(&before["phase"]) && ready == cond(before, 0)
+                } else {
+                    phase == "Failed" && ready == ("False", "RollbackTargetUnavailable")
+                };
                 ensure!(
-                    phase == "Failed"
-                        && ready == ("False", "RollbackTargetUnavailable")
-                        && cond(st, 3).1 == "RollbackRejected"
+                    kept && cond(st, 2) == ("True", "RollbackTargetUnavailable")
+                        && cond(st, 3) == ("False", "RollbackRejected")
                         && st["rollbackRequest"] == format!("manual:{t}").as_str(),
-                    "phase {phase}, Ready {ready:?}, RolledBack {:?}, rollbackRequest {}",
+                    "phase {phase}, Ready {ready:?}, Degraded {:?}, RolledBack {:?}, rollbackRequest {}, before {}",
+                    cond(st, 2),
                     cond(st, 3),
-                    st["rollbackRequest"]
+                    st["rollbackRequest"],
+                    before["phase"]
                 );
                 Ok(())
             }
@@ -513,12 +525,29 @@ fn target_follows_spec(dep: &Value, d: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The generation in an Event's name (§2.6, possibly with a suffix).
-fn generation_of(event: &str, name: &str, reason: &str) -> Option<i64> {
-    event
-        .split('-')
-        .filter_map(|part| part.parse::<i64>().ok())
-        .find(|g| event.starts_with(&event_name(name, reason, *g)))
+/// The generation and the rollback tag (`""` for none) in an Event's name
+/// (§2.6, possibly with a uid suffix).
+fn generation_of(event: &str, name: &str, reason: &str) -> Option<(i64, String)> {
+    let parts: Vec<&str> = event.split('-').collect();
+    let tags = parts
+        .windows(2)
+        .filter(|w| matches!(w[0], "manual" | "automatic"))
+        .map(|w| format!("{}-{}", w[0], w[1]));
+    for tag in std::iter::once(String::new()).chain(tags) {
+        let r = if tag.is_empty() {
+            reason.to_string()
+        } else {
+            format!("{reason}-{tag}")
+        };
+        let g = parts
+            .iter()
+            .filter_map(|p| p.parse::<i64>().ok())
+            .find(|g| event.starts_with(&event_name(name, &r, *g)));
+        if let Some(g) = g {
+            return Some((g, tag));
+        }
+    }
+    None
 }
 
 /// The Events a settled state requires (each entry: any one of these
@@ -529,7 +558,7 @@ fn required_events(st: &Value) -> Vec<Vec<&str>> {
     let rolled = cond(st, 3);
     // Recovering from TargetDegraded posts no success Event (§9.D7).
     let success = |r: &'static str| -> Vec<&str> { vec![r, "TargetDegraded"] };
-    match (phase, rs, reason) {
+    let mut required = match (phase, rs, reason) {
         ("Ready", "True", "RolloutSucceeded") => vec![success("RolloutSucceeded")],
         (
             _,
@@ -544,9 +573,14 @@ fn required_events(st: &Value) -> Vec<Vec<&str>> {
             v
         }
         ("Failed", "False", "RolloutFailed") => vec![vec!["RolloutFailed"]],
-        ("Failed", "False", "RollbackTargetUnavailable") => vec![vec!["RollbackRejected"]],
         _ => vec![],
+    };
+    // A rejected rollback-to (Degraded, whatever the phase kept) posted
+    // its Warning (9.D16).
+    if cond(st, 2) == ("True", "RollbackTargetUnavailable") {
+        required.push(vec!["RollbackRejected"]);
     }
+    required
 }
 
 impl Ctx<'_> {
@@ -697,8 +731,8 @@ impl Ctx<'_> {
                 )
             });
             match generation_of(ename, name, reason) {
-                Some(g) => groups
-                    .entry((ns.into(), uid.into(), reason.into(), g))
+                Some((g, tag)) => groups
+                    .entry((ns.into(), uid.into(), format!("{reason}{tag}"), g))
                     .or_default()
                     .push(ename.into()),
                 None => self.expect(INV4, false, || {

@@ -54,6 +54,8 @@ try {
   await page.waitForSelector(`tr[data-key="${NS}/${NAME}"][data-phase="Ready"]`, { timeout: 60000 });
   assert.match(await page.locator("#state").textContent(), /Live/);
   assert.match(await row.textContent(), /Ready: True \(RolloutSucceeded\)/);
+  // Ages read as people say them: "12s ago", never "for 103s".
+  assert.match(await row.locator("td[data-label=Phase] .age").textContent(), /^\d+[smhd] ago$/);
   await page.screenshot({ path: `${OUT}/1-ready.png`, fullPage: true });
 
   // Every phase the page shows, with the time it first showed it.

@@ -106,6 +106,7 @@ impl Reconciler {
         &self,
         model: &ModelView,
         reason: crate::model::EventReason,
+        tag: Option<&str>,
         generation: i64,
         message: &str,
         now: &str,
@@ -120,7 +121,7 @@ impl Reconciler {
             client: &self.client,
             posted: &self.posted,
         };
-        match poster.post(model, reason, generation, message, now) {
+        match poster.post(model, reason, tag, generation, message, now) {
             Ok(count) => {
                 self.metrics.event_posted();
                 let event = crate::live_view::Seen {
@@ -164,12 +165,20 @@ impl Reconciler {
         // spec change that kept the same block.
         for owed in model.last_events() {
             if owed.generation > model.generation
-                || poster.was_posted(&model, owed.reason, owed.generation)
+                || poster.was_posted(&model, owed.reason, owed.tag.as_deref(), owed.generation)
             {
                 continue;
             }
             log::info!(reason = owed.reason.as_str(); "{}: posting the owed Event {}", model.qualified_name(), owed.reason);
-            self.post_event(&model, owed.reason, owed.generation, &owed.message, &now)?;
+            let tag = owed.tag.as_deref();
+            self.post_event(
+                &model,
+                owed.reason,
+                tag,
+                owed.generation,
+                &owed.message,
+                &now,
+            )?;
         }
         Ok(())
     }
@@ -351,6 +360,7 @@ impl Cluster for Writer<'_> {
             .post_event(
                 self.model,
                 e.reason,
+                e.tag.as_deref(),
                 self.model.generation,
                 &e.message,
                 self.now,

@@ -21,6 +21,7 @@ impl Pass<'_> {
             return Some(Block::ContainerNotFound(
                 d.name.clone(),
                 s.target.container_name.clone(),
+                d.containers.iter().map(|c| c.name.clone()).collect(),
             ));
         }
         if let Some(other) = self.foreign_owner(d) {

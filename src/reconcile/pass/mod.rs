@@ -13,7 +13,7 @@ use super::facts::before_rejection;
 use super::messages::NO_ROLLBACK;
 use super::observed::ModelView;
 use super::plan::{Observed, Plan, Write};
-use crate::model::status::{states, Cond, EventReason, Field, Messages, Phase};
+use crate::model::status::{states, Cond, EventReason, Field, Messages, Phase, Reason};
 use crate::model::{FINALIZER, KOPF_FINALIZER};
 use serde_json::json;
 
@@ -61,9 +61,16 @@ impl Pass<'_> {
                 self.conds(states::INVALID_SPEC.with(Messages {
                     ready: msg.clone(),
                     progressing: "fix the spec to continue".into(),
-                    degraded: msg,
+                    degraded: msg.clone(),
                     rolled_back: NO_ROLLBACK.into(),
                 }));
+                // One Warning per generation, naming the field (§6.1): an
+                // edit that is invalid again is reported again.
+                let base = &self.plan.base;
+                let reported = base.ready_reason() == Some(Reason::InvalidSpec)
+                    && base.get(Field::ObservedGeneration) == Some(&json!(m.generation));
+                self.plan.new_report |= !reported;
+                self.event(EventReason::InvalidSpec, msg);
                 return;
             }
         };
@@ -94,7 +101,13 @@ impl Pass<'_> {
         }
         let owed: Vec<serde_json::Value> = events
             .iter()
-            .map(|e| json!({"reason": e.reason.as_str(), "generation": self.m.generation, "message": e.message}))
+            .map(|e| {
+                let mut owed = json!({"reason": e.reason.as_str(), "generation": self.m.generation, "message": e.message});
+                if let Some(t) = &e.tag {
+                    owed["tag"] = json!(t);
+                }
+                owed
+            })
             .collect();
         self.plan.new.set(Field::LastEvents, json!(owed));
     }

@@ -5,7 +5,8 @@
 use super::Pass;
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{
-    states, ConditionType, EventReason, Field, Messages, Phase, Reason, StatusDoc,
+    cond, states, stored_cond, ConditionType, EventReason, Field, Messages, Phase, Reason,
+    StatusDoc,
 };
 use crate::reconcile::facts::{recreated, rejection_snapshot};
 use crate::reconcile::judge;
@@ -55,10 +56,25 @@ impl Pass<'_> {
         self.set_str(Field::RollbackRequest, &request);
         let count = self.plan.base.int(Field::RollbackCount).unwrap_or(0);
         self.plan.new.set(Field::RollbackCount, json!(count + 1));
-        self.event(
-            EventReason::RollbackStarted,
-            format!("Rolling back Deployment {} to {}", r.target.name, r.version),
-        );
+        let msg = format!("Rolling back Deployment {} to {}", r.target.name, r.version);
+        self.rollback_event(EventReason::RollbackStarted, msg, r);
+    }
+
+    /// An Event of the rollback `rollbackRequest` names, to `r`: tagged
+    /// with its kind and the first 10 hex of `r`'s spec hash, so that an
+    /// automatic and a manual rollback, or two targets, in one generation
+    /// are two records (§2.6).
+    fn rollback_event(&mut self, reason: EventReason, message: String, r: &DesiredSpec) {
+        let request = self.plan.new.str(Field::RollbackRequest).unwrap_or("");
+        let kind = if request.starts_with("manual:") {
+            "manual"
+        } else {
+            "automatic"
+        };
+        let hash = r.hash();
+        let hex = hash.strip_prefix("sha256:").unwrap_or(&hash);
+        let tag = format!("{kind}-{}", &hex[..hex.len().min(10)]);
+        self.plan.push_tagged_event(reason, message, tag);
     }
 
     fn rollback_failed_conds(&mut self, r_version: &str, deployment: &str) {
@@ -122,13 +138,11 @@ impl Pass<'_> {
     fn rollback_failed(&mut self, r: &DesiredSpec) {
         self.plan.new.set_phase(Phase::Failed);
         self.rollback_failed_conds(&r.version, &r.target.name);
-        self.event(
-            EventReason::RollbackFailed,
-            format!(
-                "Rollback of Deployment {} to {} missed its progress deadline",
-                r.target.name, r.version
-            ),
+        let msg = format!(
+            "Rollback of Deployment {} to {} missed its progress deadline",
+            r.target.name, r.version
         );
+        self.rollback_event(EventReason::RollbackFailed, msg, r);
     }
 
     fn rollback_served(&mut self, r: &DesiredSpec, degraded: Degraded) {
@@ -141,13 +155,11 @@ impl Pass<'_> {
         }));
         // Serving again after an outside failure (9.21) is no new rollback.
         if self.plan.base.ready_reason() != Some(Reason::TargetDegraded) {
-            self.event(
-                EventReason::RollbackSucceeded,
-                format!(
-                    "Deployment {} is serving {} again",
-                    r.target.name, r.version
-                ),
+            let msg = format!(
+                "Deployment {} is serving {} again",
+                r.target.name, r.version
             );
+            self.rollback_event(EventReason::RollbackSucceeded, msg, r);
         }
     }
 
@@ -177,7 +189,10 @@ impl Pass<'_> {
                 self.plan.base.ready_reason(),
                 Some(Reason::RollbackFailed | Reason::TargetDegraded)
             );
-        if same_request && (phase == Some(Phase::RolledBack) || failed_rollback) {
+        // A rejected request keeps the phase it found (9.D16), so a
+        // `RolledBack` beside it is not this request's rollback.
+        let rejected = self.plan.base.get(Field::BeforeRejection).is_some();
+        if same_request && !rejected && (phase == Some(Phase::RolledBack) || failed_rollback) {
             // A rollback under way, done, or failed: judged on every pass
             // (9.23), so a failed one that later serves is RolledBack.
             self.monitor_rollback(desired, hash);
@@ -213,9 +228,11 @@ impl Pass<'_> {
         }
     }
 
-    /// Step 5's rejection: `target` is no retained version. What the request
-    /// replaces is kept, so removing or correcting it restores exactly that
-    /// (9.3, 9.24).
+    /// Step 5's rejection: `target` is no retained version. The version in
+    /// spec still serves, so the phase, Ready and Progressing stay as they
+    /// were; Degraded and RolledBack say the request was refused (9.D16).
+    /// What the request replaces is kept, so removing or correcting it
+    /// restores exactly that (9.3, 9.24).
     fn reject_rollback(&mut self, target: &str, request: String) {
         let versions: Vec<String> = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
             .iter()
@@ -229,13 +246,33 @@ impl Pass<'_> {
         };
         let msg =
             format!("rollback target {target} is not a retained version (retained: {retained})");
-        if self.plan.base.get(Field::BeforeRejection).is_none() {
-            let snapshot = rejection_snapshot(&self.plan.base);
-            self.plan.new.set(Field::BeforeRejection, snapshot);
-        }
-        self.plan.new.set_phase(Phase::Failed);
+        let before = match self.plan.base.get(Field::BeforeRejection) {
+            Some(b) => b.clone(),
+            None => {
+                let snapshot = rejection_snapshot(&self.plan.base);
+                self.plan.new.set(Field::BeforeRejection, snapshot.clone());
+                snapshot
+            }
+        };
         self.set_str(Field::RollbackRequest, &request);
-        self.conds(states::ROLLBACK_REJECTED.with(Messages::all(msg.clone())));
+        let kept = |i: usize| before["conditions"].get(i).and_then(stored_cond);
+        let phase = before["phase"].as_str().and_then(Phase::parse);
+        match (phase, kept(0), kept(1)) {
+            (Some(phase), Some(ready), Some(progressing)) => {
+                self.plan.new.set_phase(phase);
+                self.conds([
+                    ready,
+                    progressing,
+                    cond(true, Reason::RollbackTargetUnavailable, msg.clone()),
+                    cond(false, Reason::RollbackRejected, msg.clone()),
+                ]);
+            }
+            // Nothing served yet: nothing to keep.
+            _ => {
+                self.plan.new.set_phase(Phase::Failed);
+                self.conds(states::ROLLBACK_REJECTED.with(Messages::all(msg.clone())));
+            }
+        }
         self.event(EventReason::RollbackRejected, msg);
     }
 }
