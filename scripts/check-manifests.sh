@@ -14,7 +14,7 @@ cd "$REPO"
 
 KV_VERSION=1.37.0
 # The oldest Kubernetes the manifests support and the newest we check them
-# against (README "Compatibility"): 1.25 is the first release that runs the
+# against (docs/install.md, "Compatibility"): 1.25 is the first release that runs the
 # CRD's CEL rule (x-kubernetes-validations) by default.
 K8S_OLDEST=1.25.0
 K8S_NEWEST=1.37.0

@@ -38,7 +38,7 @@ fi
 say "Loading $IMAGE_ARCHIVE into the cluster"
 kind load image-archive "$IMAGE_ARCHIVE" --name "$CLUSTER"
 
-say "Installing the cluster-wide manifests with the image set by an overlay (as the README says)"
+say "Installing the cluster-wide manifests with the image set by an overlay (as docs/install.md says)"
 OVERLAY="$REPO/target/kind-overlay"
 mkdir -p "$OVERLAY"
 cat >"$OVERLAY/kustomization.yaml" <<YAML

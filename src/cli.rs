@@ -1,6 +1,6 @@
 //! Hand-written flag parsing and the --help text, both from the one table
 //! of flags in `cli/flags.rs`, so they cannot drift apart; a test holds the
-//! README's flag table to it too.
+//! flag table of docs/reference.md to it too.
 
 use crate::config::Config;
 use crate::controller::leader::{lease_name_for, ElectionConfig};
@@ -69,7 +69,7 @@ struct Flag {
     takes: Takes,
     scope: Scope,
     /// As users read it, in --help (where `help` says `{default}`) and in
-    /// the README. A `release` flag that takes a value and has none must be
+    /// docs/reference.md. A `release` flag that takes a value and has none must be
     /// given, so its usage shows it unbracketed.
     default: &'static str,
     /// Its lines in --help, one per `\n`.
@@ -79,7 +79,7 @@ struct Flag {
 }
 
 impl Flag {
-    /// As the help and the README show it: `--workers N`.
+    /// As the help and docs/reference.md show it: `--workers N`.
     fn usage(&self) -> String {
         let name = self.names[0];
         match self.takes {
@@ -644,11 +644,12 @@ mod tests {
         }
     }
 
-    /// The flags in the README's `### Flags` table, as shown, each with its
-    /// default. A row of several flags gives their defaults comma-separated.
+    /// The flags in docs/reference.md's `## Flags` table, as shown, each
+    /// with its default. A row of several flags gives their defaults
+    /// comma-separated.
     fn readme_flags() -> Vec<(String, String)> {
-        let readme = include_str!("../README.md");
-        let section = readme.split("\n### Flags\n").nth(1).expect("### Flags");
+        let readme = include_str!("../docs/reference.md");
+        let section = readme.split("\n## Flags\n").nth(1).expect("## Flags");
         let rows = section.lines().skip_while(|l| !l.starts_with('|'));
         let mut flags = Vec::new();
         for row in rows.take_while(|l| l.starts_with('|')).skip(2) {
@@ -682,9 +683,12 @@ mod tests {
         let extra: Vec<_> = readme.iter().filter(|f| !table.contains(f)).collect();
         assert!(
             missing.is_empty(),
-            "not in the README as in FLAGS: {missing:?}"
+            "not in docs/reference.md as in FLAGS: {missing:?}"
         );
-        assert!(extra.is_empty(), "in the README, not in FLAGS: {extra:?}");
+        assert!(
+            extra.is_empty(),
+            "in docs/reference.md, not in FLAGS: {extra:?}"
+        );
         assert_eq!(readme.len(), table.len(), "a flag listed twice");
     }
 

@@ -47,7 +47,7 @@ pub struct Config {
     pub selector: Option<String>,
 }
 
-/// The defaults the `--help` text and the README state.
+/// The defaults the `--help` text and docs/reference.md state.
 impl Default for Config {
     fn default() -> Self {
         Config {

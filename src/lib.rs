@@ -1,5 +1,5 @@
 //! openmed-operator: makes the model version served by an OpenMed REST
-//! Deployment declarative. See README.md for the module map.
+//! Deployment declarative. See docs/development.md for the module map.
 //!
 //! The behaviour is specified in `docs/contract.md`; comments cite it by
 //! section: "§6.8" or "step 8" is one step of a reconcile pass, "9.21" or

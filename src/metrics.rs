@@ -341,6 +341,26 @@ impl Metrics {
 mod tests {
     use super::*;
 
+    /// docs/reference.md names every metric the operator exports.
+    #[test]
+    fn the_reference_lists_every_metric() {
+        let reference = include_str!("../docs/reference.md");
+        let m = Metrics::default();
+        let names: Vec<String> = m
+            .render()
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_string)
+            .collect();
+        assert!(names.len() >= 15, "{names:?}");
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| !reference.contains(&format!("`{n}")))
+            .collect();
+        assert!(missing.is_empty(), "not in docs/reference.md: {missing:?}");
+    }
+
     #[test]
     fn renders_prometheus_text() {
         let m = Metrics::default();

@@ -469,7 +469,7 @@ fn two_shards_manage_their_own_models_only() {
         sim.create(m).unwrap();
     }
     let dir = tmpdir("ha-shards");
-    // As the README says: each shard's Lease name added to the Role.
+    // As docs/operations.md says: each shard's Lease name added to the Role.
     let role = "openmed-operator-leader-election";
     let rules = json!({"rules": [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},

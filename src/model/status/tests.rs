@@ -107,3 +107,59 @@ fn diff_reports_changes_and_removals() {
         json!({"phase": "RollingOut", "rollbackSpec": null})
     );
 }
+
+/// docs/reference.md describes every status field the operator writes.
+#[test]
+fn the_reference_lists_every_status_field() {
+    let reference = include_str!("../../../docs/reference.md");
+    // Exhaustive: a new field fails to compile here until it is listed.
+    let listed = |f: Field| match f {
+        Field::ObservedGeneration
+        | Field::Phase
+        | Field::DesiredVersion
+        | Field::ActiveVersion
+        | Field::DesiredSpecHash
+        | Field::ManifestHash
+        | Field::AppliedSpecHash
+        | Field::TargetDeploymentGeneration
+        | Field::TargetDeploymentUid
+        | Field::ReplicasManagedBy
+        | Field::FailedSpecHash
+        | Field::LastSuccessfulSpec
+        | Field::PreviousSuccessfulSpec
+        | Field::RollbackSpec
+        | Field::RollbackRequest
+        | Field::RollbackCount
+        | Field::Conditions
+        | Field::BeforeRejection
+        | Field::LastEvents => f.key(),
+    };
+    let all = [
+        Field::ObservedGeneration,
+        Field::Phase,
+        Field::DesiredVersion,
+        Field::ActiveVersion,
+        Field::DesiredSpecHash,
+        Field::ManifestHash,
+        Field::AppliedSpecHash,
+        Field::TargetDeploymentGeneration,
+        Field::TargetDeploymentUid,
+        Field::ReplicasManagedBy,
+        Field::FailedSpecHash,
+        Field::LastSuccessfulSpec,
+        Field::PreviousSuccessfulSpec,
+        Field::RollbackSpec,
+        Field::RollbackRequest,
+        Field::RollbackCount,
+        Field::Conditions,
+        Field::BeforeRejection,
+        Field::LastEvents,
+    ];
+    for f in all {
+        let key = listed(f);
+        assert!(
+            reference.contains(&format!("`{key}`")),
+            "{key} not in docs/reference.md"
+        );
+    }
+}
