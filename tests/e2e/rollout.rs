@@ -361,7 +361,18 @@ fn a_switch_to_recreate_with_a_resize_mid_rollout_completes() {
         .into_iter()
         .filter(|r| r == "RolloutStarted")
         .count();
-    assert_eq!(started, 3, "one per version, none for the resize");
+    let named: Vec<String> = sim
+        .objects("", "events", Some(NS))
+        .into_iter()
+        .filter(|e| e["reason"] == "RolloutStarted")
+        .map(|e| format!("{} x{} {}", e["metadata"]["name"], e["count"], e["message"]))
+        .collect();
+    assert_eq!(
+        started,
+        3,
+        "one per version, none for the resize: {named:#?}\n{}",
+        op.log()
+    );
     let d = sim.object("apps", "deployments", NS, "svc").unwrap();
     assert_eq!(d["spec"]["strategy"]["type"], "Recreate");
     assert_eq!(d["status"]["availableReplicas"], 4, "{:#}", d["status"]);

@@ -388,3 +388,33 @@ fn a_lost_finalizer_is_put_back() {
     let (tags, _) = w.step();
     assert_eq!(tags, ["F+"]);
 }
+
+/// §6.13: a rollout started while the previous one still shows its
+/// "started" conditions (its pods slow to warm, no pass between) is
+/// announced too: one RolloutStarted per version, none twice.
+#[test]
+fn a_new_version_before_the_last_rollout_moved_is_announced() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    w.set_spec(spec(V2));
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    let started = w.conds();
+    w.set_spec(spec(V3));
+    let (tags, ev) = w.step();
+    assert_eq!(
+        w.conds(),
+        started,
+        "the same started state, for another version"
+    );
+    assert!(tags.contains(&"S"), "{tags:?}");
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    let (_, ev) = w.step();
+    assert!(ev.is_empty(), "announced once: {ev:?}");
+    let names = w
+        .events
+        .iter()
+        .filter(|(_, r)| *r == EventReason::RolloutStarted)
+        .count();
+    assert_eq!(names, 3);
+}

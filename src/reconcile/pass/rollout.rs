@@ -196,6 +196,9 @@ impl Pass<'_> {
             degraded: "no failure".into(),
             rolled_back: NO_ROLLBACK.into(),
         }));
+        // A new rollout is announced even when the last one's "started"
+        // conditions still stand, its pods slow to warm (§6.13).
+        self.plan.new_report = true;
         self.event(
             EventReason::RolloutStarted,
             format!(
