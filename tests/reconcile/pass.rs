@@ -418,3 +418,24 @@ fn a_new_version_before_the_last_rollout_moved_is_announced() {
         .count();
     assert_eq!(names, 3);
 }
+
+/// §6.13 and §9.7: a replica that wrote a rollout's patch and died before
+/// its status and Event. The next pass finds nothing to write and the
+/// Deployment rolling: it judges it at once, and announces the rollout.
+#[test]
+fn a_rollout_whose_writer_died_before_its_status_is_announced_by_the_next() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let before = w.model["status"].clone();
+    w.set_spec(spec(V2));
+    let (tags, _) = w.step();
+    assert!(tags.contains(&"D~"), "{tags:?}");
+    // Its status and Event were never written.
+    w.model["status"] = before;
+    let (tags, ev) = w.step();
+    assert!(!tags.contains(&"D~"), "nothing to patch again: {tags:?}");
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_eq!(w.status()["phase"], "RollingOut");
+    let (_, ev) = w.step();
+    assert!(ev.is_empty(), "announced once: {ev:?}");
+}

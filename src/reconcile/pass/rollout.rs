@@ -186,6 +186,11 @@ impl Pass<'_> {
                 self.mark_ready(s);
             } else {
                 self.rolling_out(s, d);
+                // A replica that wrote this rollout's patch died before its
+                // status and Event (§9.7): it is under way, so announce it.
+                if self.plan.base.str(Field::AppliedSpecHash) != Some(hash) {
+                    self.announce_rollout(s, reason);
+                }
             }
             return;
         }
@@ -196,8 +201,12 @@ impl Pass<'_> {
             degraded: "no failure".into(),
             rolled_back: NO_ROLLBACK.into(),
         }));
-        // A new rollout is announced even when the last one's "started"
-        // conditions still stand, its pods slow to warm (§6.13).
+        self.announce_rollout(s, reason);
+    }
+
+    /// Event `RolloutStarted`, even when the conditions were already the
+    /// last rollout's "started" ones, its pods slow to warm (§6.13).
+    fn announce_rollout(&mut self, s: &DesiredSpec, reason: Reason) {
         self.plan.new_report = true;
         self.event(
             EventReason::RolloutStarted,
