@@ -18,7 +18,7 @@ use crate::kube::fields::Skipped;
 use crate::kube::path::EVENTS;
 use crate::kube::{Client, Error, PatchType, ResourcePath, Retry};
 use crate::lock::lock;
-use crate::model::names::event_name;
+use crate::model::names::{event_name, name_reason};
 use crate::model::EventReason;
 use crate::reconcile::{patches, ModelView};
 use crate::runtime::ObjectKey;
@@ -124,10 +124,7 @@ fn names(
     tag: Option<&str>,
     generation: i64,
 ) -> [String; 2] {
-    let base = match tag {
-        Some(t) => event_name(&model.name, &format!("{reason}-{t}"), generation),
-        None => event_name(&model.name, reason.as_str(), generation),
-    };
+    let base = event_name(&model.name, &name_reason(reason.as_str(), tag), generation);
     let tag = model.uid.bytes().filter(u8::is_ascii_alphanumeric).take(8);
     let mut qualified = String::with_capacity(base.len() + 9);
     qualified.extend(base.chars().take(253 - tag.clone().count() - 1));

@@ -27,6 +27,15 @@ pub fn default_config_map_name(name: &str) -> String {
     )
 }
 
+/// The reason an Event's name is made from (§2.6): a rollback's Events
+/// carry their tag (`<reason>-<kind>-<hash10>`), others the bare reason.
+pub fn name_reason<'a>(reason: &'a str, tag: Option<&str>) -> std::borrow::Cow<'a, str> {
+    match tag {
+        Some(t) => format!("{reason}-{t}").into(),
+        None => reason.into(),
+    }
+}
+
 /// The Event name for (resource name, reason, generation): the lowered
 /// `name-reason` with every run of characters outside `[a-z0-9-]` made one
 /// `-`, trimmed of `-` and cut to 220, then `-generation-` and ten hex

@@ -11,7 +11,7 @@
 
 use crate::common::{deployment, model, NAME};
 use kubesim::patch::{merge_patch, strategic_merge};
-use openmed_operator::model::names::event_name;
+use openmed_operator::model::names::{event_name, name_reason};
 use openmed_operator::model::status::{states, CondSet, Reason};
 use openmed_operator::model::{validate, EventReason};
 use openmed_operator::reconcile::patches::StatusPatch;
@@ -359,10 +359,7 @@ impl Cluster for World {
 
     fn post_event(&mut self, e: &EventSpec) -> Result<(), Self::Error> {
         let generation = self.model["metadata"]["generation"].as_i64().unwrap();
-        let reason = match &e.tag {
-            Some(t) => format!("{}-{t}", e.reason),
-            None => e.reason.to_string(),
-        };
+        let reason = name_reason(e.reason.as_str(), e.tag.as_deref());
         let name = event_name(NAME, &reason, generation);
         if !self.events.iter().any(|(n, _)| *n == name) {
             self.events.push((name, e.reason));

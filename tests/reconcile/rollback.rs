@@ -461,7 +461,7 @@ fn manual_rollback_first_match_wins() {
 
 #[test]
 fn a_rejected_rollback_over_a_rolled_back_resource_returns_to_rolled_back() {
-    let mut w = rolled_back_automatically();
+    let mut w = automatically_rolled_back();
     let rolled_back = w.conds();
     assert_eq!(rolled_back, ROLLBACK_SUCCEEDED.labels());
     w.annotate("openmed.ai/rollback-to", Some("OpenMed/never"));
@@ -487,20 +487,6 @@ fn a_rejected_rollback_over_a_rolled_back_resource_returns_to_rolled_back() {
     assert_eq!(w.status()["phase"], "RolledBack");
     assert_eq!(w.conds(), rolled_back);
     assert_eq!(w.status()["activeVersion"], V1);
-}
-
-/// v1 Ready, then v2 missed its deadline and was rolled back to v1 by
-/// itself.
-fn rolled_back_automatically() -> World {
-    let mut w = World::new(spec(V1));
-    w.converge();
-    w.set_spec(spec(V2));
-    w.step();
-    w.rollout_misses_deadline();
-    w.step();
-    w.rollout_completes();
-    w.step();
-    w
 }
 
 /// v1 Ready, then v2 Ready: two retained versions.
@@ -644,7 +630,7 @@ fn a_message_change_alone_posts_no_event() {
 /// posts none again.
 #[test]
 fn an_automatic_then_a_manual_rollback_in_one_generation_keep_their_own_events() {
-    let mut w = rolled_back_automatically();
+    let mut w = automatically_rolled_back();
     assert_eq!(w.status()["phase"], "RolledBack");
     // The user asks for v1 by hand, in the same generation.
     w.annotate("openmed.ai/rollback-to", Some(V1));

@@ -315,13 +315,7 @@ impl Sim {
 
     /// Accept `token` as the service account `namespace/name`.
     pub fn accept_service_account_token(&self, namespace: &str, name: &str, token: &str) {
-        let cred = apiserver::authn::Credential {
-            user: rbac::User::service_account(namespace, name),
-            uid: String::new(),
-            audiences: vec![apiserver::authn::API_AUDIENCE.into()],
-            extra: Default::default(),
-            expires: None,
-        };
+        let cred = apiserver::authn::Credential::service_account(namespace, name, String::new());
         apiserver::authn::remember(&mut lock(&self.shared.users), token.to_string(), cred);
     }
 

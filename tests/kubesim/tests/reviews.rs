@@ -172,6 +172,8 @@ fn subject_access_reviews_without_a_question_or_a_subject_are_invalid() {
 
 /// `admin`, `edit` and `view` start empty and are filled from the
 /// `system:aggregate-to-*` roles; `view` feeds `edit`, which feeds `admin`.
+/// Those names hold a `:`, which `ValidateRBACName` (a path segment)
+/// allows: the roles exist at all only because of that rule.
 #[test]
 fn the_built_in_roles_are_aggregated_from_the_bootstrap_ones() {
     let sim = start();

@@ -42,6 +42,18 @@ pub struct Credential {
 }
 
 impl Credential {
+    /// A service account's token meant for the API server, with no expiry
+    /// (a legacy token, or one a test hands out).
+    pub fn service_account(ns: &str, name: &str, uid: String) -> Credential {
+        Credential {
+            user: User::service_account(ns, name),
+            uid,
+            audiences: vec![API_AUDIENCE.into()],
+            extra: Map::new(),
+            expires: None,
+        }
+    }
+
     fn live(&self, now: SystemTime) -> bool {
         self.expires.is_none_or(|e| e > now)
     }
@@ -76,13 +88,8 @@ fn service_account_uid(shared: &Shared, ns: &str, name: &str) -> Option<String> 
 /// A token for `ns/name` meant for the API server, as a legacy token is.
 pub fn issue_service_account_token(shared: &Shared, ns: &str, name: &str) -> String {
     let token = format!("sa-{ns}-{name}-{:x}", shared.started.elapsed().as_nanos());
-    let cred = Credential {
-        user: User::service_account(ns, name),
-        uid: service_account_uid(shared, ns, name).unwrap_or_default(),
-        audiences: vec![API_AUDIENCE.into()],
-        extra: Map::new(),
-        expires: None,
-    };
+    let uid = service_account_uid(shared, ns, name).unwrap_or_default();
+    let cred = Credential::service_account(ns, name, uid);
     remember(&mut lock(&shared.users), token.clone(), cred);
     token
 }
