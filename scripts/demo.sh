@@ -71,9 +71,7 @@ mkdir -p "$WORK"
 
 say "Starting the simulated cluster (pods warm up in 1 s; versions containing 'unloadable' never get ready)"
 sa_token="demo-operator-$RANDOM$RANDOM"
-prom_token="demo-prometheus-$RANDOM$RANDOM"
-start_sim "$WORK/cluster" --warmup-ms 1000 --sa-token "openmed-system/openmed-operator=$sa_token" \
-  --sa-token "monitoring/prometheus=$prom_token"
+start_sim "$WORK/cluster" --warmup-ms 1000 --sa-token "openmed-system/openmed-operator=$sa_token"
 info "API server: $SIM_URL"
 kc apply -k "$REPO/manifests/" >/dev/null
 kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
@@ -99,11 +97,11 @@ say "What the operator logged"
 grep -E "openmed/openmed-service" "$WORK/operator.log" | sed 's/^/    /'
 
 say "/metrics over TLS: only for a token allowed get on /metrics"
-bind_metrics_reader monitoring prometheus
+prom_token=$(prometheus_token)
 metrics_url=$(metrics_url "$WORK/operator.log")
 code=$(curl -sk -o /dev/null -w '%{http_code}' "$metrics_url/metrics" || true)
 info "no token: $code"
-info "Prometheus's token (bound to openmed-operator-metrics-reader):"
+info "Prometheus's token (monitoring/prometheus-k8s, bound to openmed-operator-metrics-reader):"
 curl -sk -H "Authorization: Bearer $prom_token" "$metrics_url/metrics" |
   grep -E '^openmed_operator_(managed_resources|reconciles_total)' | sed 's/^/    /'
 
@@ -111,6 +109,7 @@ if ((KEEP)); then
   say "Left running. Try:"
   info "export KUBECONFIG=$KUBECONFIG"
   info "kubectl get omm -A; kubectl -n openmed describe omm openmed-service"
+  info "metrics: curl -k -H \"Authorization: Bearer \$(kubectl create token prometheus-k8s -n monitoring)\" $metrics_url/metrics"
   info "live view: $(grep -o 'live view on http://[0-9.:]*/' "$WORK/operator.log" | sed -n '1s/live view on //p')"
   info "operator log: $WORK/operator.log"
   info "stop with: scripts/demo.sh --stop (PIDs $OP_PID ${SIM_PIDS[*]})"

@@ -179,9 +179,8 @@ kc get namespace openmed-system >/dev/null 2>&1 && die "namespace openmed-system
 say "The operator, through the shared scenario, as its ServiceAccount under the shipped RBAC"
 sa_token="sa-$$-$RANDOM"
 # TLS: kubectl sends bearer tokens over https only.
-prom_token="prom-$$-$RANDOM"
 start_sim "$WORK/scenario" --warmup-ms 300 --tls --token "admin-$$" \
-  --sa-token "openmed-system/openmed-operator=$sa_token" --sa-token "monitoring/prometheus=$prom_token"
+  --sa-token "openmed-system/openmed-operator=$sa_token"
 kc apply -k "$REPO/manifests/"
 kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
 kc apply -f "$REPO/manifests/sample-deployment.yaml"
@@ -194,7 +193,7 @@ TIMEOUT=60
 scenario_all
 
 say "Secure /metrics, scraped with curl as Prometheus would be"
-bind_metrics_reader monitoring prometheus
+prom_token=$(prometheus_token)
 metrics_url=$(metrics_url "$WORK/operator.log")
 [[ -n $metrics_url ]] || die "no https metrics address in the operator log"
 scrape() { curl -sk -o "$WORK/scrape.out" -w '%{http_code}' "$@" "$metrics_url/metrics" || true; }

@@ -45,24 +45,15 @@ start_sim() {
   export KC_CACHE="$dir/kube-cache"
 }
 
-# bind_metrics_reader NS NAME: let service account NS/NAME read /metrics
-# (kubectl create clusterrolebinding in a real cluster; kubesim takes JSON
-# only, not the protobuf kubectl's generators send).
-bind_metrics_reader() {
-  kc apply -f - >/dev/null <<YAML
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: $2-openmed-metrics
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: openmed-operator-metrics-reader
-subjects:
-  - kind: ServiceAccount
-    name: $2
-    namespace: $1
-YAML
+# prometheus_token: what docs/security.md has a user do for Prometheus (the
+# ServiceAccount monitoring/prometheus-k8s bound to the metrics-reader role,
+# with kubectl's own generators), then print a token for it.
+prometheus_token() {
+  kc create namespace monitoring >/dev/null
+  kc -n monitoring create serviceaccount prometheus-k8s >/dev/null
+  kc create clusterrolebinding prometheus-openmed-metrics \
+    --clusterrole=openmed-operator-metrics-reader --serviceaccount=monitoring:prometheus-k8s >/dev/null
+  kc create token prometheus-k8s -n monitoring
 }
 
 # metrics_url LOGFILE: the https origin of /metrics from the operator's log.

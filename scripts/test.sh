@@ -5,8 +5,8 @@
 # byte for byte; SBOM; the OCI image, run by crun). `.ci/run` runs
 # exactly this. It first installs what a fresh machine lacks
 # (scripts/install-deps.sh: Debian packages, rustfmt, clippy); it needs
-# cargo, kubectl and python3 to be there. About 6 minutes from a clean
-# clone on 2 cores (5 min 47 s measured), the static build being half of it.
+# cargo, kubectl and python3 to be there. Each step prints its time, and
+# docs/performance.md ("Durations of the slower checks") records a run's.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"

@@ -18,7 +18,14 @@ struct Beat {
     max: Duration,
     /// A watch is open, or a worker waits for work: alive without beats.
     open: bool,
+    /// When the open watch opened.
+    opened: Option<Instant>,
 }
+
+/// How long a watch must stay open for its loop to count as working again:
+/// the span after which it resets its count of failures
+/// ([`crate::runtime::reconnect::Policy::healthy`]).
+const RECOVERED: Duration = crate::runtime::reconnect::Policy::DEFAULT.healthy;
 
 /// Liveness of the operator's loops and readiness of its caches.
 #[derive(Default)]
@@ -45,6 +52,7 @@ impl Health {
             last: Instant::now(),
             max: max_silence,
             open: false,
+            opened: None,
         };
         lock(&self.beats).insert(name.to_string(), beat);
     }
@@ -65,8 +73,10 @@ impl Health {
     /// The loop's watch opened (a sign of life) or ended.
     pub fn watching(&self, name: &str, open: bool) {
         if let Some(b) = lock(&self.beats).get_mut(name) {
-            b.last = Instant::now();
+            let now = Instant::now();
+            b.last = now;
             b.open = open;
+            b.opened = open.then_some(now);
         }
     }
 
@@ -96,13 +106,27 @@ impl Health {
         lock(&self.failing_lists).remove(name);
     }
 
-    /// Ok once every cache has listed, and while no loop fails to list;
-    /// otherwise why not, naming the failing loops.
+    /// Ok once every cache has listed, and while no loop fails to list or
+    /// watch; otherwise why not, naming the failing loops.
     pub fn readiness(&self) -> Result<(), String> {
-        let failing = lock(&self.failing_lists);
+        self.readiness_at(Instant::now())
+    }
+
+    /// Readiness at `now`. A failing loop whose watch has stayed open for
+    /// [`RECOVERED`] works again, whether or not any event came: a quiet
+    /// watch ends only after 50 to 60 s, and readiness must not wait for it.
+    fn readiness_at(&self, now: Instant) -> Result<(), String> {
+        let mut failing = lock(&self.failing_lists);
+        {
+            let beats = lock(&self.beats);
+            failing.retain(|name| {
+                let opened = beats.get(name).and_then(|b| b.opened);
+                opened.is_none_or(|t| now.saturating_duration_since(t) < RECOVERED)
+            });
+        }
         if !failing.is_empty() {
             let names: Vec<&str> = failing.iter().map(String::as_str).collect();
-            return Err(format!("cannot list: {}", names.join(", ")));
+            return Err(format!("cannot list or watch: {}", names.join(", ")));
         }
         if !self.ready.load(Ordering::SeqCst) {
             return Err("caches not yet synced".into());
@@ -180,9 +204,30 @@ mod tests {
         h.set_ready();
         assert_eq!(h.readiness(), Ok(()));
         h.list_failed("list/deployments/b");
-        assert_eq!(h.readiness(), Err("cannot list: list/deployments/b".into()));
+        assert_eq!(
+            h.readiness(),
+            Err("cannot list or watch: list/deployments/b".into())
+        );
         h.list_ok("list/deployments/b");
         assert_eq!(h.readiness(), Ok(()));
+    }
+
+    /// A loop that failed is ready again once its watch has stayed open
+    /// long enough, with no event and before the watch ends.
+    #[test]
+    fn a_watch_open_long_enough_makes_its_failing_loop_ready() {
+        let h = Health::default();
+        h.set_ready();
+        h.register("watch/x", Duration::from_secs(60));
+        h.list_failed("watch/x");
+        h.watching("watch/x", true);
+        let now = Instant::now();
+        assert!(h.readiness_at(now + RECOVERED / 2).is_err());
+        assert_eq!(h.readiness_at(now + RECOVERED), Ok(()));
+        // It counts from the last open: a watch that ended does not.
+        h.list_failed("watch/x");
+        h.watching("watch/x", false);
+        assert!(h.readiness_at(now + RECOVERED * 3).is_err());
     }
 
     #[test]

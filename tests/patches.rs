@@ -310,3 +310,21 @@ fn event_body_is_a_valid_core_event() {
     .unwrap();
     assert_eq!(w["type"], "Warning");
 }
+
+/// docs/troubleshooting.md's "the same by hand" is the patch the operator
+/// and `release` send, byte for byte once parsed.
+#[test]
+fn the_hand_back_in_the_docs_is_the_operators_own() {
+    let doc = include_str!("../docs/troubleshooting.md");
+    let start = doc
+        .find("kubectl patch deployment -n NS DEPLOYMENT --type=strategic -p '")
+        .expect("the hand-back command is in docs/troubleshooting.md");
+    let body = &doc[start..];
+    let body = &body[body.find('\'').unwrap() + 1..];
+    let body = &body[..body.find('\'').unwrap()];
+    let documented: Value = serde_json::from_str(body).expect("the documented patch is JSON");
+    assert_eq!(
+        documented,
+        patches::deployment_decommission(Some("openmed-service"))
+    );
+}

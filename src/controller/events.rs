@@ -142,7 +142,8 @@ pub struct Poster<'a> {
 
 impl Poster<'_> {
     /// Post an occurrence of `reason` for `model`: create it, or bump the
-    /// count of the one already written for this object.
+    /// count of the one already written for this object. Returns the
+    /// Event's count and the name it was written under.
     pub fn post(
         &self,
         model: &ModelView,
@@ -151,7 +152,7 @@ impl Poster<'_> {
         generation: i64,
         message: &str,
         now: &str,
-    ) -> Result<i64, Error> {
+    ) -> Result<(i64, String), Error> {
         let ns = model.namespace.as_str();
         for name in names(model, reason, tag, generation) {
             let known = lock(self.posted).get(ns, &name, &model.uid);
@@ -164,7 +165,7 @@ impl Poster<'_> {
                 },
             };
             lock(self.posted).set(ns, &name, &model.uid, count);
-            return Ok(count);
+            return Ok((count, name));
         }
         Err(Error::Config(format!(
             "both names for Event {reason} of {} are taken by other objects",

@@ -23,8 +23,10 @@ use std::sync::Mutex;
 
 /// Longest string copied from a resource into the view.
 pub const MAX_TEXT: usize = 256;
-/// Events kept per model, newest first.
-const EVENTS_PER_MODEL: usize = 5;
+/// Events kept per model, newest first: each a distinct Event object, so
+/// every rollout and rollback of a model's recent past shows (§2.6 names
+/// them apart), and a bump replaces the record it bumps.
+const EVENTS_PER_MODEL: usize = 10;
 /// Models whose Events are kept (the oldest entry goes beyond it).
 const EVENT_MODELS: usize = 10_000;
 
@@ -294,8 +296,9 @@ impl Rows {
     }
 }
 
-/// One recorded Event in one allocation: its reason, type, time and
-/// message, each bounded and escaped (so none holds a NUL), joined by NULs.
+/// One recorded Event in one allocation: its reason, type, time, message
+/// and object name, each bounded and escaped (so none holds a NUL), joined
+/// by NULs.
 /// Four strings a row cost 3x the memory at thousands of models
 /// (docs/performance.md, memory per resource).
 struct KeptEvent {
@@ -304,8 +307,8 @@ struct KeptEvent {
 }
 
 impl KeptEvent {
-    fn new(e: &Seen) -> KeptEvent {
-        let parts = [e.reason, e.type_, e.last, e.message].map(bounded);
+    fn new(id: &str, e: &Seen) -> KeptEvent {
+        let parts = [e.reason, e.type_, e.last, e.message, id].map(bounded);
         KeptEvent {
             text: parts.join("\0").into(),
             count: e.count,
@@ -316,8 +319,9 @@ impl KeptEvent {
         self.text.split('\0').nth(i).unwrap_or("")
     }
 
-    fn reason(&self) -> &str {
-        self.part(0)
+    /// The Event object's name: what tells two records apart.
+    fn id(&self) -> &str {
+        self.part(4)
     }
 
     fn row(&self) -> EventRow {
@@ -345,8 +349,9 @@ struct Recent {
 }
 
 impl RecentEvents {
-    /// An Event written (or bumped) for the model `namespace/name`.
-    pub fn record(&self, namespace: &str, name: &str, e: Seen) {
+    /// The Event `id` (its object's name) written or bumped for the model
+    /// `namespace/name`.
+    pub fn record(&self, namespace: &str, name: &str, id: &str, e: Seen) {
         let key = ObjectKey::new(namespace, name);
         let mut r = lock(&self.0);
         if !r.by_model.contains_key(&key) {
@@ -361,8 +366,8 @@ impl RecentEvents {
         let records = r.records;
         let (version, list) = r.by_model.entry(key).or_default();
         *version = records;
-        let kept = KeptEvent::new(&e);
-        list.retain(|x| x.reason() != kept.reason());
+        let kept = KeptEvent::new(id, &e);
+        list.retain(|x| x.id() != kept.id());
         list.insert(0, kept);
         list.truncate(EVENTS_PER_MODEL);
     }
@@ -374,7 +379,11 @@ impl RecentEvents {
         if about["kind"] != "OpenMedModel" {
             return;
         }
-        let (Some(ns), Some(name)) = (about["namespace"].as_str(), about["name"].as_str()) else {
+        let (Some(ns), Some(name), Some(id)) = (
+            about["namespace"].as_str(),
+            about["name"].as_str(),
+            ev["metadata"]["name"].as_str(),
+        ) else {
             return;
         };
         let last = ev["lastTimestamp"]
@@ -388,7 +397,7 @@ impl RecentEvents {
             last: last.to_string(),
             message: text(&ev["message"]),
         };
-        self.record(ns, name, row.seen());
+        self.record(ns, name, id, row.seen());
     }
 
     pub fn of(&self, namespace: &str, name: &str) -> Vec<EventRow> {

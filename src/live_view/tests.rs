@@ -113,11 +113,18 @@ fn event(reason: &str, n: i64) -> EventRow {
 }
 
 #[test]
-fn recent_events_are_newest_first_one_per_reason_and_few() {
+fn recent_events_keep_every_event_object_newest_first_and_few() {
     let r = RecentEvents::default();
-    r.record("ns", "m", event("RolloutStarted", 1).seen());
-    r.record("ns", "m", event("RolloutSucceeded", 2).seen());
-    r.record("ns", "m", event("RolloutStarted", 3).seen());
+    // The last one bumps an Event: its record is replaced. The two
+    // rollouts' Events of one reason both stay.
+    for (id, reason, count) in [
+        ("m-started-1", "RolloutStarted", 1),
+        ("m-succeeded-1", "RolloutSucceeded", 1),
+        ("m-started-2", "RolloutStarted", 1),
+        ("m-succeeded-1", "RolloutSucceeded", 2),
+    ] {
+        r.record("ns", "m", id, event(reason, count).seen());
+    }
     let got: Vec<(String, i64)> = r
         .of("ns", "m")
         .into_iter()
@@ -125,23 +132,33 @@ fn recent_events_are_newest_first_one_per_reason_and_few() {
         .collect();
     assert_eq!(
         got,
-        [("RolloutStarted".into(), 3), ("RolloutSucceeded".into(), 2)]
+        [
+            ("RolloutSucceeded".into(), 2),
+            ("RolloutStarted".into(), 1),
+            ("RolloutStarted".into(), 1)
+        ]
     );
     for i in 0..20 {
-        r.record("ns", "m", event(&format!("R{i}"), i).seen());
+        r.record(
+            "ns",
+            "m",
+            &format!("e{i}"),
+            event("RolloutStarted", i).seen(),
+        );
     }
-    assert_eq!(r.of("ns", "m").len(), 5);
+    assert_eq!(r.of("ns", "m").len(), EVENTS_PER_MODEL);
     // Listed Events about other kinds are not the view's business.
-    r.record_object(
-        &json!({"involvedObject": {"kind": "Pod", "namespace": "ns", "name": "p"},
-                            "reason": "Pulled"}),
-    );
+    r.record_object(&json!({"metadata": {"name": "p.1"},
+                "involvedObject": {"kind": "Pod", "namespace": "ns", "name": "p"},
+                "reason": "Pulled"}));
     assert!(r.of("ns", "p").is_empty());
-    r.record_object(
-        &json!({"involvedObject": {"kind": "OpenMedModel", "namespace": "ns", "name": "x"},
-                            "reason": "RolloutFailed", "type": "Warning", "count": 2,
-                            "lastTimestamp": "2026-12-01T00:00:00Z", "message": "missed"}),
-    );
+    let listed = json!({"metadata": {"name": "x-rolloutfailed-3-abc"},
+                        "involvedObject": {"kind": "OpenMedModel", "namespace": "ns", "name": "x"},
+                        "reason": "RolloutFailed", "type": "Warning", "count": 2,
+                        "lastTimestamp": "2026-12-01T00:00:00Z", "message": "missed"});
+    r.record_object(&listed);
+    r.record_object(&listed);
+    assert_eq!(r.of("ns", "x").len(), 1);
     assert_eq!(r.of("ns", "x")[0].type_, "Warning");
 }
 
@@ -152,7 +169,7 @@ fn a_recorded_event_reads_back_whole_with_its_control_characters_escaped() {
         message: "line\0one\nline two".into(),
         ..event("RolloutFailed", 7)
     };
-    r.record("ns", "m", e.seen());
+    r.record("ns", "m", "m-failed", e.seen());
     let got = r.of("ns", "m");
     let want = EventRow {
         message: "line\\0one\\nline two".into(),
@@ -269,7 +286,7 @@ fn nothing_is_rebuilt_or_sent_while_no_cache_changes() {
     }
     assert_eq!(looks.load(SeqCst), 1, "the caches did not change");
     // An Event recorded for the model: one look, one message.
-    recent.record("team-a", "a", event("RolloutSucceeded", 1).seen());
+    recent.record("team-a", "a", "a-ok", event("RolloutSucceeded", 1).seen());
     hub.publish();
     hub.publish();
     assert_eq!(looks.load(SeqCst), 2);

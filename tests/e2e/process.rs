@@ -110,6 +110,39 @@ fn json_logs_and_readiness_before_sync() {
     op.assert_clean_exit();
 }
 
+/// After an outage, `/readyz` is 200 again once the watches have stayed
+/// open for 10 s (docs/reference.md, "Health and metrics"), not when they first
+/// end 50 to 60 s later: the kubelet would keep the pod out of its Service
+/// for a minute after the API server came back.
+#[test]
+fn ready_again_soon_after_an_outage() {
+    let (sim, _, mut op) = cluster_with(fast(), "outage", "svc", &[]);
+    op.wait_ready();
+    let outage = Duration::from_secs(6);
+    sim.pause(outage);
+    let down = std::time::Instant::now();
+    wait_until("not ready during the outage", || {
+        op.http_get("/readyz").0 == 503
+    });
+    std::thread::sleep(outage.saturating_sub(down.elapsed()));
+    let back = std::time::Instant::now();
+    while op.http_get("/readyz").0 != 200 && back.elapsed() < Duration::from_secs(90) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = back.elapsed();
+    // Up to 10 s of backoff, then 10 s open; a watch ends after 50 s at
+    // the soonest.
+    assert!(
+        took < Duration::from_secs(40),
+        "ready {} s after the API server came back: {}",
+        took.as_secs(),
+        op.http_get("/readyz").1
+    );
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_serving(&sim, "svc", V1);
+    op.assert_clean_exit();
+}
+
 /// The metric names and `name{label="value"}` selectors in a rule
 /// expression (negative matchers are skipped: they name what to leave out).
 fn selectors(expr: &str) -> Vec<(String, Vec<(String, String)>)> {

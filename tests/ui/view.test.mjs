@@ -96,7 +96,11 @@ try {
   const text = await row.textContent();
   assert.match(text, /RolledBack/);
   assert.match(await row.locator('td[data-label="Rollbacks"]').textContent(), /^1/);
+  // Expanded, the model's recent Events are all there, each rollout's own.
   await row.locator("details summary").click();
+  const reasons = await row.locator("ul.events li strong").allTextContents();
+  assert.ok(reasons.filter((r) => r === "RolloutStarted").length >= 2, `every rollout's Event: ${reasons}`);
+  for (const r of ["RolloutSucceeded", "RolloutFailed", "RollbackStarted", "RollbackSucceeded"]) assert.ok(reasons.includes(r), `${r} in ${reasons}`);
   await page.screenshot({ path: `${OUT}/3-rolled-back.png`, fullPage: true });
 
   // Deleted: the row goes.

@@ -122,7 +122,7 @@ impl Reconciler {
             posted: &self.posted,
         };
         match poster.post(model, reason, tag, generation, message, now) {
-            Ok(count) => {
+            Ok((count, event_name)) => {
                 self.metrics.event_posted();
                 let event = crate::live_view::Seen {
                     reason: reason.as_str(),
@@ -135,7 +135,8 @@ impl Reconciler {
                     last: now,
                     message,
                 };
-                self.recent.record(&model.namespace, &model.name, event);
+                self.recent
+                    .record(&model.namespace, &model.name, &event_name, event);
                 Ok(())
             }
             Err(e) => {

@@ -64,6 +64,13 @@ impl Shared {
         }
     }
 
+    /// Run a write against a throw-away copy of the store: what a dry run
+    /// does (`DryRunnableStorage`: every step but the commit).
+    pub fn dry_write<T>(&self, f: impl FnOnce(&mut Store) -> T) -> T {
+        let mut scratch = lock(&self.store).scratch();
+        f(&mut scratch)
+    }
+
     /// Run a write against the store and wake every watch.
     pub fn write<T>(&self, f: impl FnOnce(&mut Store) -> T) -> T {
         let mut st = lock(&self.store);
@@ -591,6 +598,7 @@ fn serve_resource(
     let ns = res.ns.clone().unwrap_or_default();
     let def = res.def.clone();
     let fv = FieldValidation::parse(req.q("fieldValidation"));
+    let dry = dry_run(req)?;
     if let (Some("scale"), Some(name)) = (res.sub.as_deref(), &res.name) {
         if def.scale_subresource {
             return serve_scale(shared, req, &def, &ns, name, now);
@@ -614,6 +622,7 @@ fn serve_resource(
         ns,
         user,
         fv,
+        dry,
         now,
     };
     match (req.method.as_str(), &res.name) {
@@ -663,10 +672,21 @@ struct Call<'a> {
     /// The authenticated caller, when RBAC is on.
     user: Option<&'a crate::rbac::User>,
     fv: FieldValidation,
+    /// `dryRun=All`: everything but the commit.
+    dry: bool,
     now: SystemTime,
 }
 
 impl Call<'_> {
+    /// Run the write on the store, or on a copy for a dry run.
+    fn write<T>(&self, f: impl FnOnce(&mut Store) -> T) -> T {
+        if self.dry {
+            self.shared.dry_write(f)
+        } else {
+            self.shared.write(f)
+        }
+    }
+
     fn get(&self, name: &str) -> Result<Response, ApiErr> {
         let (shared, req, res, def, ns) = self.parts();
         sub_is_status(res)?;
@@ -693,7 +713,7 @@ impl Call<'_> {
         if let Some(u) = self.user {
             owner_refs_admitted(shared, u, res, &body, None)?;
         }
-        let w = shared.write(|st| st.create(def, ns, body, self.fv, self.now))?;
+        let w = self.write(|st| st.create(def, ns, body, self.fv, self.now))?;
         Ok(with_warnings(ok(201, &present(&w.obj, res)), &w.warnings))
     }
 
@@ -709,7 +729,7 @@ impl Call<'_> {
         // `AllowUnconditionalUpdate` is false for custom resources and
         // Leases; `AllowCreateOnUpdate` is true for Leases (leaseStrategy).
         let lease = def.key() == "coordination.k8s.io/leases";
-        let (w, code) = shared.write(|st| {
+        let (w, code) = self.write(|st| {
             if lease && !status_only && st.get(def, ns, name).is_none() {
                 return create_on_update(st, def, ns, name, body, self.fv, self.now)
                     .map(|w| (w, 201));
@@ -731,11 +751,11 @@ impl Call<'_> {
     }
 
     fn patch(&self, name: &str) -> Result<Response, ApiErr> {
-        let (shared, req, res, def, ns) = self.parts();
+        let (_, req, res, def, ns) = self.parts();
         let status_only = sub_is_status(res)?;
         let body = parse_body(req)?;
         let ct = content_type(req);
-        let w = shared.write(|st| {
+        let w = self.write(|st| {
             let current = st
                 .get(def, ns, name)
                 .ok_or_else(|| ApiErr::not_found(def, name))?;
@@ -758,7 +778,7 @@ impl Call<'_> {
     }
 
     fn delete(&self, name: &str) -> Result<Response, ApiErr> {
-        let (shared, req, res, def, ns) = self.parts();
+        let (_, req, res, def, ns) = self.parts();
         let opts: Value = if req.body.is_empty() {
             json!({})
         } else {
@@ -771,7 +791,7 @@ impl Call<'_> {
                 .as_str()
                 .map(str::to_string),
         };
-        let done = shared.write(|st| st.delete_with(def, ns, name, &pre, propagation, self.now))?;
+        let done = self.write(|st| st.delete_with(def, ns, name, &pre, propagation, self.now))?;
         // handlers/delete.go: 202 only for a pending delete asked with
         // orphanDependents=false; store.go `finalizeDelete`: a Status
         // unless the store returns the deleted object.
@@ -792,9 +812,9 @@ impl Call<'_> {
 
     /// DELETE on a collection: every object the selectors match.
     fn delete_collection(&self) -> Result<Response, ApiErr> {
-        let (shared, req, res, def, ns) = self.parts();
+        let (_, req, res, def, ns) = self.parts();
         let (l, f) = selectors(req, def)?;
-        let deleted = shared.write(|st| {
+        let deleted = self.write(|st| {
             let victims: Vec<String> = st
                 .list(def, res.ns.as_deref())
                 .iter()
@@ -817,6 +837,18 @@ impl Call<'_> {
 
     fn parts(&self) -> (&Arc<Shared>, &Request, &Res, &ResourceDef, &str) {
         (self.shared, self.req, self.res, &self.res.def, &self.ns)
+    }
+}
+
+/// `dryRun`: absent, or `All` (`ValidateDryRun`: any other value is
+/// refused, and nothing is written).
+fn dry_run(req: &Request) -> Result<bool, ApiErr> {
+    match req.q("dryRun") {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(v) => Err(ApiErr::bad_request(format!(
+            "Invalid value: []string{{\"{v}\"}}: supported values: \"All\""
+        ))),
     }
 }
 

@@ -445,6 +445,22 @@ fn ref_uid(r: &Value) -> String {
 }
 
 impl Store {
+    /// A copy to try a write on and throw away (a dry run): the objects
+    /// (shared, not copied) and the registry, with no history, so nothing
+    /// done to it reaches a watch.
+    pub fn scratch(&self) -> Store {
+        Store {
+            rv: self.rv,
+            objects: self.objects.clone(),
+            history: VecDeque::new(),
+            compacted: self.rv,
+            retention: self.retention,
+            history_bytes: 0,
+            registry: self.registry.clone(),
+            gc_dirty: false,
+        }
+    }
+
     pub fn new(history_cap: usize) -> Store {
         let mut s = Store {
             rv: 0,
