@@ -92,7 +92,8 @@ try {
   await api("PATCH", { spec: { version: BAD, rolloutStrategy: { progressDeadlineSeconds: 5 } } });
   const rolledBackApi = await rolledBackSeen;
   figures.rolledBackMs = (await shown("RolledBack")) - rolledBackApi;
-  await page.waitForFunction((key) => /RolloutFailed/.test(document.querySelector(`tr[data-key="${key}"]`).textContent), `${NS}/${NAME}`);
+  // The Events follow the status write that announced them.
+  await page.waitForFunction((key) => /RolloutFailed[^]*RollbackSucceeded|RollbackSucceeded[^]*RolloutFailed/.test(document.querySelector(`tr[data-key="${key}"]`).textContent), `${NS}/${NAME}`);
   const text = await row.textContent();
   assert.match(text, /RolledBack/);
   assert.match(await row.locator('td[data-label="Rollbacks"]').textContent(), /^1/);
