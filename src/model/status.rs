@@ -161,9 +161,7 @@ impl CondStatus {
             CondStatus::Unknown => "Unknown",
         }
     }
-}
 
-impl CondStatus {
     pub fn parse(s: &str) -> Option<CondStatus> {
         [CondStatus::True, CondStatus::False, CondStatus::Unknown]
             .into_iter()

@@ -159,8 +159,9 @@ pub struct Plan {
     pub(super) target: TargetGen,
     /// Deletion posts its Event whatever happens to status.
     pub(super) events_always: bool,
-    /// The pass reports a transition its conditions do not show (a new
-    /// generation that is invalid again, §6.1).
+    /// The pass reports a transition its conditions do not show: a new
+    /// generation that is invalid again (§6.1), a rollout started over the
+    /// last one's "started" conditions (§6.13).
     pub(super) new_report: bool,
 }
 
@@ -259,22 +260,23 @@ impl Plan {
         }
     }
 
-    /// The message is bounded and escaped (§9.15): it may quote a user.
     pub(crate) fn push_event(&mut self, reason: EventReason, message: String) {
-        let message = crate::foreign::bounded(message, crate::model::status::MAX_MESSAGE);
-        self.events.push(EventSpec {
-            reason,
-            message,
-            tag: None,
-        });
+        self.push(reason, message, None);
     }
 
     /// An Event of one rollback: its kind and target in the name (§2.6).
     pub(crate) fn push_tagged_event(&mut self, reason: EventReason, message: String, tag: String) {
-        self.push_event(reason, message);
-        if let Some(e) = self.events.last_mut() {
-            e.tag = Some(tag);
-        }
+        self.push(reason, message, Some(tag));
+    }
+
+    /// The message is bounded and escaped (§9.15): it may quote a user.
+    fn push(&mut self, reason: EventReason, message: String, tag: Option<String>) {
+        let message = crate::foreign::bounded(message, crate::model::status::MAX_MESSAGE);
+        self.events.push(EventSpec {
+            reason,
+            message,
+            tag,
+        });
     }
 
     /// Deletion plans post their Event regardless of status.
