@@ -13,6 +13,7 @@ use crate::{install, operator_on_real};
 #[test]
 fn metrics_answer_as_the_real_api_server_reviews() {
     let Some(plane) = from_env() else { return };
+    let _plane = crate::shared();
     install::once(&plane);
     let id = std::process::id();
     let (ns, mon) = (format!("metrics-{id}"), format!("monitoring-{id}"));

@@ -16,7 +16,10 @@ mod harness;
 mod access;
 mod cluster;
 mod diff;
+mod faults;
+mod ha;
 mod install;
+mod outage;
 mod plane;
 mod scenarios;
 mod story;
@@ -33,9 +36,35 @@ fn operator_bin() -> String {
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_openmed-operator").to_string())
 }
 
+/// Tests that stop the plane's components or hold its one Lease take it
+/// alone; the others share it.
+static PLANE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// The plane, shared with the other tests of this process.
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    PLANE.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The plane alone: no other test of this process runs meanwhile.
+pub fn exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    PLANE.write().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The operator on the real plane, watching `ns` only, as its ServiceAccount
 /// with a token from the TokenRequest API.
 pub fn operator_on_real(plane: &Plane, ns: &str, dir: &Path, extra: &[&str]) -> Operator {
+    operator_on_real_as(plane, ns, dir, extra, "")
+}
+
+/// [`operator_on_real`] as pod `pod` (its identity in a Lease and in its
+/// User-Agent), when not empty.
+pub fn operator_on_real_as(
+    plane: &Plane,
+    ns: &str,
+    dir: &Path,
+    extra: &[&str],
+    pod: &str,
+) -> Operator {
     let token = dir.join("sa-token");
     std::fs::write(&token, plane.token("openmed-system", "openmed-operator"))
         .expect("writing the token");
@@ -48,7 +77,12 @@ pub fn operator_on_real(plane: &Plane, ns: &str, dir: &Path, extra: &[&str]) -> 
         ns,
     ];
     args.extend_from_slice(extra);
-    let mut op = Operator::start_bin(&operator_bin(), &plane.server, dir, &args, &[]);
+    let env: Vec<(&str, &str)> = if pod.is_empty() {
+        vec![]
+    } else {
+        vec![("POD_NAME", pod)]
+    };
+    let mut op = Operator::start_bin(&operator_bin(), &plane.server, dir, &args, &env);
     op.wait_ready();
     op
 }
@@ -59,6 +93,7 @@ fn on_both(name: &str, scenario: fn(&mut Story)) {
     let Some(plane) = plane::from_env() else {
         return;
     };
+    let _plane = shared();
     install::once(&plane);
     let ns = format!("{name}-{}", std::process::id());
     let (real_dir, sim_dir) = (
@@ -129,6 +164,11 @@ fn an_autoscaler_on_both_clusters() {
     on_both("autoscaled", scenarios::autoscaled);
 }
 
+#[test]
+fn a_rollout_restart_mid_rollout_on_both_clusters() {
+    on_both("restart", scenarios::restarted_mid_rollout);
+}
+
 /// A namespace deleted with models in it terminates: the operator releases
 /// its finalizers, the namespace controller deletes the rest, the stand-in
 /// finishes the pods (upstream `namespace_deleter.go`, `deleteAllContent`).
@@ -137,6 +177,7 @@ fn a_namespace_deleted_with_models_in_it_goes() {
     let Some(plane) = plane::from_env() else {
         return;
     };
+    let _plane = shared();
     install::once(&plane);
     let ns = format!("doomed-{}", std::process::id());
     let dir = tmpdir("doomed");

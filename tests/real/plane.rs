@@ -134,6 +134,37 @@ impl Plane {
             .to_string()
     }
 
+    /// Stops (`stop`) or starts (`start`) one component of the plane with its
+    /// state kept: etcd, apiserver, controller-manager or kubelet.
+    pub fn control(&self, verb: &str, component: &str) {
+        let script = format!("{}/scripts/control-plane.sh", env!("CARGO_MANIFEST_DIR"));
+        let out = Command::new("bash")
+            .arg(&script)
+            .args([verb, component])
+            .env("OMO_CP_DIR", &self.dir)
+            .output()
+            .expect("running scripts/control-plane.sh");
+        assert!(
+            out.status.success(),
+            "control-plane.sh {verb} {component}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Whether kube-apiserver answers ok on /readyz.
+    pub fn ready(&self) -> bool {
+        let url = format!("{}/readyz", self.server);
+        let Ok(req) = ureq::http::Request::builder().uri(&url).body(()) else {
+            return false;
+        };
+        match self.agent.run(req) {
+            Ok(mut resp) => {
+                resp.status() == 200 && resp.body_mut().read_to_string().unwrap_or_default() == "ok"
+            }
+            Err(_) => false,
+        }
+    }
+
     /// The audit log's entries so far, parsed (one JSON event a line).
     pub fn audit_events(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.audit)

@@ -199,3 +199,33 @@ pub fn ready_pods(st: &Story, app: &str) -> usize {
         })
         .count()
 }
+
+/// `kubectl rollout restart` in the middle of the operator's rollout: the
+/// restart's template annotation stays (it is not a field the operator
+/// owns), the rollout finishes, and no Event is lost or doubled.
+pub fn restarted_mid_rollout(st: &mut Story) {
+    st.deployment("rr", 2, true);
+    st.model("rr", "rr", V1, 600);
+    st.wait_serving("rr", V1);
+    st.patch_model("rr", json!({"spec": {"version": V2}}));
+    st.wait_status("rr", "the v2 rollout under way", |s| {
+        s["desiredVersion"] == V2
+    });
+    // What `kubectl rollout restart` sends (kubectl's `objectRestarter`).
+    let restart = json!({"spec": {"template": {"metadata": {"annotations": {
+        "kubectl.kubernetes.io/restartedAt": "2026-12-06T00:00:00Z"}}}}});
+    st.c.merge_patch("apps/v1", "Deployment", &st.ns, "rr", &restart)
+        .unwrap_or_else(|e| panic!("rollout restart: {e}"));
+    st.wait_serving("rr", V2);
+    st.wait_events("rr", &[("RolloutStarted", 2), ("RolloutSucceeded", 2)]);
+    let d = st.deploy("rr");
+    assert_eq!(
+        d["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"],
+        "2026-12-06T00:00:00Z",
+        "the restart's annotation was reverted"
+    );
+    crate::harness::wait_until(&format!("every pod of rr Ready on {}", st.c.name()), || {
+        ready_pods(st, "rr") == 2
+    });
+    st.checkpoint("restarted mid-rollout", "rr", "rr");
+}
