@@ -86,11 +86,11 @@ cp_build() {
   say "The real control plane's binaries ($(go version | cut -d' ' -f3), cache $CP_CACHE)"
   for set in kubernetes etcd standin; do
     out=$(cp_bin_dir "$set")
+    cp_prune "$set"
     if [[ -x $out/$(cp_first_binary "$set") ]]; then
       info "$set: cached ($out)"
       continue
     fi
-    cp_prune "$set"
     info "$set: building into $out"
     # shellcheck disable=SC2046
     cp_build_set "$set" "$out" $(cp_packages "$set") || die "building the $set tool set failed"
