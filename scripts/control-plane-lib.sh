@@ -158,7 +158,8 @@ cp_client_cert() {
     -out "$1.crt" 2>/dev/null
 }
 
-# cp_kubeconfig NAME SERVER: a kubeconfig for NAME's client certificate.
+# cp_kubeconfig NAME SERVER: a kubeconfig for NAME's client certificate
+# (anonymous: none, for a caller that brings its own --token).
 cp_kubeconfig() {
   local name=$1 server=$2
   cat >"$CP_DIR/$name.kubeconfig" <<KUBECONFIG
@@ -172,8 +173,11 @@ clusters:
 users:
 - name: $name
   user:
-    client-certificate: $CP_DIR/pki/$name.crt
-    client-key: $CP_DIR/pki/$name.key
+$(if [[ $name != anonymous ]]; then
+    printf '    client-certificate: %s\n    client-key: %s\n' "$CP_DIR/pki/$name.crt" "$CP_DIR/pki/$name.key"
+  else
+    echo '    {}'
+  fi)
 contexts:
 - name: openmed-real
   context: {cluster: openmed-real, user: $name}
@@ -303,6 +307,7 @@ cp_up() {
   cp_kubeconfig admin "$server"
   cp_kubeconfig controller-manager "$server"
   cp_kubeconfig standin "$server"
+  cp_kubeconfig anonymous "$server"
   cp_write_args etcd "$etcd/etcd" --name=openmed-test --data-dir="$CP_DIR/etcd-data" \
     --listen-client-urls="http://127.0.0.1:$ep" --advertise-client-urls="http://127.0.0.1:$ep" \
     --listen-peer-urls="http://127.0.0.1:$pp" --initial-advertise-peer-urls="http://127.0.0.1:$pp" \

@@ -8,6 +8,9 @@
 #  2. the manifests: `kubectl apply -k manifests/` and the namespaced overlay;
 #  3. the operator binary through the shared scenario (scenario.sh);
 #  4. scripts/demo.sh run twice with --keep, then --stop.
+# With --cluster real, steps 1 to 3 run on a real control plane of their own
+# (scripts/control-plane.sh, in target/control-plane-e2e) with its release's
+# kubectl; the operator's refusals are read from its audit log.
 # Needs: cargo, kubectl. Takes about a minute after the build.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -15,6 +18,13 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=scripts/scenario.sh
 source "$REPO/scripts/scenario.sh"
 
+CLUSTER=sim
+case ${1:-} in
+  --cluster) CLUSTER=${2:?--cluster needs sim or real} ;;
+  "") ;;
+  *) die "usage: scripts/e2e-sim.sh [--cluster sim|real]" ;;
+esac
+[[ $CLUSTER == sim || $CLUSTER == real ]] || die "--cluster: sim or real, not $CLUSTER"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/omo-e2e.XXXXXX")"
 # Stops a demo kept with --keep too (step 4 runs and stops its own).
 trap 'stop_all; "$REPO/scripts/demo.sh" --stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
@@ -36,10 +46,13 @@ generator_checks() {
   kc -n kc-gen create token default >/dev/null || die "kubectl create token default failed"
   token=$(kc -n kc-gen create token bot) || die "kubectl create token failed"
   [[ -n $token ]] || die "kubectl create token printed no token"
-  if [[ $mode == tls* ]]; then
-    kc --token "$token" -n kc-gen create configmap c2 --from-literal=x=y >/dev/null \
+  if [[ $mode == tls* || $mode == real ]]; then
+    # As the token alone: on the real cluster the admin's kubeconfig carries a client certificate, which
+    # the API server would authenticate first.
+    as_token() { KUBECONFIG="${TOKEN_KUBECONFIG:-$KUBECONFIG}" kc --token "$token" "$@"; }
+    as_token -n kc-gen create configmap c2 --from-literal=x=y >/dev/null \
       || die "the service account bound to edit could not create a ConfigMap in its namespace"
-    err=$(kc --token "$token" -n default create configmap c3 --from-literal=x=y 2>&1 || true)
+    err=$(as_token -n default create configmap c3 --from-literal=x=y 2>&1 || true)
     [[ $err == *forbidden*system:serviceaccount:kc-gen:bot* ]] \
       || die "view alone should not let the service account write elsewhere: $err"
   fi
@@ -49,7 +62,7 @@ generator_checks() {
 
 kubectl_checks() {
   local mode=$1
-  say "kubectl against kubesim ($mode)"
+  say "kubectl against the $CLUSTER cluster ($mode)"
   kc version -o json >/dev/null
   kc apply -f "$REPO/manifests/base/crd.json"
   kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
@@ -148,6 +161,99 @@ YAML
   kc delete -f "$REPO/manifests/base/crd.json" --timeout=20s
 }
 
+# The install: `kubectl apply -k manifests/` and the namespaced overlay, then
+# `kubectl delete -k`, which removes every object it names, the namespace
+# last (it terminates, then goes): no NotFound on the way.
+manifests_checks() {
+  say "The manifests: kubectl apply -k manifests/ and the namespaced overlay"
+  kc apply -k "$REPO/manifests/"
+  for obj in namespace/openmed-system crd/openmedmodels.openmed.ai clusterrole/openmed-operator \
+    clusterrolebinding/openmed-operator; do
+    kc get "$obj" >/dev/null || die "$obj missing after apply -k"
+  done
+  kc -n openmed-system get serviceaccount/openmed-operator deployment/openmed-operator >/dev/null
+  kc apply -f "$REPO/manifests/sample-deployment.yaml"
+  kc apply -k "$REPO/manifests/overlays/namespaced/"
+  kc -n openmed get role/openmed-operator rolebinding/openmed-operator >/dev/null
+  args=$(kc -n openmed-system get deploy openmed-operator -o 'jsonpath={.spec.template.spec.containers[0].args}')
+  [[ $args == *--namespace=openmed* ]] || die "the overlay did not set --namespace: $args"
+  kc delete -k "$REPO/manifests/" >/dev/null || die "kubectl delete -k manifests/ failed"
+  local err
+  err=$(kc get namespace openmed-system 2>&1) && die "namespace openmed-system still there after delete -k"
+  [[ $err == *NotFound* ]] || die "reading namespace openmed-system: $err"
+  kc delete namespace openmed --ignore-not-found >/dev/null
+}
+
+# The operator through the shared scenario, as its ServiceAccount under the
+# shipped RBAC, then /metrics scraped with curl as Prometheus would. SERVER,
+# CA and SA_TOKEN say how the operator reaches the cluster.
+scenario_checks() {
+  say "The operator, through the shared scenario, as its ServiceAccount under the shipped RBAC"
+  kc apply -k "$REPO/manifests/"
+  kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
+  kc apply -f "$REPO/manifests/sample-deployment.yaml"
+  printf '%s' "$SA_TOKEN" >"$WORK/sa-token"
+  start_operator "$WORK/operator.log" --server "$SERVER" --health-addr 127.0.0.1:0 --namespace openmed \
+    --ca-file "$CA" --token-file "$WORK/sa-token" \
+    --leader-elect --lease-namespace openmed-system --metrics-addr 127.0.0.1:0 --ui-addr 127.0.0.1:0
+  NS=openmed
+  TIMEOUT=60
+  scenario_all
+
+  say "Secure /metrics, scraped with curl as Prometheus would be"
+  prom_token=$(prometheus_token)
+  metrics_url=$(metrics_url "$WORK/operator.log")
+  [[ -n $metrics_url ]] || die "no https metrics address in the operator log"
+  scrape() { curl -sk -o "$WORK/scrape.out" -w '%{http_code}' "$@" "$metrics_url/metrics" || true; }
+  [[ $(scrape) == 401 ]] || die "/metrics without a token should be 401"
+  [[ $(scrape -H "Authorization: Bearer $SA_TOKEN") == 403 ]] ||
+    die "/metrics for a token without the metrics-reader role should be 403"
+  [[ $(scrape -H "Authorization: Bearer $prom_token") == 200 ]] || die "/metrics refused Prometheus's token"
+  grep -q '^openmed_operator_leader 1' "$WORK/scrape.out" || die "no leader gauge in the scrape"
+  stop_operator
+  grep -q "shutting down" "$WORK/operator.log" || die "no shutdown line in the operator log"
+  grep -q "became the leader" "$WORK/operator.log" || die "the operator never took the lease"
+}
+
+# operator_refusals: how many of the operator's requests were refused 403,
+# from python's stdin: kubesim's request log, or the real API server's audit log.
+operator_refusals() {
+  python3 -c '
+import json, sys
+text = sys.stdin.read()
+try:
+    log = json.loads(text)
+    log = log.get("requests", log) if isinstance(log, dict) else log
+    codes = [(r.get("userAgent", ""), r.get("status")) for r in log]
+except ValueError:
+    events = [json.loads(l) for l in text.splitlines() if l.strip()]
+    codes = [(e.get("userAgent", ""), e.get("responseStatus", {}).get("code")) for e in events]
+print(sum(1 for ua, code in codes if code == 403 and ua.startswith("openmed-operator/")))'
+}
+
+if [[ $CLUSTER == real ]]; then
+  export OMO_CP_DIR="$REPO/target/control-plane-e2e"
+  # shellcheck source=scripts/control-plane-lib.sh
+  source "$REPO/scripts/control-plane-lib.sh"
+  # cp_down first: stop_all waits for every child, and the plane's are children here.
+  trap 'cp_down; stop_all; rm -rf "$WORK"' EXIT
+  cp_up --warmup-ms 300
+  export KUBECONFIG="$OMO_CP_DIR/admin.kubeconfig" KC_CACHE="$WORK/kube-cache"
+  export TOKEN_KUBECONFIG="$OMO_CP_DIR/anonymous.kubeconfig"
+  KUBECTL="$(cp_bin_dir kubernetes)/kubectl"
+  export KUBECTL
+  kubectl_checks real
+  manifests_checks
+  SERVER=$(sed -n 's/^OMO_CP_SERVER=//p' "$OMO_CP_DIR/env") CA="$OMO_CP_DIR/pki/ca.crt"
+  kc apply -k "$REPO/manifests/" >/dev/null
+  SA_TOKEN=$(kc -n openmed-system create token openmed-operator)
+  scenario_checks
+  refused=$(operator_refusals <"$OMO_CP_DIR/audit.log")
+  [[ $refused == 0 ]] || die "the operator was refused $refused requests under the shipped RBAC"
+  say "e2e-sim on the real control plane: all passed"
+  exit 0
+fi
+
 say "kubesim, plain HTTP"
 start_sim "$WORK/plain" --warmup-ms 300
 kubectl_checks plain
@@ -158,58 +264,17 @@ kubectl_checks "tls+token"
 err=$(kc --token wrong get ns 2>&1 || true)
 [[ $err == *Unauthorized* ]] || die "a wrong token should be refused: $err"
 
-say "The manifests: kubectl apply -k manifests/ and the namespaced overlay"
 start_sim "$WORK/manifests"
-kc apply -k "$REPO/manifests/"
-for obj in namespace/openmed-system crd/openmedmodels.openmed.ai clusterrole/openmed-operator \
-  clusterrolebinding/openmed-operator; do
-  kc get "$obj" >/dev/null || die "$obj missing after apply -k"
-done
-kc -n openmed-system get serviceaccount/openmed-operator deployment/openmed-operator >/dev/null
-kc apply -f "$REPO/manifests/sample-deployment.yaml"
-kc apply -k "$REPO/manifests/overlays/namespaced/"
-kc -n openmed get role/openmed-operator rolebinding/openmed-operator >/dev/null
-args=$(kc -n openmed-system get deploy openmed-operator -o 'jsonpath={.spec.template.spec.containers[0].args}')
-[[ $args == *--namespace=openmed* ]] || die "the overlay did not set --namespace: $args"
-# Deleting the install removes every object it names, the namespace last
-# (it terminates, then goes): no NotFound on the way.
-kc delete -k "$REPO/manifests/" >/dev/null || die "kubectl delete -k manifests/ failed"
-kc get namespace openmed-system >/dev/null 2>&1 && die "namespace openmed-system still there after delete -k"
+manifests_checks
 
-say "The operator, through the shared scenario, as its ServiceAccount under the shipped RBAC"
-sa_token="sa-$$-$RANDOM"
+SA_TOKEN="sa-$$-$RANDOM"
 # TLS: kubectl sends bearer tokens over https only.
 start_sim "$WORK/scenario" --warmup-ms 300 --tls --token "admin-$$" \
-  --sa-token "openmed-system/openmed-operator=$sa_token"
-kc apply -k "$REPO/manifests/"
-kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
-kc apply -f "$REPO/manifests/sample-deployment.yaml"
-printf '%s' "$sa_token" >"$WORK/sa-token"
-start_operator "$WORK/operator.log" --server "$SIM_URL" --health-addr 127.0.0.1:0 --namespace openmed \
-  --ca-file "$WORK/scenario/ca.crt" --token-file "$WORK/sa-token" \
-  --leader-elect --lease-namespace openmed-system --metrics-addr 127.0.0.1:0 --ui-addr 127.0.0.1:0
-NS=openmed
-TIMEOUT=60
-scenario_all
-
-say "Secure /metrics, scraped with curl as Prometheus would be"
-prom_token=$(prometheus_token)
-metrics_url=$(metrics_url "$WORK/operator.log")
-[[ -n $metrics_url ]] || die "no https metrics address in the operator log"
-scrape() { curl -sk -o "$WORK/scrape.out" -w '%{http_code}' "$@" "$metrics_url/metrics" || true; }
-[[ $(scrape) == 401 ]] || die "/metrics without a token should be 401"
-[[ $(scrape -H "Authorization: Bearer $sa_token") == 403 ]] ||
-  die "/metrics for a token without the metrics-reader role should be 403"
-[[ $(scrape -H "Authorization: Bearer $prom_token") == 200 ]] || die "/metrics refused Prometheus's token"
-grep -q '^openmed_operator_leader 1' "$WORK/scrape.out" || die "no leader gauge in the scrape"
-stop_operator
-grep -q "shutting down" "$WORK/operator.log" || die "no shutdown line in the operator log"
-grep -q "became the leader" "$WORK/operator.log" || die "the operator never took the lease"
-refused=$(curl -fsS --cacert "$WORK/scenario/ca.crt" -H "Authorization: Bearer admin-$$" "$SIM_URL/__sim/requests" | python3 -c '
-import json, sys
-log = json.load(sys.stdin)
-log = log.get("requests", log) if isinstance(log, dict) else log
-print(sum(1 for r in log if r.get("status") == 403 and r.get("userAgent", "").startswith("openmed-operator/")))')
+  --sa-token "openmed-system/openmed-operator=$SA_TOKEN"
+SERVER=$SIM_URL CA="$WORK/scenario/ca.crt"
+scenario_checks
+refused=$(curl -fsS --cacert "$WORK/scenario/ca.crt" -H "Authorization: Bearer admin-$$" "$SIM_URL/__sim/requests" |
+  operator_refusals)
 [[ $refused == 0 ]] || die "the operator was refused $refused requests under the shipped RBAC"
 say "The demo can be run twice: a second run stops the kept one; --stop ends it"
 "$REPO/scripts/demo.sh" --keep >"$WORK/demo1.log" 2>&1 || die "demo --keep failed: $(tail -5 "$WORK/demo1.log")"

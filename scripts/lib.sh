@@ -24,7 +24,8 @@ wait_for() {
 
 # kubectl with a private discovery cache (discovery is cached for hours).
 export KC_CACHE="${KC_CACHE:-${TMPDIR:-/tmp}/kc-cache-$$}"
-kc() { kubectl --cache-dir "$KC_CACHE" "$@"; }
+# KUBECTL names another kubectl (the real control plane's own release).
+kc() { "${KUBECTL:-kubectl}" --cache-dir "$KC_CACHE" "$@"; }
 
 # start_sim DIR [kubesim flags...]: start the simulated API server, export
 # KUBECONFIG and SIM_URL; the process is stopped by stop_all.

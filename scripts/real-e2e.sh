@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The story on the real control plane: build it (cached), start it, run the
 # Rust target tests/real/ (each scenario also on kubesim, compared: the
-# differential) with the static musl operator, then stop it. A plane that
+# differential) with the static musl operator, then stop it; then the kubectl
+# script (scripts/e2e-sim.sh --cluster real) on a plane of its own. A plane that
 # cannot be built or started fails this stage; so does any test. When it
 # fails, the tails of every component's log are printed and the logs kept
 # in target/control-plane.
@@ -33,3 +34,5 @@ else
   for c in "${CP_COMPONENTS[@]}"; do cp_stop "$c"; done
   die "the story on the real control plane failed (logs kept in $OMO_CP_DIR)"
 fi
+# The kubectl script, on a plane of its own: it installs and deletes the CRD.
+OPERATOR_BIN="$BIN" scripts/e2e-sim.sh --cluster real
