@@ -6,8 +6,12 @@
 # reaching Ready, a v2 rollout, an automatic rollback of an unloadable
 # version, and /metrics scraped over TLS with a token, as Prometheus does.
 #
-# Usage: scripts/demo.sh [--keep | --stop]
-#   --keep  leave the simulated cluster and the operator running afterwards,
+# Usage: scripts/demo.sh [--cluster sim|real] [--keep | --stop]
+#   --cluster real  run it on the real control plane instead (etcd,
+#           kube-apiserver and kube-controller-manager built from their Go
+#           modules by scripts/control-plane.sh: about 11 minutes the first
+#           time, then cached; Go at /usr/local/go).
+#   --keep  leave the cluster and the operator running afterwards,
 #           and print how to point kubectl at them.
 #   --stop  stop a kept demo, and nothing else.
 # A new run first stops a demo an earlier --keep left running (it knows its
@@ -19,17 +23,26 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=scripts/scenario.sh
 source "$REPO/scripts/scenario.sh"
-KEEP=0
-case ${1:-} in
-  --keep) KEEP=1 ;;
-  --stop | "") ;;
-  *) die "usage: scripts/demo.sh [--keep | --stop]" ;;
-esac
+KEEP=0 CLUSTER=sim
+while (($#)); do
+  case $1 in
+    --keep) KEEP=1 ;;
+    --stop) STOP=1 ;;
+    --cluster) CLUSTER=${2:-} && shift ;;
+    *) die "usage: scripts/demo.sh [--cluster sim|real] [--keep | --stop]" ;;
+  esac
+  shift
+done
+[[ $CLUSTER == sim || $CLUSTER == real ]] || die "--cluster: sim or real"
 PIDS_FILE="$REPO/target/demo.pids"
 
 # stop_kept: end the kubesim and operator a kept demo left running; only
 # processes that are still ours (their command line names our binaries).
 stop_kept() {
+  if [[ -s $REPO/target/demo/control-plane/env ]]; then
+    info "stopping the kept demo's real control plane"
+    OMO_CP_DIR="$REPO/target/demo/control-plane" "$REPO/scripts/control-plane.sh" down
+  fi
   [[ -s $PIDS_FILE ]] || return 1
   local pid pids=() listed=()
   read -r -a listed <"$PIDS_FILE" || true
@@ -51,7 +64,7 @@ stop_kept() {
   return 0
 }
 
-if [[ ${1:-} == --stop ]]; then
+if [[ ${STOP:-} == 1 ]]; then
   say "Stopping the kept demo"
   stop_kept || info "no kept demo is running"
   exit 0
@@ -62,6 +75,7 @@ if [[ -s $PIDS_FILE ]]; then
 fi
 
 say "Building the operator and the simulated API server"
+[[ $CLUSTER == sim ]] || "$REPO/scripts/control-plane.sh" build
 (cd "$REPO" && cargo build --bin openmed-operator -p openmed-operator && cargo build -p kubesim --bins)
 
 WORK="$REPO/target/demo"
@@ -69,17 +83,38 @@ rm -rf "$WORK"
 mkdir -p "$WORK"
 ((KEEP)) || trap 'stop_all' EXIT
 
-say "Starting the simulated cluster (pods warm up in 1 s; versions containing 'unloadable' never get ready)"
 sa_token="demo-operator-$RANDOM$RANDOM"
-start_sim "$WORK/cluster" --warmup-ms 1000 --sa-token "openmed-system/openmed-operator=$sa_token"
-info "API server: $SIM_URL"
+if [[ $CLUSTER == real ]]; then
+  say "Starting the real control plane (pods warm up in 1 s; versions containing 'unloadable' crash and never get ready)"
+  export OMO_CP_DIR="$WORK/control-plane"
+  # shellcheck source=scripts/control-plane-lib.sh
+  source "$REPO/scripts/control-plane-lib.sh"
+  # cp_down first: stop_all waits for every child, and the plane's are children here.
+  ((KEEP)) || trap 'cp_down; stop_all' EXIT
+  cp_up --warmup-ms 1000
+  export KUBECONFIG="$OMO_CP_DIR/admin.kubeconfig" KC_CACHE="$WORK/kube-cache"
+  KUBECTL="$(cp_bin_dir kubernetes)/kubectl"
+  export KUBECTL
+  server=$(sed -n 's/^OMO_CP_SERVER=//p' "$OMO_CP_DIR/env")
+  ca=(--ca-file "$OMO_CP_DIR/pki/ca.crt")
+else
+  say "Starting the simulated cluster (pods warm up in 1 s; versions containing 'unloadable' never get ready)"
+  start_sim "$WORK/cluster" --warmup-ms 1000 --sa-token "openmed-system/openmed-operator=$sa_token"
+  server=$SIM_URL ca=()
+fi
+info "API server: $server"
 kc apply -k "$REPO/manifests/" >/dev/null
 kc wait --for condition=established --timeout=20s crd/openmedmodels.openmed.ai
 kc apply -f "$REPO/manifests/sample-deployment.yaml"
+if [[ $CLUSTER == real ]]; then
+  # The shipped Deployment's image cannot run here: this script runs the operator itself, as its ServiceAccount.
+  kc -n openmed-system scale deployment/openmed-operator --replicas=0 >/dev/null
+  sa_token=$(kc -n openmed-system create token openmed-operator --duration=2h)
+fi
 
 say "Starting the operator as its ServiceAccount, under the shipped RBAC"
 printf '%s' "$sa_token" >"$WORK/sa-token"
-start_operator "$WORK/operator.log" --server "$SIM_URL" --token-file "$WORK/sa-token" \
+start_operator "$WORK/operator.log" --server "$server" --token-file "$WORK/sa-token" "${ca[@]}" \
   --health-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 --ui-addr 127.0.0.1:0
 wait_for 30 "the operator to sync" grep -q "caches synced" "$WORK/operator.log"
 grep "starting" "$WORK/operator.log" | sed 's/^/    /'
@@ -108,6 +143,7 @@ curl -sk -H "Authorization: Bearer $prom_token" "$metrics_url/metrics" |
 if ((KEEP)); then
   say "Left running. Try:"
   info "export KUBECONFIG=$KUBECONFIG"
+  [[ $CLUSTER == sim ]] || info "use the release's own kubectl, $KUBECTL (the machine's may be outside the version skew)"
   info "kubectl get omm -A; kubectl -n openmed describe omm openmed-service"
   info "metrics: curl -k -H \"Authorization: Bearer \$(kubectl create token prometheus-k8s -n monitoring)\" $metrics_url/metrics"
   info "live view: $(grep -o 'live view on http://[0-9.:]*/' "$WORK/operator.log" | sed -n '1s/live view on //p')"
