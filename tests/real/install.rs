@@ -15,26 +15,20 @@ fn manifests() -> String {
 /// ServiceAccount.
 pub fn once(plane: &Plane) {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
-    let done = DONE.get_or_init(|| {
-        plane.kubectl(&["apply", "-k", &manifests()])?;
-        plane.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/openmedmodels.openmed.ai",
-        ])?;
-        plane.kubectl(&[
-            "-n",
-            "openmed-system",
-            "scale",
-            "deployment/openmed-operator",
-            "--replicas=0",
-        ])?;
-        Ok(())
-    });
-    if let Err(e) = done {
+    if let Err(e) = DONE.get_or_init(|| apply(plane)) {
         panic!("kubectl apply -k manifests/ on the real control plane failed:\n{e}");
     }
+}
+
+/// `kubectl apply -k manifests/` on `plane`, then the CRD served and the
+/// shipped operator Deployment scaled to zero.
+pub fn apply(plane: &Plane) -> Result<(), String> {
+    plane.kubectl(&["apply", "-k", &manifests()])?;
+    let crd = "crd/openmedmodels.openmed.ai";
+    plane.kubectl(&["wait", "--for=condition=Established", "--timeout=60s", crd])?;
+    let shipped = "deployment/openmed-operator";
+    plane.kubectl(&["-n", "openmed-system", "scale", shipped, "--replicas=0"])?;
+    Ok(())
 }
 
 /// The install is accepted whole; the CRD's CEL rule is enforced by the real
