@@ -2,7 +2,7 @@
 
 use crate::harness::tmpdir;
 use crate::plane::{from_env, Plane};
-use crate::story::{Story, V1, V2};
+use crate::story::{Story, MODEL, V1, V2};
 use crate::{install, operator_on_real, shared};
 use serde_json::json;
 use std::path::Path;
@@ -142,6 +142,68 @@ fn a_watch_from_a_compacted_revision_lists_again_and_misses_nothing() {
     assert!(
         log.contains("expired; relisting") || log.contains("watch expired in stream; relisting"),
         "no watch was refused as too old, so this test proved nothing:\n{log}"
+    );
+    op.assert_clean_exit();
+}
+
+/// A second writer edits the model's labels as fast as it can while the operator
+/// rolls it out: the operator's status writes, conditional on the
+/// resourceVersion it read, meet the real server's 409 Conflict
+/// (`GuaranteedUpdate`'s precondition), plan again from what is there, and
+/// finish with every Event posted once.
+#[test]
+fn conflicts_from_a_second_writer_are_planned_again() {
+    let Some(plane) = from_env() else { return };
+    let _plane = shared();
+    install::once(&plane);
+    let ns = format!("conflict-{}", std::process::id());
+    let st = Story::new(&plane, &ns);
+    st.deployment("svc", 2, true);
+    let mut op = operator_on_real(&plane, &ns, &tmpdir("conflict"), &[]);
+    st.model("svc", "svc", V1, 600);
+    st.wait_serving("svc", V1);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let t = Instant::now();
+            for i in 0..400 {
+                if done.load(std::sync::atomic::Ordering::Relaxed)
+                    || t.elapsed() > Duration::from_secs(20)
+                {
+                    break;
+                }
+                let label = json!({"metadata": {"labels": {"second-writer": i.to_string()}}});
+                let _ = crate::cluster::Cluster::merge_patch(
+                    &plane, MODEL.0, MODEL.1, &ns, "svc", &label,
+                );
+            }
+        });
+        st.patch_model("svc", json!({"spec": {"version": V2}}));
+        st.wait_serving("svc", V2);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    st.wait_events("svc", &[("RolloutStarted", 2), ("RolloutSucceeded", 2)]);
+    let events = st.events("svc");
+    assert_eq!(events.get("RolloutStarted"), Some(&2), "{events:?}");
+    assert_eq!(events.get("RolloutSucceeded"), Some(&2), "{events:?}");
+    let mut ids = std::collections::HashSet::new();
+    let conflicts = plane
+        .audit_events()
+        .into_iter()
+        .filter(|e| ids.insert(e["auditID"].as_str().unwrap_or("").to_string()))
+        .filter(|e| e["objectRef"]["namespace"] == ns.as_str())
+        .filter(|e| {
+            e["userAgent"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("openmed-operator")
+        })
+        .filter(|e| e["responseStatus"]["code"] == 409)
+        .count();
+    eprintln!("the operator met {conflicts} conflicts");
+    assert!(
+        conflicts > 0,
+        "the second writer never made the operator meet a 409: this test proved nothing"
     );
     op.assert_clean_exit();
 }

@@ -439,3 +439,31 @@ fn a_rollout_whose_writer_died_before_its_status_is_announced_by_the_next() {
     let (_, ev) = w.step();
     assert!(ev.is_empty(), "announced once: {ev:?}");
 }
+
+/// §6.13 and §9.7: a rollout whose writes landed but whose status write did
+/// not (the writer died, or met 409 after 409 from a second writer), and
+/// whose Deployment finished rolling before the next pass. That pass finds
+/// nothing to write and the Deployment ready: the rollout happened, so it is
+/// announced and its success too, one Event each, as any other rollout.
+#[test]
+fn a_rollout_that_finished_before_its_status_was_written_is_announced() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let before = w.model["status"].clone();
+    w.set_spec(spec(V2));
+    let (tags, _) = w.step();
+    assert!(tags.contains(&"D~"), "{tags:?}");
+    // Its status and Event were never written; the pods rolled meanwhile.
+    w.model["status"] = before;
+    w.rollout_completes();
+    let (tags, ev) = w.step();
+    assert!(!tags.contains(&"D~"), "nothing to patch again: {tags:?}");
+    assert_eq!(
+        ev,
+        [EventReason::RolloutStarted, EventReason::RolloutSucceeded]
+    );
+    assert_eq!(w.status()["phase"], "Ready");
+    assert_eq!(w.status()["activeVersion"], V2);
+    let (_, ev) = w.step();
+    assert!(ev.is_empty(), "announced once: {ev:?}");
+}

@@ -183,6 +183,18 @@ impl Pass<'_> {
             (wrote, self.plan.target, self.obs.deployment(&s.target.name))
         {
             if judge::ready(d, s.replicas, g) {
+                // The Deployment serves a version the last status never
+                // said it did: a rollout whose patch landed and whose status
+                // did not (its writer died, or met conflict after conflict:
+                // §9.7), already done. Announce it and its success (§6.13).
+                let rolled = self
+                    .plan
+                    .base
+                    .str(Field::ActiveVersion)
+                    .is_some_and(|v| v != s.version);
+                if rolled {
+                    self.announce_rollout(s, reason);
+                }
                 self.mark_ready(s);
             } else {
                 self.rolling_out(s, d);
