@@ -12,6 +12,10 @@
 #   scripts/bench.sh --resources 1000 --glibc --peer /tmp/peer-target/release/peer-kube-rs --peer-args "--trim --concurrency 16"
 #   scripts/bench.sh --resources 1000 --bin target/release/openmed-operator --no-count
 #   scripts/bench.sh --resources 1000 --args "--workers 4" --idle-seconds 30 --plain --latency-ms 5
+#   scripts/bench.sh --cluster real --resources 1000 --rounds 3 --peer /tmp/peer-target/release/peer-kube-rs --peer-args "--trim --concurrency 16"
+# --cluster real runs it on the real control plane instead (tests/real/bench.rs:
+# a fresh plane per contestant, kube-controller-manager's limits raised; the
+# contestants' and kube-apiserver's CPU and memory, requests from the audit log).
 # The peer is built outside this tree (../shared/peer-kube-rs/README.md).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -19,7 +23,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 
 sizes=()
-bin="" args="" glibc=0 count=1
+bin="" args="" glibc=0 count=1 cluster=sim rounds=1
 peer="" peer_args=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -33,7 +37,9 @@ while [[ $# -gt 0 ]]; do
     --idle-seconds) export OMO_BENCH_IDLE_S="$2"; shift 2 ;;
     --plain) export OMO_BENCH_PLAIN=1; shift ;;
     --latency-ms) export OMO_BENCH_LATENCY_MS="$2"; shift 2 ;;
-    *) die "unknown argument $1 (--resources N, --bin PATH, --glibc, --no-count, --peer PATH, --peer-args ARGS, --args FLAGS, --idle-seconds S, --plain, --latency-ms MS)" ;;
+    --cluster) cluster="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    *) die "unknown argument $1 (--resources N, --bin PATH, --glibc, --no-count, --peer PATH, --peer-args ARGS, --args FLAGS, --idle-seconds S, --plain, --latency-ms MS, --cluster sim|real, --rounds N)" ;;
   esac
 done
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(1000 10000)
@@ -48,6 +54,19 @@ else
   label="ours, $(basename "$bin")"
 fi
 [[ -x $bin ]] || die "$bin is not an executable"
+if [[ $cluster == real ]]; then
+  [[ ${#sizes[@]} == 1 ]] || die "--cluster real takes one --resources N"
+  [[ -z $peer || -x $peer ]] || die "the peer $peer is not an executable (../shared/peer-kube-rs/README.md builds it)"
+  scripts/control-plane.sh build
+  say "Benchmark on the real control plane: $list models, $rounds round(s)"
+  OMO_BENCH_RESOURCES="$list" OMO_BENCH_ROUNDS="$rounds" OMO_OPERATOR_BIN="$bin" \
+    OMO_BENCH_PEER_BIN="$peer" OMO_BENCH_PEER_ARGS="$peer_args" \
+    cargo test --locked --test real side_by_side -- --nocapture --test-threads 1 >"$REPO/target/bench-real.log" 2>&1 ||
+    { grep '^measured: ' "$REPO/target/bench-real.log" || true
+      die "the benchmark failed: target/bench-real.log"; }
+  grep -E '^\||^measured' "$REPO/target/bench-real.log"
+  exit 0
+fi
 count_bin=""
 if ((count)); then
   say "Building the counting build (static musl, feature alloc-count)"

@@ -1,7 +1,7 @@
 //! Faults the real API server makes by itself.
 
 use crate::harness::tmpdir;
-use crate::plane::{from_env, Plane};
+use crate::plane::{from_env, OwnPlane, Plane};
 use crate::story::{Story, MODEL, V1, V2};
 use crate::{install, operator_on_real, shared};
 use serde_json::json;
@@ -55,46 +55,6 @@ fn watches_the_server_ends_are_opened_again_and_nothing_is_missed() {
         changed.elapsed()
     );
     op.assert_clean_exit();
-}
-
-/// A plane of this test's own, taken down when dropped.
-struct OwnPlane(std::path::PathBuf);
-
-impl OwnPlane {
-    /// `scripts/control-plane.sh up` in `dir` with extra kube-apiserver flags.
-    fn up(dir: &Path, apiserver_flags: &str) -> OwnPlane {
-        let own = OwnPlane(dir.to_path_buf());
-        let out = Command::new("bash")
-            .arg(format!(
-                "{}/scripts/control-plane.sh",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .args(["up", "--warmup-ms", "300"])
-            .env("OMO_CP_DIR", dir)
-            .env("OMO_CP_APISERVER_FLAGS", apiserver_flags)
-            .output()
-            .expect("running scripts/control-plane.sh");
-        assert!(
-            out.status.success(),
-            "a control plane with {apiserver_flags}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        own
-    }
-}
-
-impl Drop for OwnPlane {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(format!(
-                "{}/scripts/control-plane.sh",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .arg("down")
-            .env("OMO_CP_DIR", &self.0)
-            .status();
-    }
 }
 
 /// A watch's `410 Gone`, made deterministic on a plane of its own: the watch

@@ -14,6 +14,7 @@
 mod harness;
 
 mod access;
+mod bench;
 mod cluster;
 mod diff;
 mod faults;
@@ -31,7 +32,7 @@ use std::path::Path;
 use story::Story;
 
 /// The operator binary under test.
-fn operator_bin() -> String {
+pub fn operator_bin() -> String {
     std::env::var("OMO_OPERATOR_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_openmed-operator").to_string())
 }

@@ -293,3 +293,49 @@ impl Cluster for Plane {
             .collect()
     }
 }
+
+/// A plane of a test's own, taken down when dropped.
+pub struct OwnPlane(PathBuf);
+
+impl OwnPlane {
+    /// `scripts/control-plane.sh up` in `dir` with extra kube-apiserver flags.
+    pub fn up(dir: &Path, apiserver_flags: &str) -> OwnPlane {
+        OwnPlane::up_with(dir, apiserver_flags, &[])
+    }
+
+    /// [`OwnPlane::up`] with more of the script's settings (`OMO_CP_KCM_QPS`).
+    pub fn up_with(dir: &Path, apiserver_flags: &str, env: &[(&str, &str)]) -> OwnPlane {
+        let own = OwnPlane(dir.to_path_buf());
+        let out = Command::new("bash")
+            .arg(format!(
+                "{}/scripts/control-plane.sh",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .args(["up", "--warmup-ms", "300"])
+            .env("OMO_CP_DIR", dir)
+            .env("OMO_CP_APISERVER_FLAGS", apiserver_flags)
+            .envs(env.iter().copied())
+            .output()
+            .expect("running scripts/control-plane.sh");
+        assert!(
+            out.status.success(),
+            "a control plane with {apiserver_flags}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        own
+    }
+}
+
+impl Drop for OwnPlane {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(format!(
+                "{}/scripts/control-plane.sh",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .arg("down")
+            .env("OMO_CP_DIR", &self.0)
+            .status();
+    }
+}
