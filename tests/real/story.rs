@@ -38,28 +38,14 @@ impl<'a> Story<'a> {
         }
     }
 
-    /// A Deployment in the story's namespace, opted in (or not), `replicas` pods.
+    /// A Deployment in the story's namespace, opted in (or not), `replicas`
+    /// pods: the end-to-end harness's own.
     pub fn deployment(&self, name: &str, replicas: i64, opted_in: bool) {
-        let mut labels = json!({"app": name});
-        if opted_in {
-            labels["openmed.ai/managed-target"] = json!("true");
+        let mut d = crate::harness::deployment(name, replicas);
+        d["metadata"]["namespace"] = json!(self.ns);
+        if !opted_in {
+            d["metadata"]["labels"] = json!({"app": name});
         }
-        let d = json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": self.ns, "labels": labels},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [
-                        {"name": "openmed-service", "image": "ghcr.io/openmed/openmed-service:1.4",
-                         "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": PRELOAD, "value": ""}]},
-                        {"name": "proxy", "image": "envoy:1.30"}
-                    ]},
-                },
-            },
-        });
         self.c
             .create(d)
             .unwrap_or_else(|e| panic!("creating Deployment {name}: {e}"));

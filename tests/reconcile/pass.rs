@@ -419,19 +419,24 @@ fn a_new_version_before_the_last_rollout_moved_is_announced() {
     assert_eq!(names, 3);
 }
 
-/// §6.13 and §9.7: a replica that wrote a rollout's patch and died before
-/// its status and Event. The next pass finds nothing to write and the
-/// Deployment rolling: it judges it at once, and announces the rollout.
-#[test]
-fn a_rollout_whose_writer_died_before_its_status_is_announced_by_the_next() {
+/// v1 served; v2's Deployment patch landed, its status and Event never did.
+fn v2_patched_but_its_status_lost() -> World {
     let mut w = World::new(spec(V1));
     w.converge();
     let before = w.model["status"].clone();
     w.set_spec(spec(V2));
     let (tags, _) = w.step();
     assert!(tags.contains(&"D~"), "{tags:?}");
-    // Its status and Event were never written.
     w.model["status"] = before;
+    w
+}
+
+/// §6.13 and §9.7: a replica that wrote a rollout's patch and died before
+/// its status and Event. The next pass finds nothing to write and the
+/// Deployment rolling: it judges it at once, and announces the rollout.
+#[test]
+fn a_rollout_whose_writer_died_before_its_status_is_announced_by_the_next() {
+    let mut w = v2_patched_but_its_status_lost();
     let (tags, ev) = w.step();
     assert!(!tags.contains(&"D~"), "nothing to patch again: {tags:?}");
     assert_eq!(ev, [EventReason::RolloutStarted]);
@@ -447,14 +452,8 @@ fn a_rollout_whose_writer_died_before_its_status_is_announced_by_the_next() {
 /// announced and its success too, one Event each, as any other rollout.
 #[test]
 fn a_rollout_that_finished_before_its_status_was_written_is_announced() {
-    let mut w = World::new(spec(V1));
-    w.converge();
-    let before = w.model["status"].clone();
-    w.set_spec(spec(V2));
-    let (tags, _) = w.step();
-    assert!(tags.contains(&"D~"), "{tags:?}");
-    // Its status and Event were never written; the pods rolled meanwhile.
-    w.model["status"] = before;
+    let mut w = v2_patched_but_its_status_lost();
+    // The pods rolled meanwhile.
     w.rollout_completes();
     let (tags, ev) = w.step();
     assert!(!tags.contains(&"D~"), "nothing to patch again: {tags:?}");
