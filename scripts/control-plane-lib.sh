@@ -277,8 +277,10 @@ cp_readyz() {
 }
 
 # cp_up [--unloadable REGEX] [--warmup-ms N]: build (cached), then start etcd,
-# kube-apiserver, kube-controller-manager and the kubelet stand-in on
-# loopback; wait until the API server is ready, the controllers work and the
+# kube-apiserver (with the owner-references admission many distributions
+# enable, so that the operator's blockOwnerDeletion needs its finalizers
+# rule, as kubesim enforces), kube-controller-manager and the kubelet
+# stand-in on loopback; wait until the API server is ready, the controllers work and the
 # node is registered; print the kubeconfig and the time it took.
 cp_up() {
   local unloadable=unloadable warmup_ms=1000 start=$SECONDS
@@ -320,6 +322,7 @@ cp_up() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$CP_DIR/pki/sa.pub" --service-account-signing-key-file="$CP_DIR/pki/sa.key" \
     --authorization-mode=Node,RBAC --allow-privileged=true --profiling=false \
+    --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
     --audit-policy-file="$CP_DIR/audit-policy.yaml" --audit-log-path="$CP_DIR/audit.log" \
     --audit-log-format=json ${OMO_CP_APISERVER_FLAGS:-}
   local qps=${OMO_CP_KCM_QPS:-20}
