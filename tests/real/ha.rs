@@ -46,11 +46,9 @@ fn wait_holder(plane: &Plane, pod: &str) -> Duration {
 /// The replicas that wrote in `ns`, in the order their writes reached the
 /// API server, one entry per turn.
 fn writers_in_turn(plane: &Plane, ns: &str) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
     let mut writes: Vec<(String, String)> = plane
         .audit_events()
         .into_iter()
-        .filter(|e| seen.insert(e["auditID"].as_str().unwrap_or("").to_string()))
         .filter(|e| e["objectRef"]["namespace"] == ns)
         .filter(|e| {
             matches!(

@@ -165,12 +165,16 @@ impl Plane {
         }
     }
 
-    /// The audit log's entries so far, parsed (one JSON event a line).
+    /// The requests the audit log holds so far, in order, each once: a
+    /// request it records at two stages (a watch: started, then complete)
+    /// is kept at its first, by its audit ID.
     pub fn audit_events(&self) -> Vec<Value> {
+        let mut seen = std::collections::HashSet::new();
         std::fs::read_to_string(&self.audit)
             .unwrap_or_default()
             .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| seen.insert(e["auditID"].as_str().unwrap_or("").to_string()))
             .collect()
     }
 }
@@ -273,13 +277,9 @@ impl Cluster for Plane {
         assert_eq!(code, 200, "listing {plural}: {body}");
         body["items"].as_array().cloned().unwrap_or_default()
     }
-    /// A request the audit log records at two stages (a watch: started and
-    /// complete) counts once, by its audit ID.
     fn requests_of(&self, agent: &str, ns: &str) -> Vec<(String, String)> {
-        let mut seen = std::collections::HashSet::new();
         self.audit_events()
             .into_iter()
-            .filter(|e| seen.insert(e["auditID"].as_str().unwrap_or("").to_string()))
             .filter(|e| e["userAgent"].as_str().unwrap_or("").starts_with(agent))
             .filter(|e| e["objectRef"]["namespace"] == ns)
             .map(|e| {
