@@ -10,7 +10,7 @@ use crate::controller::error::StartError;
 use crate::controller::leader::{self, ElectionConfig, Elector, Leadership};
 use crate::controller::{Controller, Wiring};
 use crate::health::Health;
-use crate::kube::{Client, ClientConfig, Endpoint};
+use crate::kube::{Client, ClientConfig, Endpoint, Error, ListParams, ResourcePath};
 use crate::metrics::Metrics;
 use crate::runtime::Stop;
 use crate::server;
@@ -42,6 +42,7 @@ pub fn run(cfg: Config, stop: Arc<Stop>) -> Result<(), StartError> {
         }
     };
     let api = Arc::new(api);
+    probe_api(&cfg, &endpoint, identity.clone(), &metrics, &health, &stop)?;
     let health_at = server::start("health", cfg.health_addr, None, health.handler())
         .map_err(StartError::Listen)?;
     let off_loopback = cfg.ui_addr.is_some_and(|a| !a.ip().is_loopback());
@@ -97,6 +98,50 @@ fn client(
             observer.api_request(verb.as_str(), code)
         })),
     )
+}
+
+/// The probe that ties readiness to the API server's reads (§9.D20): a
+/// client of its own, each request tried once within the probe's timeout,
+/// listing at most one model in the first namespace watched.
+fn probe_api(
+    cfg: &Config,
+    endpoint: &Endpoint,
+    identity: Option<String>,
+    metrics: &Arc<Metrics>,
+    health: &Arc<Health>,
+    stop: &Arc<Stop>,
+) -> Result<(), StartError> {
+    let probe_cfg = ClientConfig {
+        request_timeout: crate::health::API_PROBE.1,
+        max_attempts: 1,
+        identity,
+        ..ClientConfig::default()
+    };
+    let probe = client(endpoint, probe_cfg, metrics)?;
+    let path = ResourcePath::collection(
+        crate::model::RESOURCE,
+        cfg.namespaces.first().map(String::as_str),
+    )?;
+    let one = ListParams {
+        limit: Some(1),
+        ..ListParams::default()
+    };
+    let read = move || match probe.list(&path, &one) {
+        Ok(_) => Ok(()),
+        // Throttled is an answer: the server is there, only busy.
+        Err(Error::Api(a)) if a.code == 429 => Ok(()),
+        Err(Error::Throttled { .. }) => Ok(()),
+        Err(e) => Err(match (e.code(), e) {
+            (Some(code), _) => format!("HTTP {code}"),
+            (None, Error::Timeout(_)) => {
+                format!("no answer within {:?}", crate::health::API_PROBE.1)
+            }
+            (None, _) => "no connection".to_string(),
+        }),
+    };
+    health
+        .probe_api(read, stop.clone())
+        .map_err(StartError::Thread)
 }
 
 /// The lease loop and the write gate it drives, for `--leader-elect`. The

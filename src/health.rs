@@ -41,6 +41,8 @@ pub struct Health {
     /// Leader election's word on liveness: Err for a leader that lost its
     /// lease and has not stopped.
     lease: Mutex<Option<LeaseCheck>>,
+    /// Why the last probe of the API server failed, while it does (§9.D20).
+    api: Mutex<Option<String>>,
 }
 
 /// See [`Health::watch_lease`].
@@ -106,8 +108,15 @@ impl Health {
         lock(&self.failing_lists).remove(name);
     }
 
-    /// Ok once every cache has listed, and while no loop fails to list or
-    /// watch; otherwise why not, naming the failing loops.
+    /// The probe of the API server's reads ([`Health::probe_api`]):
+    /// answered, or why not.
+    pub fn api_answered(&self, verdict: Result<(), String>) {
+        *lock(&self.api) = verdict.err();
+    }
+
+    /// Ok once every cache has listed, while no loop fails to list or
+    /// watch and the API server answers the probe; otherwise why not,
+    /// naming the failing loops.
     pub fn readiness(&self) -> Result<(), String> {
         self.readiness_at(Instant::now())
     }
@@ -116,6 +125,9 @@ impl Health {
     /// [`RECOVERED`] works again, whether or not any event came: a quiet
     /// watch ends only after 50 to 60 s, and readiness must not wait for it.
     fn readiness_at(&self, now: Instant) -> Result<(), String> {
+        if let Some(why) = lock(&self.api).clone() {
+            return Err(format!("the API server cannot serve a read: {why}"));
+        }
         let mut failing = lock(&self.failing_lists);
         {
             let beats = lock(&self.beats);
@@ -159,6 +171,34 @@ impl Health {
         } else {
             Err(bad.join(", "))
         }
+    }
+}
+
+/// How often the API server's reads are probed, and how long one may take
+/// (§9.D20): an outage of its storage is seen within their sum.
+pub const API_PROBE: (Duration, Duration) = (Duration::from_secs(4), Duration::from_secs(3));
+
+/// The probe of the API server for readiness (§9.D20). Its storage may be
+/// down while every watch stays open, served from the API server's watch
+/// cache, and an idle operator makes no other request: a consistent read
+/// every [`API_PROBE`] period is what tells readiness.
+impl Health {
+    /// Runs `probe` every period until `stop`, recording each verdict.
+    pub fn probe_api(
+        self: &Arc<Self>,
+        probe: impl Fn() -> Result<(), String> + Send + 'static,
+        stop: Arc<crate::runtime::Stop>,
+    ) -> std::io::Result<()> {
+        let health = self.clone();
+        std::thread::Builder::new()
+            .name("probe-api".into())
+            .spawn(move || loop {
+                health.api_answered(probe());
+                if stop.wait(API_PROBE.0) {
+                    return;
+                }
+            })
+            .map(|_| ())
     }
 }
 
@@ -209,6 +249,21 @@ mod tests {
             Err("cannot list or watch: list/deployments/b".into())
         );
         h.list_ok("list/deployments/b");
+        assert_eq!(h.readiness(), Ok(()));
+    }
+
+    /// A failed probe of the API server makes the operator unready, with
+    /// its reason, until one succeeds.
+    #[test]
+    fn unready_while_the_api_server_fails_its_probe() {
+        let h = Health::default();
+        h.set_ready();
+        h.api_answered(Err("HTTP 504".into()));
+        assert_eq!(
+            h.readiness(),
+            Err("the API server cannot serve a read: HTTP 504".into())
+        );
+        h.api_answered(Ok(()));
         assert_eq!(h.readiness(), Ok(()));
     }
 

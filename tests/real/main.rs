@@ -20,14 +20,24 @@ mod diff;
 mod faults;
 mod ha;
 mod install;
+#[path = "../soak/observe.rs"]
+#[allow(dead_code)]
+mod observe;
+#[path = "../soak/operations.rs"]
+#[allow(dead_code)]
+mod operations;
 mod outage;
 mod plane;
+#[path = "../soak/pool.rs"]
+mod pool;
 mod scenarios;
+mod seeded;
 mod story;
 
 use cluster::Cluster;
 use harness::{tmpdir, wait_until, Operator};
 use plane::Plane;
+use pool::*;
 use std::path::Path;
 use story::Story;
 
@@ -91,12 +101,20 @@ pub fn operator_on_real_as(
 /// Runs `scenario` on kubesim and on the real plane at once, each with its
 /// own operator, and fails on any difference a user would see.
 fn on_both(name: &str, scenario: fn(&mut Story)) {
+    on_both_in(name, &[], scenario);
+}
+
+/// [`on_both`] with namespaces `{ns}-{extra}` besides the story's own `ns`,
+/// all watched by both operators.
+fn on_both_in(name: &str, extra: &[&str], scenario: fn(&mut Story)) {
     let Some(plane) = plane::from_env() else {
         return;
     };
     let _plane = shared();
     install::once(&plane);
     let ns = format!("{name}-{}", std::process::id());
+    let mut namespaces = vec![ns.clone()];
+    namespaces.extend(extra.iter().map(|e| format!("{ns}-{e}")));
     let (real_dir, sim_dir) = (
         tmpdir(&format!("{name}-real")),
         tmpdir(&format!("{name}-sim")),
@@ -104,10 +122,17 @@ fn on_both(name: &str, scenario: fn(&mut Story)) {
     let sim = harness::start_sim(harness::fast());
     let leg = |c: &dyn Cluster, dir: &Path| {
         let mut st = Story::new(c, &ns);
+        let mut args = Vec::new();
+        for n in &namespaces[1..] {
+            c.create(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}))
+                .unwrap_or_else(|e| panic!("creating namespace {n} on {}: {e}", c.name()));
+            args.extend(["--namespace", n.as_str()]);
+        }
         let mut op = match c.name() {
-            "real" => operator_on_real(&plane, &ns, dir, &[]),
+            "real" => operator_on_real(&plane, &ns, dir, &args),
             _ => {
-                let mut op = Operator::start(&sim.url(), dir, &["--namespace", &ns]);
+                args.extend(["--namespace", ns.as_str()]);
+                let mut op = Operator::start(&sim.url(), dir, &args);
                 op.wait_ready();
                 op
             }
@@ -115,8 +140,9 @@ fn on_both(name: &str, scenario: fn(&mut Story)) {
         scenario(&mut st);
         op.assert_clean_exit();
         let requests = diff::request_counts(
-            &c.requests_of("openmed-operator", &ns)
-                .into_iter()
+            &namespaces
+                .iter()
+                .flat_map(|n| c.requests_of("openmed-operator", n))
                 .filter(|(_, r)| !r.is_empty() && !r.starts_with("leases"))
                 .collect::<Vec<_>>(),
         );
@@ -141,8 +167,9 @@ fn on_both(name: &str, scenario: fn(&mut Story)) {
     rows.extend(diff::request_rows(name, &simulated.1, &real.1));
     let table = diff::table(&rows);
     eprintln!(
-        "differential, {name} ({} checkpoints):\n{table}",
-        real.0.len()
+        "differential, {name} ({} checkpoints, {} rows):\n{table}",
+        real.0.len(),
+        rows.len()
     );
     assert!(
         !rows.iter().any(diff::differs),
@@ -168,6 +195,13 @@ fn an_autoscaler_on_both_clusters() {
 #[test]
 fn a_rollout_restart_mid_rollout_on_both_clusters() {
     on_both("restart", scenarios::restarted_mid_rollout);
+}
+
+/// The soak's user operations for a fixed seed (`seeded.rs`), over three
+/// namespaces and three names.
+#[test]
+fn the_soaks_operations_of_a_fixed_seed_on_both_clusters() {
+    on_both_in("seeded", seeded::extra_namespaces(), seeded::seeded);
 }
 
 /// A namespace deleted with models in it terminates: the operator releases

@@ -136,6 +136,14 @@ impl<'a> Story<'a> {
 
     /// Records what a user sees of model `name` and its Deployment `target`.
     pub fn checkpoint(&mut self, step: &str, name: &str, target: &str) {
+        let seen = self.seen(name, target);
+        self.checkpoints.push((step.to_string(), seen));
+    }
+
+    /// What a user sees of model `name` and its Deployment `target`: the
+    /// phase, each condition, the versions, the Events by reason, the
+    /// Deployment fields the operator writes.
+    pub fn seen(&self, name: &str, target: &str) -> Seen {
         let mut seen = Seen::new();
         let s = self.status(name);
         seen.insert("phase".into(), text(&s["phase"]));
@@ -162,7 +170,7 @@ impl<'a> Story<'a> {
                 seen.insert(k, v);
             }
         }
-        self.checkpoints.push((step.to_string(), seen));
+        seen
     }
 }
 

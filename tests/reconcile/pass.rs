@@ -466,3 +466,30 @@ fn a_rollout_that_finished_before_its_status_was_written_is_announced() {
     let (_, ev) = w.step();
     assert!(ev.is_empty(), "announced once: {ev:?}");
 }
+
+/// A Ready model's Deployment dips at the same generation: on a real
+/// cluster a replica count set and set back leaves the ReplicaSet a surplus
+/// pod for a moment (upstream `manageReplicas` acts on the first count), and
+/// a pod may be lost. RollingOut while it lasts, then Ready with no second
+/// RolloutSucceeded: no rollout started (§9.D21).
+#[test]
+fn a_dip_of_a_ready_deployment_announces_no_second_success() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    assert_eq!(w.status()["phase"], "Ready");
+    let d = w.dep();
+    d["status"]["replicas"] = json!(3);
+    d["status"]["updatedReplicas"] = json!(3);
+    let (_, ev) = w.step();
+    assert!(ev.is_empty(), "{ev:?}");
+    assert_eq!(w.status()["phase"], "RollingOut");
+    w.rollout_completes();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert!(ev.is_empty(), "a second RolloutSucceeded: {ev:?}");
+    assert_eq!(w.status()["phase"], "Ready");
+    // A rollout started since is announced when it succeeds.
+    w.set_spec(spec(V2));
+    w.converge();
+    assert_eq!(w.status()["activeVersion"], V2);
+}

@@ -76,8 +76,12 @@
 //! how a seed picks them), `observe.rs` (values derived from the API's
 //! objects, request-log helpers, snapshots), `invariants.rs` (the checks of
 //! a quiet point, one `judge_*` per invariant), `driver.rs` (one seed: the
-//! simulator and operator, applying steps, waiting for quiet points); this
-//! file has the entry points and what they share.
+//! simulator and operator, applying steps, waiting for quiet points),
+//! `pool.rs` (the namespaces, names and versions); this file has the entry
+//! points. The real control plane's seeded differential
+//! (`tests/real/seeded.rs`) runs the same operations of the first CI seed,
+//! from `operations.rs`, `observe.rs` and `pool.rs`, on kubesim and on the
+//! real control plane.
 
 #[path = "../common/operator.rs"]
 mod harness;
@@ -86,30 +90,14 @@ mod driver;
 mod invariants;
 mod observe;
 mod operations;
+mod pool;
 
 use driver::soak_one;
-use harness::{BAD, V1, V2};
 use observe::{desired, digest, manifest_json, s};
-// The operator's own names, under the soak's short names.
-use openmed_operator::model::spec::DEFAULT_CONTAINER as CONTAINER;
-use openmed_operator::model::{
-    CLAIM_LABEL, HASH_ANNOTATION as HASH, MANAGED_BY_LABEL, OWNER_ANNOTATION as OWNER,
-    PRELOAD_ENV as PRELOAD, ROLLBACK_ANNOTATION as ROLLBACK_TO,
-};
 use operations::Rng;
+use pool::*;
 use serde_json::Value;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-const NAMESPACES: [&str; 3] = ["openmed", "team-b", "team-c"];
-const NAMES: [&str; 3] = ["openmed-service", "ner", "deid"];
-const V3: &str = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v3";
-const V4: &str = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v4";
-const LOADABLE: [&str; 4] = [V1, V2, V3, V4];
-const UNLOADABLE: [&str; 2] = [BAD, "OpenMed/OpenMed-PII-unloadable-v5"];
-/// A well-formed version the soak never sets: never retained.
-const NEVER_SET: &str = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v9";
-const CLAIM: &str = CLAIM_LABEL.0;
-const MANAGED_BY: &str = MANAGED_BY_LABEL.0;
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())

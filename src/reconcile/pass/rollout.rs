@@ -272,13 +272,28 @@ impl Pass<'_> {
             degraded: "no failure".into(),
             rolled_back: NO_ROLLBACK.into(),
         }));
-        // Serving again after an outside failure (9.21) is no rollout.
-        if base.ready_reason() != Some(Reason::TargetDegraded) {
-            self.event(
-                EventReason::RolloutSucceeded,
-                format!("Deployment {} is serving {}", s.target.name, s.version),
-            );
+        // Serving again after an outside failure (9.21) is no rollout; nor
+        // is serving again after a dip, when no rollout started since this
+        // success was announced (§9.D21).
+        let msg = format!("Deployment {} is serving {}", s.target.name, s.version);
+        if base.ready_reason() != Some(Reason::TargetDegraded)
+            && !self.announced(EventReason::RolloutSucceeded, &msg)
+        {
+            self.event(EventReason::RolloutSucceeded, msg);
         }
+    }
+
+    /// Whether the last transition that required Events required this one,
+    /// in this generation: `lastEvents` keeps them until the next (§9.7).
+    fn announced(&self, reason: EventReason, message: &str) -> bool {
+        let last = self.plan.base.get(Field::LastEvents);
+        last.and_then(|v| v.as_array()).is_some_and(|evs| {
+            evs.iter().any(|e| {
+                e["reason"] == reason.as_str()
+                    && e["generation"] == self.m.generation
+                    && e["message"] == message
+            })
+        })
     }
 
     /// Step 11's state: the rollout of `s` is under way.
