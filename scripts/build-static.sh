@@ -111,7 +111,9 @@ say "Checking that it is static"
 desc=$(file -b "$BIN")
 info "file: $desc"
 [[ $desc == *"statically linked"* ]] || die "not statically linked: $desc"
-if readelf -l "$BIN" | grep -q INTERP; then die "the binary names an ELF interpreter"; fi
+headers=$(readelf -l "$BIN") || die "readelf cannot read $BIN"
+[[ $headers == *"Program Headers"* ]] || die "readelf printed no program headers for $BIN"
+[[ $headers != *INTERP* ]] || die "the binary names an ELF interpreter"
 "$BIN" --version
 
 say "Running it from an empty root against the simulated API server"

@@ -3,8 +3,10 @@
 # upstream Kubernetes schemas with kubernetes-validate (from PyPI, installed
 # into target/pyenv on first use), then install both renderings on the
 # simulated API server, which refuses a CRD that is not a structural schema as
-# kube-apiserver does (kubesim's structural.rs). Custom resources are checked
-# against the CRD by the simulated API server in e2e-sim.sh.
+# kube-apiserver does (kubesim's structural.rs). kubernetes-validate has no
+# schema for a custom resource and passes it with a warning: the example
+# OpenMedModel, the ServiceMonitor and the PrometheusRule are checked against
+# their CRDs on the real API server (scripts/check-custom-resources.sh).
 # Needs: python3, kubectl (for `kubectl kustomize`, offline). Takes seconds
 # after the first install.
 set -euo pipefail

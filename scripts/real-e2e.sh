@@ -27,6 +27,7 @@ cp_up --warmup-ms 300 --unloadable unloadable
 ok=0
 OMO_CONTROL_PLANE="$OMO_CP_DIR" OMO_OPERATOR_BIN="$BIN" \
   cargo test --locked --test real -- --test-threads=4 "$@" && ok=1
+((ok)) && { scripts/check-custom-resources.sh || ok=0; }
 if ((ok)); then
   cp_down
 else

@@ -74,7 +74,12 @@ scenario_manual() {
   show
 }
 
-configmap_absent() { ! kc -n "$NS" get configmap openmed-service-model-manifest; }
+# The ConfigMap is gone: NotFound, not any error (a refused connection, a 403).
+configmap_absent() {
+  local err
+  err=$(kc -n "$NS" get configmap openmed-service-model-manifest 2>&1) && return 1
+  [[ $err == *NotFound* ]] || die "reading the ConfigMap: $err"
+}
 
 scenario_delete() {
   say "Delete the OpenMedModel; the ConfigMap goes, the preload is blanked, the finalizer released"

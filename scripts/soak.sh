@@ -83,4 +83,6 @@ awk '
     printf "    invariants broken:   %d\n", v["violations"]
   }' "$out"
 ((rc == 0)) || die "the soak broke an invariant (seed, operation log and invariant above)"
+# A filter that matched no test also exits 0: no seed ran, nothing held.
+grep -q '^SOAK seed=' "$out" || die "no seed ran (is the soak test still named soak?)"
 info "every invariant held"

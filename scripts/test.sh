@@ -27,6 +27,7 @@ step "Installing what is missing" scripts/install-deps.sh
 step "Formatting" cargo fmt --all -- --check
 step "Lints" cargo clippy --workspace --all-targets --locked -- -D warnings
 step "Unit, integration and end-to-end tests (Rust)" cargo test --workspace --locked
+step "The benchmark's counting allocator" cargo test --locked --lib --features alloc-count memory::count
 step "kubectl end to end on the simulated cluster" scripts/e2e-sim.sh
 step "Manifests against the upstream Kubernetes schemas" scripts/check-manifests.sh
 step "shellcheck" shellcheck -x scripts/*.sh .ci/run

@@ -252,12 +252,20 @@ fn serving(sim: &Sim, version: &str) -> usize {
         .count()
 }
 
-/// Time from `t` until all `n` models serve `version`, or `limit`.
+/// Time from `t` until all `n` models serve `version`; a contestant that
+/// does not get there within `limit` fails the benchmark.
 fn wait_serving(sim: &Sim, t: Instant, n: usize, version: &str, limit: Duration) -> Duration {
-    while serving(sim, version) < n && t.elapsed() < limit {
+    loop {
+        let done = serving(sim, version);
+        if done >= n {
+            return t.elapsed();
+        }
+        assert!(
+            t.elapsed() < limit,
+            "only {done} of {n} models serve {version} after {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    t.elapsed().min(limit)
 }
 
 fn start(c: &Contestant, sim: &Sim, dir: &Path, resync_s: u64) -> Running {
@@ -661,6 +669,10 @@ fn bench() {
             rows.push(row);
         }
     }
+    assert!(
+        !rows.is_empty(),
+        "nothing measured: OMO_BENCH_RESOURCES names no size"
+    );
     print(&rows);
     // Only that it measured something: budgets are not asserted here.
     for r in &rows {

@@ -289,12 +289,29 @@ fn cut_watch_ends_the_stream() {
         ..Default::default()
     };
     let s = c.watch(&cms("default"), &params).unwrap();
-    let t = std::thread::spawn(move || s.collect::<Vec<_>>());
-    std::thread::sleep(Duration::from_millis(200));
+    let t = std::thread::spawn(move || (s.collect::<Vec<_>>(), Instant::now()));
+    // An event first, so the stream is shown open before the cut.
+    c.create(
+        &cms("default"),
+        &json!({"metadata": {"name": "before-cut"}, "data": {"k": "v"}}),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let cut = Instant::now();
     sim.cut_watches();
-    let evs = t.join().unwrap();
-    // Either a clean end or a transport error; never a hang or a panic.
-    assert!(evs.iter().all(|e| e.is_err()), "{evs:?}");
+    let (evs, ended) = t.join().unwrap();
+    // It ends at the cut, not at its 30 s timeout: a clean end or a
+    // transport error; never a hang or a panic.
+    let after = ended.saturating_duration_since(cut);
+    assert!(
+        after < Duration::from_secs(5),
+        "ended {after:?} after the cut"
+    );
+    assert!(
+        matches!(evs.first(), Some(Ok(WatchEvent::Added(o))) if o["metadata"]["name"] == "before-cut"),
+        "{evs:?}"
+    );
+    assert!(evs[1..].iter().all(|e| e.is_err()), "{evs:?}");
 }
 
 #[test]
@@ -341,6 +358,14 @@ fn writes_retry_only_when_safe() {
         Retry::Idempotent,
     )
     .unwrap();
+    // Each fault was met, and each safe retry made.
+    let statuses: Vec<u16> = sim
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/configmaps"))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, [500, 429, 201, 503, 200]);
 }
 
 #[test]
@@ -695,6 +720,13 @@ fn a_silent_watch_connection_is_given_up() {
     let t = Instant::now();
     let mut stream = c.watch(&cms("default"), &wp).unwrap();
     let end = stream.next();
-    assert!(!matches!(end, Some(Ok(_))), "{end:?}");
+    // Given up as a timeout, after the 1 s timeout and its 1 s grace, not
+    // at once for some other reason, and not hung on.
+    assert!(matches!(end, Some(Err(Error::Timeout(_)))), "{end:?}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(1800),
+        "{:?}",
+        t.elapsed()
+    );
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
 }

@@ -510,8 +510,34 @@ fn two_shards_manage_their_own_models_only() {
         .map(|l| l["metadata"]["name"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(leases.len(), 2, "one Lease per shard: {leases:?}");
-    for (lease, pod) in leases.iter().map(|l| (l, holder_of(&sim, l))) {
-        assert!(pod.starts_with("shard-"), "{lease}: {pod}");
+    for s in ["a", "b"] {
+        let pod = holder_of(&sim, &format!("openmed-operator-{s}"));
+        assert!(
+            pod.starts_with(&format!("shard-{s}_")),
+            "shard {s}'s Lease: {pod}"
+        );
+    }
+    // Neither shard wrote to the other's model or Deployment.
+    for (pod, other) in [("shard-a", "m-1"), ("shard-b", "m-0")] {
+        let crossed: Vec<String> = sim
+            .requests()
+            .into_iter()
+            .filter(|r| r.method != "GET" && r.user_agent.contains(pod))
+            .filter(|r| {
+                let theirs = [
+                    other.to_string(),
+                    format!("svc-{other}"),
+                    format!("{other}-model-manifest"),
+                ];
+                r.path.split('/').any(|seg| theirs.iter().any(|t| t == seg))
+            })
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect();
+        assert_eq!(
+            crossed,
+            Vec::<String>::new(),
+            "{pod} wrote to {other}'s objects"
+        );
     }
     a.assert_clean_exit();
     b.assert_clean_exit();

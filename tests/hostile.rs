@@ -47,9 +47,11 @@ fn watch_loops_never_spin_on_410s() {
             n < 120,
             "{n} lists and watches in 6 s (in_stream: {in_stream})"
         );
-        if let (Some(a), Some(b)) = (cpu_before, op.cpu_ms()) {
-            assert!(b - a < 3000, "{} ms of CPU in 6 s", b - a);
-        }
+        let (a, b) = (
+            cpu_before.expect("reading the operator's CPU time"),
+            op.cpu_ms().expect("reading the operator's CPU time"),
+        );
+        assert!(b - a < 3000, "{} ms of CPU in 6 s", b - a);
         let (code, body) = op.http_get("/readyz");
         assert_eq!(
             code, 503,
@@ -241,8 +243,9 @@ fn a_slow_client_does_not_block_the_probes() {
     let idle: Vec<TcpStream> = (0..300)
         .filter_map(|_| TcpStream::connect(addr).ok())
         .collect();
+    assert_eq!(idle.len(), 300, "idle connections opened");
     std::thread::sleep(Duration::from_millis(500));
-    let threads = op.threads().unwrap_or(0);
+    let threads = op.threads().expect("reading the operator's threads");
     assert!(
         threads < 80,
         "{threads} threads with {} idle connections",
@@ -305,8 +308,8 @@ fn a_socket_flood_cannot_hold_any_port() {
         tls_get(metrics, "/metrics", Some(&token), None).map(|a| a.code),
         Ok(200)
     );
-    let rss_before = op.rss_kib().unwrap_or(0);
-    let threads_before = op.threads().unwrap_or(0);
+    let rss_before = op.rss_kib().expect("reading the operator's RSS");
+    let threads_before = op.threads().expect("reading the operator's threads");
     let mut stuck_viewers = Vec::new();
     for _ in 0..16 {
         let mut v = TcpStream::connect(view).unwrap();
@@ -329,8 +332,8 @@ fn a_socket_flood_cannot_hold_any_port() {
             let m = tls_get(metrics, "/metrics", Some(&token), None).map_or(0, |a| a.code);
             let v = http_get_at(view, "/api/models").0;
             probes.push(((h, m, v), t.elapsed()));
-            rss = rss.max(op.rss_kib().unwrap_or(0));
-            threads = threads.max(op.threads().unwrap_or(0));
+            rss = rss.max(op.rss_kib().expect("reading the operator's RSS"));
+            threads = threads.max(op.threads().expect("reading the operator's threads"));
             std::thread::sleep(Duration::from_millis(500));
         }
         let opened: Vec<usize> = floods.into_iter().map(|f| f.join().unwrap()).collect();
@@ -378,9 +381,11 @@ fn a_socket_flood_never_delays_a_probe_past_a_second() {
             probes.push((http_get_at(health, "/healthz").0, t.elapsed()));
             std::thread::sleep(Duration::from_millis(100));
         }
-        flood.join().unwrap();
+        let opened = flood.join().unwrap();
+        assert!(opened >= 1000, "the flood opened {opened} sockets");
         probes
     });
+    assert!(probes.len() >= 40, "{} probes", probes.len());
     let slowest = probes.iter().map(|(_, t)| *t).max().unwrap_or_default();
     eprintln!(
         "{} probes under 1,000 held sockets from one address, slowest {slowest:?}",
@@ -661,8 +666,8 @@ fn eight_seconds_of(how: Misbehaviour, dir: &std::path::Path) {
     wait_until("the first request", || seen.lists.load(Relaxed) > 0);
     std::thread::sleep(Duration::from_secs(8));
     let (lists, watches) = (seen.lists.load(Relaxed), seen.watches.load(Relaxed));
-    let cpu = op.cpu_ms().unwrap_or(0);
-    let rss_mib = op.peak_rss_kib().unwrap_or(0) / 1024;
+    let cpu = op.cpu_ms().expect("reading the operator's CPU time");
+    let rss_mib = op.peak_rss_kib().expect("reading the operator's peak RSS") / 1024;
     eprintln!("{how:?}: {lists} list pages, {watches} watches, {cpu} ms CPU, {rss_mib} MiB peak RSS in 8 s");
     if matches!(how, Misbehaviour::EndlessPages) {
         // Each of the five kinds given up at 1,000 pages, one list at a
@@ -693,7 +698,7 @@ fn endless_pages_of_large_items_are_given_up_within_the_byte_budget() {
     wait_until("the first request", || seen.lists.load(Relaxed) > 0);
     std::thread::sleep(Duration::from_secs(15));
     let lists = seen.lists.load(Relaxed);
-    let rss_mib = op.peak_rss_kib().unwrap_or(0) / 1024;
+    let rss_mib = op.peak_rss_kib().expect("reading the operator's peak RSS") / 1024;
     eprintln!("endless 400 KB pages: {lists} pages in 15 s, {rss_mib} MiB peak RSS");
     assert!(rss_mib < 200, "{rss_mib} MiB peak RSS");
     assert!(
@@ -881,6 +886,7 @@ fn the_api_server_is_reached_through_an_https_proxy() {
     wait_serving(&sim, "svc", V1);
     let connects = seen.lock().unwrap().clone();
     let target = server.trim_start_matches("https://");
+    assert!(!connects.is_empty(), "nothing went through the proxy");
     assert!(
         connects.iter().all(|c| c.starts_with(target)),
         "{connects:?}"

@@ -154,9 +154,10 @@ fn sweep(replicas: i64, strategy: &Value, to: &str) -> Option<u64> {
         let v = DeploymentView::from_json(&d).expect("view");
         let truth = sim.complete(&d);
         let verdict = ready(&v, replicas, 2);
-        assert!(
-            !verdict || truth,
-            "Ready while pods are not all new and available (replicas {replicas}, {strategy}, {to}, t={second}s): {:#}",
+        // Neither early nor late: the verdict is the pods' truth each second.
+        assert_eq!(
+            verdict, truth,
+            "the verdict is not what the pods are (replicas {replicas}, {strategy}, {to}, t={second}s): {:#}",
             d["status"]
         );
         if verdict && first_ready.is_none() {

@@ -315,7 +315,11 @@ fn a_second_occurrence_of_an_event_in_a_generation_bumps_its_count() {
 fn an_event_whose_post_failed_is_posted_by_the_next_pass() {
     let f = Fixture::new();
     f.sim.fail_next(Some("POST"), "/events$", 500, 1, None);
-    assert!(f.sync().is_err(), "a lost Event fails the sync");
+    let lost = f.sync().unwrap_err();
+    assert!(
+        matches!(&lost, SyncError::Api(e) if e.code() == Some(500)),
+        "a lost Event fails the sync with the 500: {lost}"
+    );
     let status = &f
         .sim
         .object("openmed.ai", "openmedmodels", NS, NAME)
@@ -347,7 +351,11 @@ fn an_owed_event_survives_a_spec_change_that_keeps_the_block() {
     f.sim.delete("apps/v1", "Deployment", NS, NAME).unwrap();
     f.load_stores();
     f.sim.fail_next(Some("POST"), "/events$", 500, 1, None);
-    assert!(f.sync().is_err(), "a lost Event fails the sync");
+    let lost = f.sync().unwrap_err();
+    assert!(
+        matches!(&lost, SyncError::Api(e) if e.code() == Some(500)),
+        "a lost Event fails the sync with the 500: {lost}"
+    );
     let model = f
         .sim
         .object("openmed.ai", "openmedmodels", NS, NAME)

@@ -145,16 +145,21 @@ fn the_stream_sends_a_snapshot_then_each_change(sim: &Sim, v: &Viewer) {
     assert!(rolling < Duration::from_secs(5), "{rolling:?}");
 }
 
+/// A viewer that reads its stream's head, then never reads again.
+fn stuck_viewer(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "a viewer was refused");
+    s
+}
+
 fn stuck_viewers_do_not_delay_the_operator(sim: &Sim, addr: SocketAddr) {
     // Viewers that never read do not delay the operator: a change is
     // patched into the Deployment as fast with them attached.
-    let stuck: Vec<TcpStream> = (0..10)
-        .map(|_| {
-            let mut s = TcpStream::connect(addr).unwrap();
-            write!(s, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
-            s
-        })
-        .collect();
+    let stuck: Vec<TcpStream> = (0..10).map(|_| stuck_viewer(addr)).collect();
     let mut lat = Vec::new();
     for (i, version) in [V1, V2, V1, V2, V1].iter().enumerate() {
         let since = sim.clock_ms();
@@ -168,7 +173,15 @@ fn stuck_viewers_do_not_delay_the_operator(sim: &Sim, addr: SocketAddr) {
     }
     eprintln!("change -> Deployment patch with 10 stuck viewers: {lat:?} ms");
     assert!(lat.iter().all(|ms| *ms < 2_000), "{lat:?}");
-    drop(stuck);
+    // They were viewers all along: with them and the test's own, five more
+    // fill the live view's sixteen places, and the next is refused.
+    let more: Vec<TcpStream> = (0..5).map(|_| stuck_viewer(addr)).collect();
+    let (code, _) = http_get_at(addr, "/events");
+    assert_eq!(
+        code, 503,
+        "a 17th viewer was let in: the stuck ones had gone"
+    );
+    drop((stuck, more));
 }
 
 fn a_deleted_model_leaves_the_view(sim: &Sim, v: &Viewer, addr: SocketAddr) {

@@ -62,12 +62,24 @@ pub fn live() -> i64 {
 
 #[cfg(test)]
 mod tests {
+    /// An allocation through the global allocator is counted, bytes and
+    /// all: 64 MiB (never touched, so never resident) is more than the other
+    /// tests' threads allocate meanwhile, so only this one can account for
+    /// it, and freeing it gives it back.
     #[test]
     fn an_allocation_is_counted() {
-        let (before, _) = super::totals();
-        let v: Vec<u8> = Vec::with_capacity(std::hint::black_box(100));
-        let (after, _) = super::totals();
+        const SIZE: u64 = 64 << 20;
+        let ((calls0, bytes0), live0) = (super::totals(), super::live());
+        let v: Vec<u8> = Vec::with_capacity(std::hint::black_box(SIZE as usize));
+        let ((calls1, bytes1), live1) = (super::totals(), super::live());
         drop(v);
-        assert!(after > before);
+        let live2 = super::live();
+        assert!(calls1 > calls0, "no call counted");
+        assert!(bytes1 - bytes0 >= SIZE, "{} bytes counted", bytes1 - bytes0);
+        assert!(live1 - live0 >= SIZE as i64 / 2, "live {live0} → {live1}");
+        assert!(
+            live1 - live2 >= SIZE as i64 / 2,
+            "not given back: {live1} → {live2}"
+        );
     }
 }

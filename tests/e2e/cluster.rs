@@ -114,14 +114,23 @@ fn caches_queue_and_gauges_tell_the_truth() {
     let mut max = (0.0f64, 0.0f64);
     for _ in 0..25 {
         let (_, m) = op.http_get("/metrics");
-        let depth = sample(&m, "openmed_operator_queue_depth").unwrap_or(0.0);
-        let retries = sample(&m, "openmed_operator_queue_retries").unwrap_or(0.0);
+        let depth = sample(&m, "openmed_operator_queue_depth").expect("queue_depth exported");
+        let retries = sample(&m, "openmed_operator_queue_retries").expect("queue_retries exported");
         max = (max.0.max(depth), max.1.max(retries));
         std::thread::sleep(Duration::from_millis(200));
     }
+    let refused = sim
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.ends_with("/deployments/m9") && r.status == 500)
+        .count();
     assert!(
-        max.0 <= 2.0 && max.1 <= 1.0,
-        "depth and retries peaked at {max:?}"
+        refused >= 2,
+        "the 500s reached the operator {refused} times"
+    );
+    assert!(
+        max.0 <= 2.0 && max.1 == 1.0,
+        "depth and retries peaked at {max:?}: one key retried, none else queued"
     );
     sim.clear_faults();
     wait_serving(&sim, "m9", V2);
@@ -190,6 +199,12 @@ fn same_names_in_many_namespaces_each_get_their_own_events() {
     wait_until("Ready on v1 everywhere", || {
         spaces.iter().all(|ns| served(ns, V1))
     });
+    let failed_posts = sim
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/events") && r.status == 500)
+        .count();
+    assert_eq!(failed_posts, 1, "the failing Event post was never met");
     for ns in spaces {
         let patch = json!({"spec": {"version": BAD}});
         sim.merge_patch(MODEL.0, MODEL.1, ns, "svc", &patch)
@@ -302,11 +317,18 @@ fn a_converged_cluster_of_100_costs_no_writes_and_no_reads_per_resync() {
             .sum()
     };
     // A settled resource is not queued by a resync at all (§6): four
-    // periods of 100 settled resources hand no key to a worker.
+    // periods of 100 settled resources hand no key to a worker, where a
+    // resync of them would make 400 reconciles. A Deployment's late status
+    // change may wake its own model: a few are allowed, not one period's.
+    let (before, after) = (reconciles(&before), reconciles(&after));
     assert!(
-        reconciles(&after) < reconciles(&before) + N as u64,
+        before >= N as u64,
+        "{before} reconciles counted to converge"
+    );
+    assert!(
+        after - before <= 10,
         "a resync queued the settled resources: {} reconciles in 4.5 s",
-        reconciles(&after) - reconciles(&before)
+        after - before
     );
     assert_eq!(steady_writes, 0, "{:#?}", sim.requests());
     assert_eq!(steady_reads, 0, "{others:#?}");

@@ -43,7 +43,10 @@ fn an_api_pause_and_a_burst_of_500s_are_survived() {
 
     // Ten seconds of refused connections, like an API server restart.
     sim.pause(Duration::from_secs(10));
-    std::thread::sleep(Duration::from_secs(2));
+    // The pause reached the operator: its probe and its watches fail.
+    wait_until("the operator unready during the pause", || {
+        op.http_get("/readyz").0 == 503
+    });
     set_version(&sim, "svc", V2);
     let s = wait_serving(&sim, "svc", V2);
     assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
@@ -68,6 +71,8 @@ fn an_api_pause_and_a_burst_of_500s_are_survived() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(s["conditions"][0]["reason"], "RolloutSucceeded");
+    let refused = sim.requests().iter().filter(|r| r.status == 500).count();
+    assert_eq!(refused, 40, "the burst of 500s reached the operator");
     assert_eq!(op.http_get("/healthz").0, 200);
     assert!(!op.log().contains("panicked"));
 }

@@ -267,7 +267,15 @@ fn quick_changes_with_two_replicas_roll_back_to_what_served() {
     quick_changes(2, true);
 }
 
-/// Issue 20, point 3: with the model watch 0.8 s behind, three quick
+/// Writes of model svc's ConfigMap so far.
+fn config_map_writes(sim: &Sim) -> usize {
+    sim.requests()
+        .iter()
+        .filter(|r| r.method != "GET" && r.path.ends_with("/configmaps/svc-model-manifest"))
+        .count()
+}
+
+/// With the model watch 0.8 s behind, three quick
 /// version changes never put an older version back.
 #[test]
 fn a_lagging_watch_never_applies_an_older_spec() {
@@ -282,12 +290,17 @@ fn a_lagging_watch_never_applies_an_older_spec() {
     ];
     // Every value the ConfigMap holds, in order, sampled every few ms.
     let mut seen = vec![V1.to_string()];
+    let writes_before = config_map_writes(&sim);
     let start = Instant::now();
     let mut next = 0;
+    let mut first_change = None;
     loop {
         if next < versions.len() && start.elapsed() >= Duration::from_millis(300 * next as u64) {
             set_version(&sim, "svc", versions[next]);
             next += 1;
+        }
+        if first_change.is_none() && config_map_writes(&sim) > writes_before {
+            first_change = Some(start.elapsed());
         }
         let cm = sim.object("", "configmaps", NS, "svc-model-manifest");
         let value = cm.and_then(|c| {
@@ -318,6 +331,16 @@ fn a_lagging_watch_never_applies_an_older_spec() {
         order.windows(2).all(|w| w[0] < w[1]),
         "the ConfigMap went back: {seen:?}"
     );
+    // The lag took effect: the operator heard of v2 0.8 s late.
+    let first = first_change.expect("the ConfigMap was never written");
+    assert!(
+        first >= Duration::from_millis(750),
+        "first ConfigMap write after {first:?}"
+    );
+    // One write per version at most: an older one put back and undone
+    // between two samples would take two more.
+    let writes = config_map_writes(&sim) - writes_before;
+    assert!(writes <= versions.len(), "{writes} writes of the ConfigMap");
     let started = events(&sim, "svc")
         .iter()
         .filter(|e| *e == "RolloutStarted")

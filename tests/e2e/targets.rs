@@ -148,6 +148,10 @@ fn refused_writes_and_paused_targets_are_reported() {
     sim.fail_next(Some("PATCH"), "/deployments/svc$", 403, 3, None);
     set_version(&sim, "svc", V2);
     let s = wait_phase(&sim, "svc", "Failed", "TargetPatchRejected");
+    assert!(sim
+        .requests()
+        .iter()
+        .any(|r| r.method == "PATCH" && r.path.ends_with("/deployments/svc") && r.status == 403));
     assert!(
         s["conditions"][0]["message"]
             .as_str()

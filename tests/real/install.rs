@@ -43,6 +43,10 @@ fn the_install_is_accepted_whole_and_the_crd_enforced() {
         .kubectl(&["apply", "-k", &manifests()])
         .expect("a second apply");
     assert!(
+        again.lines().count() > 10,
+        "a second apply -k named nothing:\n{again}"
+    );
+    assert!(
         again
             .lines()
             .all(|l| l.ends_with("unchanged") || l.ends_with("configured")),

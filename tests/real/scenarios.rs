@@ -209,7 +209,7 @@ pub fn restarted_mid_rollout(st: &mut Story) {
     st.wait_serving("rr", V1);
     st.patch_model("rr", json!({"spec": {"version": V2}}));
     st.wait_status("rr", "the v2 rollout under way", |s| {
-        s["desiredVersion"] == V2
+        s["desiredVersion"] == V2 && s["phase"] == "RollingOut"
     });
     // What `kubectl rollout restart` sends (kubectl's `objectRestarter`).
     let restart = json!({"spec": {"template": {"metadata": {"annotations": {
@@ -218,6 +218,13 @@ pub fn restarted_mid_rollout(st: &mut Story) {
         .unwrap_or_else(|e| panic!("rollout restart: {e}"));
     st.wait_serving("rr", V2);
     st.wait_events("rr", &[("RolloutStarted", 2), ("RolloutSucceeded", 2)]);
+    let events = st.events("rr");
+    assert_eq!(
+        (events.get("RolloutStarted"), events.get("RolloutSucceeded")),
+        (Some(&2), Some(&2)),
+        "an Event doubled on {}: {events:?}",
+        st.c.name()
+    );
     let d = st.deploy("rr");
     assert_eq!(
         d["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"],

@@ -21,9 +21,12 @@ const MODEL = `${SIM_URL}/apis/openmed.ai/v1alpha1/namespaces/${NS}/openmedmodel
 const V2 = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v2";
 const BAD = "OpenMed/OpenMed-PII-unloadable-v3";
 
+/** A request to the model on kubesim; a refusal fails the test with the
+ * server's words, not later as a timeout. */
 async function api(method, body, type = "application/merge-patch+json") {
   const r = await fetch(MODEL, { method, headers: { "content-type": type }, body: body && JSON.stringify(body) });
-  return r.ok ? r.json() : null;
+  if (!r.ok) throw new Error(`${method} ${MODEL}: ${r.status} ${await r.text()}`);
+  return r.json();
 }
 
 /** Poll the API (started before the change) until the model's phase is

@@ -227,9 +227,10 @@ impl Sim {
         count: u32,
         retry_after: Option<u64>,
     ) {
-        let (Ok(path), Ok(query)) = (Regex::new(path), query.map(Regex::new).transpose()) else {
-            return;
-        };
+        // A fault that cannot match would pass its test unexercised.
+        let path = Regex::new(path).unwrap_or_else(|e| panic!("fault path {path:?}: {e}"));
+        let query =
+            query.map(|q| Regex::new(q).unwrap_or_else(|e| panic!("fault query {q:?}: {e}")));
         lock(&self.shared.faults).rules.push(FailRule {
             method: method.map(str::to_string),
             path,
@@ -294,11 +295,11 @@ impl Sim {
     /// Make every watch whose request path matches `path_regex` lag: each
     /// event is delivered `lag` after it happened, in order, and bookmarks
     /// never pass an event held back. Applies to open watches too; a zero
-    /// lag removes the rule for that regex; an invalid regex is ignored.
+    /// lag removes the rule for that regex; an invalid regex fails the
+    /// caller, whose lag would otherwise never apply.
     pub fn set_watch_lag(&self, path_regex: &str, lag: Duration) {
-        let Ok(re) = Regex::new(path_regex) else {
-            return;
-        };
+        let re =
+            Regex::new(path_regex).unwrap_or_else(|e| panic!("watch lag path {path_regex:?}: {e}"));
         lock(&self.shared.faults).set_watch_lag(path_regex, re, lag);
         self.shared.changed.notify_all();
     }
