@@ -5,11 +5,12 @@
 # unit tests, the reconcile, vectors, patches, readiness and client
 # targets). Not part of CI: a whole run takes hours on two cores.
 #
-#   scripts/mutants.sh [--shard K/N] [--file GLOB]... [--list]
+#   scripts/mutants.sh [--shard K/N] [--file GLOB]... [--tests "ARGS"] [--list]
 #
 # --shard K/N runs the K-th of N shards (0-based), so that a run can be cut
 # over several sittings; --file narrows it to some files (repeatable);
-# --list prints the mutants and stops. Output goes to target/mutants/<shard>/
+# --tests gives the cargo test arguments instead (e.g. "--lib --test
+# client" for the client's guards); --list prints the mutants and stops. Output goes to target/mutants/<shard>/
 # (cargo-mutants' own mutants.out: caught.txt, missed.txt, timeout.txt,
 # unviable.txt). docs/development.md ("Mutation testing") has the figures.
 set -euo pipefail
@@ -18,14 +19,15 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 
 MUTANTS_VERSION=27.1.0
-shard="" list=0
+shard="" list=0 tests=""
 files=()
 while (($#)); do
   case $1 in
     --shard) shard=${2:?--shard needs K/N}; shift 2 ;;
     --file) files+=("${2:?--file needs a glob}"); shift 2 ;;
+    --tests) tests=${2:?--tests needs cargo test arguments}; shift 2 ;;
     --list) list=1; shift ;;
-    *) die "unknown flag $1 (flags: --shard K/N, --file GLOB, --list)" ;;
+    *) die "unknown flag $1 (flags: --shard K/N, --file GLOB, --tests ARGS, --list)" ;;
   esac
 done
 ((${#files[@]})) || files=("src/reconcile/**/*.rs" "src/model/**/*.rs" "src/kube/guard.rs" "src/kube/path.rs")
@@ -40,11 +42,14 @@ for f in "${files[@]}"; do args+=(--file "$f"); done
 # The core's own tests, not the whole suite: the end-to-end targets
 # start processes and take minutes, and test the shell, not these files.
 test_args=(--lib --test reconcile --test vectors --test patches --test readiness --test client)
+# shellcheck disable=SC2206 # cargo test arguments, split as a shell would
+[[ -n $tests ]] && test_args=($tests)
 if ((list)); then
   cargo mutants --list "${args[@]}"
   exit 0
 fi
-out="$REPO/target/mutants/${shard//\//-of-}"
+name=${shard:-whole}
+out="$REPO/target/mutants/${name//\//-of-}"
 [[ -n $shard ]] && args+=(--shard "$shard")
 mkdir -p "$out"
 say "cargo mutants ${shard:+shard $shard }over ${files[*]}"

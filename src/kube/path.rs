@@ -139,10 +139,6 @@ impl ResourcePath {
         self.rt
     }
 
-    pub fn is_object(&self) -> bool {
-        self.name.is_some()
-    }
-
     pub fn render(&self) -> String {
         let mut out = if self.rt.group.is_empty() {
             format!("/api/{}", self.rt.version)

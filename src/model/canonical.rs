@@ -197,6 +197,15 @@ mod tests {
         );
     }
 
+    /// The short escapes are Python's (`json.dumps(..., ensure_ascii=True)`,
+    /// §2.3), not `\u00XX`: a spec whose strings hold them hashes as the
+    /// reference operator's does, so an adopted resource is not rolled again.
+    #[test]
+    fn control_characters_escape_as_python_does() {
+        let v = json!({"a": "\r\t\u{08}\u{0c}\u{01}"});
+        assert_eq!(canonical_json(&v), r#"{"a":"\r\t\b\f\u0001"}"#);
+    }
+
     #[test]
     fn digest_format() {
         let d = digest(&json!({}));

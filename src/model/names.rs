@@ -11,7 +11,8 @@ const CM_SUFFIX: &str = "model-manifest";
 /// plus the first 10 hex characters of its SHA-256.
 pub fn default_config_map_name(name: &str) -> String {
     let plain = format!("{name}-{CM_SUFFIX}");
-    if plain.len() <= 253 && is_dns_subdomain(&plain) {
+    // A DNS subdomain is at most 253 characters (§2.5).
+    if is_dns_subdomain(&plain) {
         return plain;
     }
     let keep = 63 - CM_SUFFIX.len() - 10 - 2;

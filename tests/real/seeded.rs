@@ -8,7 +8,7 @@
 
 use crate::cluster::Cluster;
 use crate::harness::deployment_in;
-use crate::observe::{busy, rollback_to, s};
+use crate::observe::{busy, rollback_to, s, Edit};
 use crate::operations::{random_spec, random_step, Key, Op, Pick, Rng, Step};
 use crate::pool::*;
 use crate::story::{text, written_fields, Seen, Story, MODEL};
@@ -407,26 +407,18 @@ impl Run<'_> {
     }
 
     fn edit_deployment(&self, d: Key, edit: impl Fn(&mut Value)) -> String {
-        for _ in 0..8 {
-            let Some(mut obj) = self.deployment(d) else {
-                return "skipped: no Deployment".into();
-            };
-            let rv = obj["metadata"]["resourceVersion"].clone();
-            edit(&mut obj);
-            let patch = json!({
-                "metadata": {"resourceVersion": rv, "annotations": obj["metadata"]["annotations"]},
-                "spec": {"template": obj["spec"]["template"]},
-            });
-            match self
-                .c
-                .merge_patch("apps/v1", "Deployment", &self.ns(d), d.name(), &patch)
-            {
-                Ok(_) => return "ok".into(),
-                Err(e) if e.contains("modified") || e.contains("onflict") => continue,
-                Err(e) => return format!("refused: {e}"),
-            }
+        let ns = self.ns(d);
+        let read = || self.deployment(d);
+        let patch = |body: &Value| {
+            self.c
+                .merge_patch("apps/v1", "Deployment", &ns, d.name(), body)
+        };
+        match crate::observe::edit_deployment(read, patch, edit) {
+            Edit::Done(_) => "ok".into(),
+            Edit::Absent => "skipped: no Deployment".into(),
+            Edit::Refused(e) => format!("refused: {e}"),
+            Edit::GaveUp => "gave up after 8 conflicts".into(),
         }
-        "gave up after 8 conflicts".into()
     }
 
     /// The operator's ConfigMap edited by hand: its preload, its manifest,

@@ -206,31 +206,20 @@ impl Soak {
     /// Read-modify-write of a Deployment with a resourceVersion
     /// precondition, as `kubectl edit` does; records what the user left.
     fn edit_deployment(&mut self, d: Key, edit: impl Fn(&mut Value)) -> String {
-        for _ in 0..8 {
-            let Some(mut obj) = self.deployment(d) else {
-                return "skipped: no Deployment".into();
-            };
-            let rv = obj["metadata"]["resourceVersion"].clone();
-            edit(&mut obj);
-            let patch = json!({
-                "metadata": {"resourceVersion": rv, "annotations": obj["metadata"]["annotations"]},
-                "spec": {"template": obj["spec"]["template"]},
-            });
-            match self
-                .sim
-                .merge_patch("apps/v1", "Deployment", d.ns(), d.name(), &patch)
-            {
-                Ok(after) => {
-                    if let Some(rec) = self.deploys.get_mut(&d) {
-                        rec.view = user_view(&after);
-                    }
-                    return format!("edited (generation {})", after["metadata"]["generation"]);
+        let sim = &self.sim;
+        let read = || sim.object("apps", "deployments", d.ns(), d.name());
+        let patch = |body: &Value| sim.merge_patch("apps/v1", "Deployment", d.ns(), d.name(), body);
+        match crate::observe::edit_deployment(read, patch, edit) {
+            Edit::Done(after) => {
+                if let Some(rec) = self.deploys.get_mut(&d) {
+                    rec.view = user_view(&after);
                 }
-                Err(e) if e.contains("modified") || e.contains("onflict") => continue,
-                Err(e) => return format!("refused: {e}"),
+                format!("edited (generation {})", after["metadata"]["generation"])
             }
+            Edit::Absent => "skipped: no Deployment".into(),
+            Edit::Refused(e) => format!("refused: {e}"),
+            Edit::GaveUp => "gave up after 8 conflicts".into(),
         }
-        "gave up after 8 conflicts".into()
     }
 
     fn patch_model(&mut self, m: Key, patch: &Value) -> String {

@@ -190,6 +190,43 @@ pub fn watches_back_at(requests: &[RequestRecord], since_ms: u64) -> Result<u64,
     }
 }
 
+/// What a read-modify-write as `kubectl edit` does came to.
+pub enum Edit {
+    Done(Value),
+    /// Nothing to edit.
+    Absent,
+    Refused(String),
+    /// Eight conflicts running.
+    GaveUp,
+}
+
+/// A read-modify-write of a Deployment as `kubectl edit` does: `read` it,
+/// `edit` it, send its annotations and template with the resourceVersion
+/// read as a precondition through `patch`, again on a conflict.
+pub fn edit_deployment(
+    read: impl Fn() -> Option<Value>,
+    patch: impl Fn(&Value) -> Result<Value, String>,
+    edit: impl Fn(&mut Value),
+) -> Edit {
+    for _ in 0..8 {
+        let Some(mut obj) = read() else {
+            return Edit::Absent;
+        };
+        let rv = obj["metadata"]["resourceVersion"].clone();
+        edit(&mut obj);
+        let body = json!({
+            "metadata": {"resourceVersion": rv, "annotations": obj["metadata"]["annotations"]},
+            "spec": {"template": obj["spec"]["template"]},
+        });
+        match patch(&body) {
+            Ok(after) => return Edit::Done(after),
+            Err(e) if e.contains("modified") || e.contains("onflict") => continue,
+            Err(e) => return Edit::Refused(e),
+        }
+    }
+    Edit::GaveUp
+}
+
 // ----------------------------------------------------------- snapshots ----
 
 /// Everything the checks read, taken at one moment.
