@@ -424,16 +424,9 @@ impl Run<'_> {
     /// The operator's ConfigMap edited by hand: its preload, its manifest,
     /// or a key of its own.
     fn edit_config_map(&self, m: Key, kind: u64) -> String {
-        let Some(cm) = self.config_map(m) else {
-            return "skipped: no ConfigMap".into();
-        };
-        if cm["metadata"]["labels"][MANAGED_BY] != "openmed-operator" {
-            return "skipped: not the operator's".into();
-        }
-        let data = match kind {
-            0 => json!({ PRELOAD: "OpenMed/hand-edited" }),
-            1 => json!({"manifest.json": "{}"}),
-            _ => json!({"note": "added by hand"}),
+        let data = match crate::observe::config_map_edit(self.config_map(m).as_ref(), kind) {
+            Ok(data) => data,
+            Err(skipped) => return skipped.into(),
         };
         Self::outcome(self.c.merge_patch(
             "v1",

@@ -6,7 +6,7 @@ use crate::harness::*;
 use crate::invariants::*;
 use crate::observe::*;
 use crate::operations::*;
-use crate::{CONTAINER, HASH, MANAGED_BY, NAMES, NAMESPACES, NEVER_SET, PRELOAD, ROLLBACK_TO};
+use crate::{CONTAINER, HASH, NAMES, NAMESPACES, NEVER_SET, ROLLBACK_TO};
 use kubesim::faults::RequestRecord;
 use kubesim::Sim;
 use serde_json::{json, Value};
@@ -509,16 +509,10 @@ impl Soak {
     /// The operator's ConfigMap edited by hand: its preload, its manifest,
     /// or a key of its own.
     fn edit_config_map(&mut self, m: Key, kind: u64) -> String {
-        let Some(cm) = self.sim.object("", "configmaps", m.ns(), &m.cm()) else {
-            return "skipped: no ConfigMap".into();
-        };
-        if cm["metadata"]["labels"][MANAGED_BY] != "openmed-operator" {
-            return "skipped: not the operator's".into();
-        }
-        let data = match kind {
-            0 => json!({ PRELOAD: "OpenMed/hand-edited" }),
-            1 => json!({"manifest.json": "{}"}),
-            _ => json!({"note": "added by hand"}),
+        let cm = self.sim.object("", "configmaps", m.ns(), &m.cm());
+        let data = match config_map_edit(cm.as_ref(), kind) {
+            Ok(data) => data,
+            Err(skipped) => return skipped.into(),
         };
         match self
             .sim

@@ -227,6 +227,21 @@ pub fn edit_deployment(
     Edit::GaveUp
 }
 
+/// The data a hand edit of the operator's ConfigMap `cm` writes (its
+/// preload, its manifest, or a key of its own, by `kind`), or why it is
+/// skipped.
+pub fn config_map_edit(cm: Option<&Value>, kind: u64) -> Result<Value, &'static str> {
+    let cm = cm.ok_or("skipped: no ConfigMap")?;
+    if cm["metadata"]["labels"][crate::MANAGED_BY] != "openmed-operator" {
+        return Err("skipped: not the operator's");
+    }
+    Ok(match kind {
+        0 => json!({ PRELOAD: "OpenMed/hand-edited" }),
+        1 => json!({"manifest.json": "{}"}),
+        _ => json!({"note": "added by hand"}),
+    })
+}
+
 // ----------------------------------------------------------- snapshots ----
 
 /// Everything the checks read, taken at one moment.
