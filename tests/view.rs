@@ -1,4 +1,4 @@
-//! Issue 13: the live status view, end to end against kubesim: the page,
+//! The live status view (docs/operations.md), end to end against kubesim: the page,
 //! `/api/models`, and the change stream as an EventSource reads it; a stuck
 //! viewer does not delay reconciling. (The browser test is
 //! tests/ui/view.test.mjs, run by scripts/ui-e2e.sh.)
@@ -102,9 +102,21 @@ fn the_page_is_self_contained(addr: SocketAddr) {
 
 fn the_snapshot_comes_from_the_caches(addr: SocketAddr) {
     // The snapshot as JSON, from the caches.
-    let (code, body) = http_get_at(addr, "/api/models");
-    assert_eq!(code, 200);
-    let rows: Value = serde_json::from_str(&body).unwrap();
+    // The Event reaches the operator's cache by its own watch, a moment
+    // after the simulator holds it.
+    let rows = wait_for(
+        "the model's row with its RolloutSucceeded Event",
+        || {
+            let (code, body) = http_get_at(addr, "/api/models");
+            assert_eq!(code, 200);
+            serde_json::from_str::<Value>(&body).unwrap()
+        },
+        |rows| {
+            rows[0]["events"]
+                .as_array()
+                .is_some_and(|es| es.iter().any(|e| e["reason"] == "RolloutSucceeded"))
+        },
+    );
     let r = &rows[0];
     assert_eq!(
         (r["key"].as_str(), r["phase"].as_str()),
@@ -112,11 +124,6 @@ fn the_snapshot_comes_from_the_caches(addr: SocketAddr) {
     );
     assert_eq!(r["active"], V1);
     assert_eq!(r["progress"]["desired"], 2);
-    assert!(r["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|e| e["reason"] == "RolloutSucceeded"));
 }
 
 fn the_stream_sends_a_snapshot_then_each_change(sim: &Sim, v: &Viewer) {
@@ -145,9 +152,11 @@ fn the_stream_sends_a_snapshot_then_each_change(sim: &Sim, v: &Viewer) {
     assert!(rolling < Duration::from_secs(5), "{rolling:?}");
 }
 
-/// A viewer that reads its stream's head, then never reads again.
+/// A viewer that reads its stream's head, then never reads again. Its
+/// receive buffer is the kernel's least, so that a few changes fill its
+/// socket and the view's writer blocks on it.
 fn stuck_viewer(addr: SocketAddr) -> TcpStream {
-    let mut s = TcpStream::connect(addr).unwrap();
+    let mut s = small_buffer_socket(addr);
     write!(s, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut head = [0u8; 12];
@@ -156,12 +165,91 @@ fn stuck_viewer(addr: SocketAddr) -> TcpStream {
     s
 }
 
+/// A TCP connection to `addr` whose receive buffer is set small before
+/// the connection is made (the window is fixed then).
+fn small_buffer_socket(addr: SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(a) = addr else {
+        panic!("the view listens on IPv4 loopback here: {addr}")
+    };
+    let len = |n: usize| libc::socklen_t::try_from(n).expect("a small size");
+    // SAFETY: a new socket owned by the TcpStream at once; the option and
+    // the address are plain values of the sizes given.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let stream = TcpStream::from_raw_fd(fd);
+        let size: libc::c_int = 1024;
+        let opt = std::ptr::addr_of!(size).cast();
+        let rc = libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, opt, len(4));
+        assert_eq!(rc, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+        let sin = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: a.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(a.ip().octets()),
+            },
+            sin_zero: [0; 8],
+        };
+        let to = std::ptr::addr_of!(sin).cast();
+        let rc = libc::connect(fd, to, len(std::mem::size_of::<libc::sockaddr_in>()));
+        assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
+        stream
+    }
+}
+
+/// Whether the view lets in `n` more viewers now and refuses the next.
+fn places_free(addr: SocketAddr, n: usize) -> bool {
+    let admitted: Vec<Option<TcpStream>> = (0..n)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).ok()?;
+            write!(s, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+            let mut head = [0u8; 12];
+            s.read_exact(&mut head).ok()?;
+            (&head == b"HTTP/1.1 200").then_some(s)
+        })
+        .collect();
+    let all = admitted.iter().all(Option::is_some);
+    all && http_get_at(addr, "/events").0 == 503
+}
+
+/// Everything left on `s` up to its end, or None if it has not ended
+/// within `limit`.
+fn drain_to_end(mut s: TcpStream, limit: Duration) -> Option<usize> {
+    let until = Instant::now() + limit;
+    let mut total = 0;
+    let mut buf = [0u8; 16 * 1024];
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .ok()?;
+        match s.read(&mut buf) {
+            Ok(0) => return Some(total),
+            Ok(n) => total += n,
+            Err(e) => {
+                eprintln!("drain: {e} after {total} bytes");
+                return None;
+            }
+        }
+    }
+    None
+}
+
 fn stuck_viewers_do_not_delay_the_operator(sim: &Sim, addr: SocketAddr) {
-    // Viewers that never read do not delay the operator: a change is
-    // patched into the Deployment as fast with them attached.
+    // Ten viewers that never read, and five readers: with the test's own,
+    // they fill the view's sixteen places, and a 17th is refused.
     let stuck: Vec<TcpStream> = (0..10).map(|_| stuck_viewer(addr)).collect();
+    let readers: Vec<Viewer> = (0..5).map(|_| Viewer::connect(addr)).collect();
+    assert!(
+        places_free(addr, 0),
+        "a 17th viewer was let in: the stuck ones are not attached"
+    );
+    // Changes, until a reader has been sent far more than a stuck viewer's
+    // socket holds; meanwhile each is patched into the Deployment as fast
+    // as ever.
     let mut lat = Vec::new();
-    for (i, version) in [V1, V2, V1, V2, V1].iter().enumerate() {
+    let mut last = V2;
+    for version in [V1, V2].iter().cycle().take(MAX_CHANGES) {
         let since = sim.clock_ms();
         set_version(sim, "svc", version);
         wait_until("the Deployment patched", || {
@@ -169,20 +257,52 @@ fn stuck_viewers_do_not_delay_the_operator(sim: &Sim, addr: SocketAddr) {
         });
         lat.push(patched_after(sim, since).unwrap_or(0));
         wait_serving(sim, "svc", version);
-        let _ = i;
+        last = version;
+        if readers[0].len() >= STUCK_AFTER {
+            break;
+        }
     }
-    eprintln!("change -> Deployment patch with 10 stuck viewers: {lat:?} ms");
+    let sent = readers[0].len();
+    eprintln!("change -> Deployment patch with 10 stuck viewers: {lat:?} ms; {sent} bytes sent");
     assert!(lat.iter().all(|ms| *ms < 2_000), "{lat:?}");
-    // They were viewers all along: with them and the test's own, five more
-    // fill the live view's sixteen places, and the next is refused.
-    let more: Vec<TcpStream> = (0..5).map(|_| stuck_viewer(addr)).collect();
-    let (code, _) = http_get_at(addr, "/events");
-    assert_eq!(
-        code, 503,
-        "a 17th viewer was let in: the stuck ones had gone"
+    assert!(
+        sent >= STUCK_AFTER,
+        "{} changes sent only {sent} bytes",
+        lat.len()
     );
-    drop((stuck, more));
+    // A write blocked past the server's deadline (5 s) cuts its viewer off:
+    // each stuck one ends after what its socket held, and its place is free.
+    std::thread::sleep(Duration::from_secs(6));
+    for s in stuck {
+        let got = drain_to_end(s, Duration::from_secs(10));
+        eprintln!("a stuck viewer held {got:?} bytes when it was cut off");
+        assert!(
+            got.is_some_and(|n| n < sent),
+            "a stuck viewer was not cut off: {got:?} of {sent} bytes"
+        );
+    }
+    assert!(
+        places_free(addr, 10),
+        "the stuck viewers' places were not freed"
+    );
+    // The readers were never cut off: each one's latest row serves the
+    // last version.
+    for r in &readers {
+        let seen = r.0.lock().unwrap().clone();
+        let latest = seen.rsplit("\"active\":\"").next().unwrap_or("");
+        assert!(
+            latest.starts_with(last),
+            "a reader was cut off: {latest:.80}"
+        );
+    }
 }
+
+/// Bytes a reader is sent before the stuck viewers count as stuck: about
+/// three times what a socket with the least receive buffer (2.3 KiB) and
+/// the stream's send buffer (32 KiB as the kernel counts it) may hold; 16
+/// KiB is what one held here.
+const STUCK_AFTER: usize = 96 * 1024;
+const MAX_CHANGES: usize = 60;
 
 fn a_deleted_model_leaves_the_view(sim: &Sim, v: &Viewer, addr: SocketAddr) {
     // A deleted model leaves the view.

@@ -3,8 +3,9 @@
 //!
 //! Bounded and never in the operator's way: at most [`MAX_VIEWERS`] at once,
 //! each with a queue of [`QUEUE`] messages; the publisher only ever
-//! `try_send`s, and a viewer whose queue is full (slow or stuck) is dropped,
-//! its connection closed. The publisher compares snapshots of the caches
+//! `try_send`s, and a viewer whose queue is full (slow) is dropped, its
+//! connection closed; one that stops reading is cut off by its write
+//! deadline (`server::event_loop`). The publisher compares snapshots of the caches
 //! (no API request) and sleeps while nobody watches.
 
 use super::{diff, Row};

@@ -227,6 +227,34 @@ impl EventLoop {
     }
 }
 
+/// What a streamed answer may leave unsent in the kernel (doubled there):
+/// a viewer that stops reading blocks its writer after this much, not after
+/// the kernel's megabytes, and the write deadline then frees its place; 16
+/// viewers hold 0.5 MiB of kernel memory at most, not 64.
+const STREAM_SEND_BUFFER: libc::c_int = 16 * 1024;
+
+fn limit_send_buffer(sock: &TcpStream) {
+    let size = STREAM_SEND_BUFFER;
+    let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: an int option, of its own size, on a socket this thread owns.
+    let rc = unsafe {
+        let opt = std::ptr::addr_of!(size).cast();
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            opt,
+            len,
+        )
+    };
+    if rc != 0 {
+        log::debug!(
+            "stream send buffer left as it was: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 fn pollfd(fd: i32, events: libc::c_short) -> libc::pollfd {
     libc::pollfd {
         fd,
@@ -281,6 +309,7 @@ fn stream(conn: Conn, head: Vec<u8>, body: super::StreamBody) {
             if sock.set_write_timeout(Some(REQUEST_DEADLINE)).is_err() {
                 return;
             }
+            limit_send_buffer(&sock);
             match tls {
                 Some(t) => {
                     let mut s = StreamOwned::new(*t, sock);

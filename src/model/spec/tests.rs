@@ -84,6 +84,38 @@ fn each_rule_names_its_field() {
     assert_eq!(validate("m", None).unwrap_err().field, "spec");
 }
 
+/// A missing required block is named itself, not its first field (§1.2, §1.3).
+#[test]
+fn a_missing_rollout_strategy_is_named_as_the_block() {
+    let mut absent = base();
+    absent.as_object_mut().map(|o| o.remove("rolloutStrategy"));
+    for s in [absent, with(&["rolloutStrategy"], Value::Null)] {
+        let e = validate("m", Some(&s)).unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.rule.as_str()),
+            ("spec.rolloutStrategy", "required"),
+            "{s}"
+        );
+    }
+}
+
+/// A value of the wrong JSON type says which type the field takes (§1.2, §1.3).
+#[test]
+fn a_value_of_the_wrong_type_says_which_type() {
+    let cases = [
+        (with(&["family"], json!(7)), "must be a string"),
+        (with(&["tier"], json!(["Small"])), "must be a string"),
+        (
+            with(&["replicas"], json!("2")),
+            "must be an integer from 1 to 1000",
+        ),
+    ];
+    for (spec, rule) in cases {
+        let e = validate("m", Some(&spec)).unwrap_err();
+        assert_eq!(e.rule, rule, "{spec}: {e}");
+    }
+}
+
 #[test]
 fn recreate_ignores_zero_zero_and_percent_bounds() {
     let s = with(

@@ -163,3 +163,93 @@ fn the_reference_lists_every_status_field() {
         );
     }
 }
+
+/// Stored conditions that differ from the wanted ones in any one field, in
+/// all four at once, are written again: a stale type, status, reason or
+/// message never stays in status (§5).
+#[test]
+fn conditions_that_differ_in_one_field_everywhere_are_written_again() {
+    let mut first = StatusDoc::default();
+    first.set_conditions(four("a"), 3, "2026-01-01T00:00:00Z");
+    let written = first.get(Field::Conditions).unwrap().clone();
+    type Change = fn(&Value) -> Value;
+    let changes: [(&str, Change); 4] = [
+        ("type", |_| json!("Other")),
+        ("status", |v| {
+            json!(if v == "True" { "False" } else { "True" })
+        }),
+        ("reason", |_| json!("Stale")),
+        ("message", |_| json!("stale")),
+    ];
+    for (key, change) in changes {
+        let mut stale = written.clone();
+        for c in stale.as_array_mut().unwrap() {
+            c[key] = change(&c[key]);
+        }
+        let mut s = StatusDoc::from_value(Some(&json!({ "conditions": stale })));
+        s.set_conditions(four("a"), 3, "2026-01-09T00:00:00Z");
+        let got = s.get(Field::Conditions).unwrap();
+        for (g, w) in got
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(written.as_array().unwrap())
+        {
+            assert_eq!(g[key], w[key], "a stale {key} stayed: {got}");
+        }
+    }
+}
+
+/// The comparison every decoding test relies on tells apart two statuses
+/// that read differently: another value, another key, `null` and absent.
+#[test]
+fn statuses_are_equal_only_when_every_field_reads_the_same() {
+    let doc = |v: Value| StatusDoc::from_value(Some(&v));
+    let a = doc(json!({"phase": "Ready", "x": 1}));
+    assert_eq!(a, doc(json!({"x": 1, "phase": "Ready"})));
+    for other in [
+        json!({"phase": "Failed", "x": 1}),
+        json!({"phase": "Ready"}),
+        json!({"phase": "Ready", "x": 1, "y": 2}),
+        json!({"phase": "Ready", "x": null}),
+    ] {
+        assert_ne!(a, doc(other.clone()), "{other}");
+        assert_ne!(doc(other.clone()), a, "{other}");
+    }
+}
+
+/// An edited status reads its stored fields and its edits, against any
+/// other status too (the status before a rejected annotation, §9.24).
+#[test]
+fn an_edited_status_reads_its_stored_fields_and_its_edits() {
+    let mut s = StatusDoc::from_value(Some(&json!({"phase": "Ready", "x": 1})));
+    s.set_phase(Phase::RollingOut);
+    assert_eq!(s.normalized(), json!({"phase": "RollingOut", "x": 1}));
+    let other = StatusDoc::from_value(Some(&json!({"phase": "Ready", "x": 1, "y": 2})));
+    let d: Map<String, Value> = s
+        .diff(&other)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.into_owned()))
+        .collect();
+    assert_eq!(Value::Object(d), json!({"phase": "RollingOut", "y": null}));
+}
+
+/// A status whose condition strings arrive escaped (as another client may
+/// write them) reads the same transitions as one written plainly.
+#[test]
+fn escaped_condition_strings_read_as_plain_ones() {
+    let plain = r#"{"conditions":[{"type":"Ready","status":"True","reason":"RolloutSucceeded"}]}"#;
+    let escaped = r#"{"conditions":[{"type":"Re\u0061dy","status":"Tru\u0065","reason":"Rollout\u0053ucceeded"}]}"#;
+    let read = |t: &str| {
+        StatusDoc::from_text(t.to_string())
+            .transitions()
+            .iter()
+            .map(|t| t.clone().map(|s| s.into_owned()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(read(escaped), read(plain));
+    assert_eq!(
+        read(plain),
+        [["Ready", "True", "RolloutSucceeded"].map(String::from)]
+    );
+}
