@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The operator's OCI image, made with no container engine and no network
-# (issue 12): scripts/oci_image.py writes it from the static binary, its
+# The operator's OCI image, made with no container engine and no network:
+# scripts/oci_image.py writes it from the static binary, its
 # SBOM, the licence and scripts/rootfs/etc (passwd and group for 65532), as
 # an OCI layout and an oci-archive. Reproducible: the same commit gives the
 # same digest.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The randomized soak of issue 18 (tests/soak/) for longer than its CI
+# The randomized soak (tests/soak/) for longer than its CI
 # budget, or to replay a seed: the real operator binary on the simulated
 # cluster, seeded random operations and faults over three namespaces, every
 # invariant checked at each quiet point. At the end it prints the seeds run,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The air-gapped supply chain, end to end (issue 12), as CI runs it:
+# The air-gapped supply chain, end to end, as CI runs it:
 #   1. vendor every crate (scripts/vendor.sh; the only step with a network)
 #      and check each against Cargo.lock's checksum;
 #   2. build the static binary offline, in a network namespace, in this tree

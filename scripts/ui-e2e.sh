@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The live view in a real browser (issue 13): kubesim, the operator with its
+# The live view in a real browser: kubesim, the operator with its
 # view on 127.0.0.1, and tests/ui/view.test.mjs driving Debian's headless
 # Chromium through playwright-core (pinned in tests/ui/package-lock.json;
 # it downloads no browser). Screenshots and figures go to target/ui-e2e.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Vendor every crate the workspace locks, on a connected machine, for an
-# offline build (issue 12). Writes, under OUT (default target/vendor-bundle):
+# offline build. Writes, under OUT (default target/vendor-bundle):
 #   vendor/            `cargo vendor --locked --versioned-dirs` (every crate of
 #                      Cargo.lock, checked below against its checksum there)
 #   cargo-config.toml  the source replacement that points cargo at vendor/

@@ -544,7 +544,7 @@ fn unreachable_server_is_a_transport_error() {
     assert!(e.is_transient());
 }
 
-/// Issue 9: a server that pages for ever (the same continue token, or a
+/// A server that pages for ever (the same continue token, or a
 /// new one each time) is refused after a bounded number of pages, not
 /// followed until memory runs out (3.6 GB in 15 s before).
 #[test]
@@ -612,7 +612,7 @@ fn a_list_that_pages_for_ever_is_refused() {
     assert!(e.to_string().contains("more than 250 items"), "{e}");
 }
 
-/// Issue 9: a Retry-After longer than `max_retry_sleep` is not slept out
+/// A Retry-After longer than `max_retry_sleep` is not slept out
 /// in the caller (a worker): the error comes back at once with the delay,
 /// and every request until then fails fast without reaching the server.
 #[test]
@@ -650,7 +650,7 @@ fn a_long_retry_after_paces_every_caller_without_sleeping() {
     c.get(&cm("default", "p")).unwrap();
 }
 
-/// Issue 22, point 4: a real API server prunes an unknown field under the
+/// A real API server prunes an unknown field under the
 /// default `fieldValidation=Warn` and says so only in a `Warning` header
 /// (a status field after a CRD/operator version skew, say). kubesim does
 /// the same; the client counts every warning and keeps each distinct one.
@@ -687,7 +687,7 @@ fn warning_headers_are_counted_and_kept_once() {
     assert!(seen[0].contains("colour"), "{seen:?}");
 }
 
-/// Issue 22, point 6: a watch whose connection stops delivering without
+/// A watch whose connection stops delivering without
 /// closing (half-open) is given up a grace period after its server-side
 /// timeout, not hung on for ever (it took 4.6 minutes before; the operator
 /// now asks for 50-60 s watches and a 10 s grace).

@@ -1,4 +1,4 @@
-//! Issue 10: two operator processes on one kubesim with `--leader-elect`.
+//! Two operator processes on one kubesim with `--leader-elect`.
 //! Only the lease holder writes; the standby takes over after a SIGKILL
 //! (within a lease duration and a retry period), a SIGTERM (at once: the
 //! lease is released) and a partition (once the lease expires; the

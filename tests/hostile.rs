@@ -29,7 +29,7 @@ fn lists_and_watches(sim: &Sim) -> usize {
         .count()
 }
 
-/// Issue 9, point 3: every watch answered with 410 (as HTTP, then in the
+/// Every watch answered with 410 (as HTTP, then in the
 /// stream) used to relist at once, about 1,500 lists a second. Now each
 /// loop backs off: a few dozen requests in six seconds over four loops.
 #[test]
@@ -65,7 +65,7 @@ fn watch_loops_never_spin_on_410s() {
     op.assert_clean_exit();
 }
 
-/// Issue 22, point 2: watches cut while idle (a load balancer's idle
+/// Watches cut while idle (a load balancer's idle
 /// timeout) are resumed at once. Before, each cut counted as a failure and
 /// the next change waited out a growing backoff (15.6 s behind 3 s cuts).
 #[test]
@@ -113,7 +113,7 @@ fn idle_cuts_are_resumed_at_once() {
     op.assert_clean_exit();
 }
 
-/// Issue 22, point 5: a watch refused with 429 and Retry-After is tried
+/// A watch refused with 429 and Retry-After is tried
 /// again no sooner than the server asked (0.2, 0.6, 1.2 s before).
 #[test]
 fn retry_after_is_honoured_when_opening_a_watch() {
@@ -140,7 +140,7 @@ fn model_watches(sim: &Sim, from: usize) -> Vec<u64> {
         .collect()
 }
 
-/// Issue 22, point 1: on a quiet cluster (no events, no bookmarks) every
+/// On a quiet cluster (no events, no bookmarks) every
 /// watch is fine and /healthz stays 200 past the liveness window; it turns
 /// 503 only when lists and watches keep failing.
 #[test]
@@ -219,7 +219,7 @@ fn a_trickling_tls_client_is_cut_off_at_the_deadline() {
     op.assert_clean_exit();
 }
 
-/// Issue 9, point 4: one client trickling its request, and hundreds of idle
+/// One client trickling its request, and hundreds of idle
 /// connections, neither block the probes nor make a thread each.
 #[test]
 fn a_slow_client_does_not_block_the_probes() {
@@ -441,7 +441,7 @@ fn echo(mut conn: TcpStream) {
     );
 }
 
-/// Issue 9, point 1: the token never reaches a log line, whatever the
+/// The token never reaches a log line, whatever the
 /// server echoes and whatever RUST_LOG asks, in both formats.
 #[test]
 fn the_token_never_reaches_the_logs() {
@@ -484,7 +484,7 @@ fn the_token_never_reaches_the_logs() {
     }
 }
 
-/// Issue 9, point 7: the initial lists of the four kinds, each up to the
+/// The initial lists of the four kinds, each up to the
 /// 32 MiB body cap, no longer run at once: one page is in flight at a time,
 /// so their bodies never add up. With 400 ms of latency on every request,
 /// no two list requests overlap.
@@ -511,7 +511,7 @@ fn the_initial_lists_run_one_at_a_time() {
     op.assert_clean_exit();
 }
 
-// ---- A fake API server that misbehaves on purpose (issue 9's tests). ----
+// ---- A fake API server that misbehaves on purpose. ----
 
 /// What the fake server does wrong.
 #[derive(Clone, Copy, Debug)]
@@ -637,10 +637,9 @@ fn list_page(how: Misbehaviour, n: usize) -> String {
     .to_string()
 }
 
-/// Issue 9, points 2 and 3, against a server that misbehaves on purpose:
-/// before, a 410 or an empty watch was retried at once (about 1,500 lists
-/// a second and most of a core), and an endless list grew to 3.6 GB in
-/// 15 s. Now, over eight seconds of each misbehaviour: a bounded number of
+/// Against a server that misbehaves on purpose, a 410 or an empty watch is
+/// never retried at once, and an endless list never grows without bound.
+/// Over eight seconds of each misbehaviour: a bounded number of
 /// requests, little CPU, bounded memory, probes answered, and not ready.
 #[test]
 fn a_misbehaving_server_gets_backoff_and_bounded_memory() {
@@ -710,7 +709,7 @@ fn endless_pages_of_large_items_are_given_up_within_the_byte_budget() {
     op.assert_clean_exit();
 }
 
-/// Issue 9, point 6: a write throttled with a long Retry-After used to
+/// A write throttled with a long Retry-After used to
 /// sleep inside a worker (up to 300 s, four times), so two throttled writes
 /// stopped every model for minutes. Now the key waits on the queue, the
 /// client sends nothing until the server's pace has passed, and the
@@ -780,7 +779,7 @@ fn throttled_writes_do_not_put_the_workers_to_sleep() {
     op.assert_clean_exit();
 }
 
-// ---- A CONNECT proxy (issue 22, point 7). ----
+// ---- A CONNECT proxy. ----
 
 const PROXY_USER: &str = "omo";
 const PROXY_PASSWORD: &str = "pr0xy-pa55word-7c1e";
@@ -860,7 +859,7 @@ fn base64(s: &str) -> String {
     out
 }
 
-/// Issue 22, point 7: `HTTPS_PROXY` is honoured as client-go honours it
+/// `HTTPS_PROXY` is honoured as client-go honours it
 /// (before, it was ignored). The API server's name resolves only at the
 /// proxy, so the operator converges only through the CONNECT tunnel, with
 /// the proxy's credentials, which never reach its log even at trace.
@@ -913,7 +912,7 @@ fn the_api_server_is_reached_through_an_https_proxy() {
     }
 }
 
-/// Issue 22, point 6: a watch whose connection goes silent without closing
+/// A watch whose connection goes silent without closing
 /// (half-open behind NAT) was noticed only after about five minutes. Each
 /// watch now asks the server to end it within 60 s and is given up 10 s
 /// after that, then reopened at once: within about 70 s, whatever the

@@ -1,4 +1,4 @@
-//! Issue 11: the shipped RBAC is what the operator runs with. kubesim
+//! The shipped RBAC is what the operator runs with. kubesim
 //! authorizes a service account's requests from the Roles and bindings it
 //! stores, as the RBAC authorizer does (and enforces the owner-reference
 //! admission check); the manifests are installed with `kubectl apply -k`

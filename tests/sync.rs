@@ -308,7 +308,7 @@ fn a_second_occurrence_of_an_event_in_a_generation_bumps_its_count() {
     assert_eq!(started[0]["count"], 2);
 }
 
-/// Issue 18: an Event whose post fails is not lost: the sync fails (and is
+/// An Event whose post fails is not lost: the sync fails (and is
 /// retried), and the next pass, which changes nothing, posts the Event the
 /// status says the transition required (`status.lastEvents`).
 #[test]
@@ -384,7 +384,7 @@ fn an_owed_event_survives_a_spec_change_that_keeps_the_block() {
     );
 }
 
-/// Issue 18: the name of an Event held by a deleted resource of the same
+/// The name of an Event held by a deleted resource of the same
 /// name: the new resource's Event gets a name of its own, and no count bump
 /// lands on the old one.
 #[test]
@@ -415,7 +415,7 @@ fn an_event_name_held_by_another_object_is_never_bumped() {
     assert_eq!(theirs[0]["count"], 1, "the old Event is untouched");
 }
 
-/// Issue 18: a target the caches have not seen yet (a watch reconnecting)
+/// A target the caches have not seen yet (a watch reconnecting)
 /// is read before TargetNotFound is reported.
 #[test]
 fn a_target_missing_from_the_caches_is_read_before_it_is_reported_absent() {

@@ -7,7 +7,7 @@ use kubesim::Sim;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-/// Issue 23, point 1: with two namespaces watched, a list failing in one
+/// With two namespaces watched, a list failing in one
 /// keeps `/readyz` at 503 (naming the loop) and no model in either is
 /// judged until it succeeds.
 #[test]
@@ -60,7 +60,7 @@ fn every_namespace_is_listed_before_anything_is_judged() {
     op.assert_clean_exit();
 }
 
-/// Issue 23, points 2-4: deletes are final in the caches and the gauge,
+/// Deletes are final in the caches and the gauge,
 /// one waiting retry per key, and the phase gauge current with every phase.
 #[test]
 fn caches_queue_and_gauges_tell_the_truth() {
@@ -168,7 +168,7 @@ fn events_in(sim: &Sim, ns: &str, name: &str) -> Vec<(String, String, i64)> {
         .collect()
 }
 
-/// Issue 18: the same model name in three namespaces, each with a rollout,
+/// The same model name in three namespaces, each with a rollout,
 /// an automatic rollback and a delete: every namespace gets its own Events,
 /// pointing at its own resource; a model created again under the same name
 /// gets Events of its own; an Event whose first post fails is still written.
@@ -358,7 +358,7 @@ fn a_converged_cluster_of_100_costs_no_writes_and_no_reads_per_resync() {
     );
 }
 
-/// Issue 17: `--qps` and `--burst` hold the operator to client-go's token
+/// `--qps` and `--burst` hold the operator to client-go's token
 /// bucket: over a cold start of 30 models, no more requests than the burst
 /// plus the rate allows (the 30 need about 240).
 #[test]

@@ -93,7 +93,7 @@ fn json_logs_and_readiness_before_sync() {
     for v in &lines {
         assert!(v["ts"].is_string() && v["level"].is_string() && v["msg"].is_string());
     }
-    // Issue 16: lines about a resource say which, and why where it matters.
+    // Lines about a resource say which, and why where it matters.
     let ours: Vec<&Value> = lines
         .iter()
         .filter(|v| v["namespace"] == NS && v["name"] == "svc")
@@ -172,7 +172,7 @@ fn selectors(expr: &str) -> Vec<(String, Vec<(String, String)>)> {
     out
 }
 
-/// Issue 16, point 5: every metric and label value the shipped alert rules
+/// Every metric and label value the shipped alert rules
 /// ask for is one the operator exports, checked against a running one.
 #[test]
 fn the_alert_rules_use_only_exported_metrics() {

@@ -85,7 +85,7 @@ fn a_forged_rollback_target_cannot_forge_a_log_line_or_reach_status_raw() {
     );
 }
 
-/// Issue 21, points 1-3: an outside failure is reported (never "rolled
+/// An outside failure is reported (never "rolled
 /// back" to itself), a manual rollback records no failed spec, and a failed
 /// manual rollback is judged again and succeeds once the Deployment serves.
 #[test]
@@ -137,7 +137,7 @@ fn outside_failures_and_manual_rollbacks_tell_the_truth() {
     op.assert_clean_exit();
 }
 
-/// Issue 16, point 1: a manual rollback made permanent in two separate
+/// A manual rollback made permanent in two separate
 /// writes, either order, with resyncs an hour apart: Ready on v1 without
 /// waiting for a resync, and no rollout started where none happens.
 #[test]

@@ -190,7 +190,7 @@ fn killed_mid_rollout_and_restarted_finishes_without_duplicate_events() {
     op2.assert_clean_exit();
 }
 
-/// Issue 15: versions applied in quick succession with replicas 1 and 2
+/// Versions applied in quick succession with replicas 1 and 2
 /// (surge 1, unavailable 0): an unloadable version is never recorded as
 /// successful, and the automatic rollback goes to a version that served.
 /// With `ready_between` v2 serves before the unloadable version comes;
@@ -406,7 +406,7 @@ fn a_switch_to_recreate_with_a_resize_mid_rollout_completes() {
     op.assert_clean_exit();
 }
 
-/// Issue 16, point 3: a Deployment a HorizontalPodAutoscaler scales keeps
+/// A Deployment a HorizontalPodAutoscaler scales keeps
 /// the replicas the autoscaler gives it, through resyncs and a new version;
 /// status says who owns them; with the autoscaler gone, the spec's replicas
 /// come back.

@@ -50,7 +50,7 @@ fn retarget(sim: &Sim, name: &str, target: &str) {
     .unwrap();
 }
 
-/// Issue 20, points 2 and 4: a retargeted model releases the Deployment it
+/// A retargeted model releases the Deployment it
 /// left, a Deployment created again is applied afresh, a Deployment naming
 /// a model that no longer exists is adopted, and delete releases them all.
 #[test]
@@ -112,7 +112,7 @@ fn targets_are_released_recreated_and_adopted() {
     op.assert_clean_exit();
 }
 
-/// Issue 20, points 5 and 6: a write the API refuses is reported, backed
+/// A write the API refuses is reported, backed
 /// off and clears by itself; a paused target is reported and resumes.
 #[test]
 fn refused_writes_and_paused_targets_are_reported() {
@@ -231,7 +231,7 @@ fn a_foreign_configmap_of_the_same_name_blocks_until_it_is_gone() {
     wait_serving(&sim, "svc", V1);
 }
 
-/// 9.8 (issue 9, the confused deputy): a Deployment that has not opted in
+/// 9.8 (the confused deputy): a Deployment that has not opted in
 /// is never written, the model says how to opt in, and it starts by itself
 /// once the label is there.
 #[test]
@@ -284,7 +284,7 @@ fn release(url: &str, name: &str, extra: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// Issue 16, point 6: after the troubleshooting table's remedy (the
+/// After the troubleshooting table's remedy (the
 /// finalizer removed by hand while the operator is gone) the ConfigMap is
 /// collected but the Deployment still reads it, so its next pod hangs.
 /// `release` hands it back as the operator would have; it refuses while the

@@ -249,7 +249,7 @@ fn without_opt_in(w: &mut World) {
     labels.remove("openmed.ai/managed-target");
 }
 
-/// 9.8 (issue 9, the confused deputy): a Deployment that has not opted in
+/// 9.8 (the confused deputy): a Deployment that has not opted in
 /// is never written; the block says how to opt in and clears by itself.
 #[test]
 fn a_deployment_that_has_not_opted_in_is_never_written() {

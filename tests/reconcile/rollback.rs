@@ -416,7 +416,7 @@ fn manual_rollback_to_an_unretained_version_is_rejected_then_cleared() {
     assert_eq!(w.status()["phase"], "RolledBack");
 }
 
-/// Issue 9 and 9.15: a 200 KB `rollback-to` is cut to 256 characters
+/// 9.15: a 200 KB `rollback-to` is cut to 256 characters
 /// before it is copied anywhere (status, condition messages, Events).
 #[test]
 fn a_huge_rollback_annotation_is_cut_before_it_is_copied() {

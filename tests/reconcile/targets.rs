@@ -145,7 +145,7 @@ fn lookups_cover_the_desired_and_every_retained_target() {
     );
 }
 
-/// Issue 16, point 3: under `openmed.ai/autoscaled: "true"` the target's
+/// Under `openmed.ai/autoscaled: "true"` the target's
 /// replicas are the autoscaler's: a resize by it is not drift, a new version
 /// is applied without them, status names who owns them; without the
 /// annotation the spec's replicas come back.

@@ -115,7 +115,7 @@ fn soak() {
         Some(seed) => vec![(seed, total)],
         // The suite's gate: fixed seeds that cover every operation kind and
         // most faults, so a red run is a regression, not an open defect a
-        // fresh seed happened to meet (issue 18's note lists those).
+        // fresh seed happened to meet.
         None if std::env::var("OMO_SOAK_FRESH").map_or(true, |v| v != "1") => CI_SEEDS
             .iter()
             .take(total.div_ceil(per_seed) as usize)

@@ -1,4 +1,4 @@
-// The live view in a real browser (issue 13): Debian's Chromium, headless,
+// The live view in a real browser: Debian's Chromium, headless,
 // driven by playwright-core, against the operator on kubesim. scripts/ui-e2e.sh
 // starts both and runs this with:
 //   VIEW_URL   the operator's live view (http://127.0.0.1:PORT/)

@@ -1,4 +1,4 @@
-//! kubesim against the real kube-apiserver (issue 15, point 3): one test per
+//! kubesim against the real kube-apiserver: one test per
 //! behaviour the operator relies on, each naming the upstream code it
 //! mirrors (kubernetes/kubernetes, apimachinery under
 //! staging/src/k8s.io/apimachinery). Over HTTP, as a client sees it.

@@ -25,7 +25,7 @@ pub struct Controller {
     /// ReplicaSet or pod event, or a requeue for a progress check); a
     /// complete Deployment nobody touches gets no sync. Syncing all of them
     /// every tick under the store's lock made kubesim, not the operator,
-    /// the bound at 10,000 Deployments (issue 17).
+    /// the bound at 10,000 Deployments.
     quiet: HashMap<String, String>,
     /// The sets and pods above, as API objects.
     objects: Objects,
