@@ -425,7 +425,11 @@ mod tests {
         // Another self-signed certificate is not trusted for this one.
         let other = SelfSigned::new(default_names(None)).unwrap();
         let stranger = other.current().unwrap().cert[0].clone();
-        assert!(handshake(cfg(), &[stranger], "localhost").is_err());
+        let refused = handshake(cfg(), &[stranger], "localhost").unwrap_err();
+        assert!(
+            refused.to_string().contains("invalid peer certificate"),
+            "{refused}"
+        );
     }
 
     fn pem(label: &str, der: &[u8]) -> String {
@@ -487,6 +491,13 @@ mod tests {
         std::fs::write(dir.join("tls.key"), pem("PRIVATE KEY", &other_key)).unwrap();
         std::thread::sleep(RECHECK);
         assert_eq!(source.current().cert[0], second);
+        // The pair in service still signs: its key was kept with it.
+        handshake(
+            server_config(source.clone()).unwrap(),
+            std::slice::from_ref(&second),
+            "localhost",
+        )
+        .unwrap();
         // A directory without a pair fails at start, naming the file.
         std::fs::remove_file(dir.join("tls.crt")).unwrap();
         let err = CertDir::open(&dir).unwrap_err();

@@ -109,15 +109,19 @@ impl Running {
 
     /// User and system CPU so far, in ms (from `/proc/PID/stat`).
     fn cpu(&self) -> (u64, u64) {
-        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-        let f: Vec<u64> = s
+        // A figure read from nothing would print as zero: fail instead.
+        let path = format!("/proc/{}/stat", self.pid());
+        let s = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let f: Vec<&str> = s
             .rsplit(") ")
             .next()
             .unwrap_or("")
             .split_whitespace()
-            .map(|x| x.parse().unwrap_or(0))
             .collect();
-        let tick = |i: usize| f.get(i).copied().unwrap_or(0) * 10;
+        let tick = |i: usize| {
+            let v = f.get(i).and_then(|x| x.parse::<u64>().ok());
+            v.unwrap_or_else(|| panic!("{path}: no field {i} in {s:?}")) * 10
+        };
         (tick(11), tick(12))
     }
 
@@ -127,13 +131,13 @@ impl Running {
     }
 
     fn rss_mib(&self, field: &str) -> f64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let path = format!("/proc/{}/status", self.pid());
+        let status = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         status
             .lines()
             .find(|l| l.starts_with(field))
             .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-            .unwrap_or(0.0)
+            .unwrap_or_else(|| panic!("{path}: no {field}"))
             / 1024.0
     }
 
@@ -468,7 +472,8 @@ fn measure_steady(sim: &Sim, p: &mut Running, n: usize, resync_s: u64, row: &mut
 /// allocator groups and single large blocks below 1 MiB; thread stacks and
 /// larger blocks above), each as resident KiB and count.
 fn memory_map(pid: u32) -> String {
-    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
+        .expect("the contestant's /proc/PID/smaps");
     // (resident KiB, mappings) for: file, [heap], anon < 1 MiB, anon >= 1 MiB, other.
     let mut sums = [(0u64, 0u32); 5];
     let mut class = 4usize;
@@ -578,14 +583,19 @@ fn view_cost(sim: &Sim, op: &Operator, n: usize) -> (f64, f64) {
             })
             .collect();
         std::thread::sleep(Duration::from_millis(500));
-        let (cpu0, t) = (op.cpu_ms().unwrap_or(0), Instant::now());
+        let (cpu0, t) = (
+            op.cpu_ms().expect("the operator's CPU in /proc"),
+            Instant::now(),
+        );
         for i in (0..n).step_by((n / 10).max(1)).take(10) {
             set_version(sim, &format!("m-{i}"), version);
             std::thread::sleep(Duration::from_millis(300));
         }
         std::thread::sleep(Duration::from_millis(1000));
-        let cpu = (op.cpu_ms().unwrap_or(0) - cpu0) as f64 / t.elapsed().as_secs_f64() * 60.0;
-        let kib = op.rss_kib().unwrap_or(0) as f64;
+        let cpu = (op.cpu_ms().expect("the operator's CPU in /proc") - cpu0) as f64
+            / t.elapsed().as_secs_f64()
+            * 60.0;
+        let kib = op.rss_kib().expect("the operator's RSS in /proc") as f64;
         drop(conns);
         (cpu, kib)
     };

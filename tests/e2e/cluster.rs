@@ -278,7 +278,7 @@ fn a_converged_cluster_of_100_costs_no_writes_and_no_reads_per_resync() {
         (0..N).all(|i| status(&sim, &format!("m-{i}"))["phase"] == "Ready")
     });
     let converge = t0.elapsed();
-    let cpu_converge = op.cpu_ms().unwrap_or(0);
+    let cpu_converge = op.cpu_ms().expect("the operator's CPU in /proc");
     let by_verb = sim.stats_json()["byVerb"].clone();
     // The last Events trail the last status writes; on a loaded machine that
     // can take a while, so wait for a full second without writes.
@@ -353,8 +353,8 @@ fn a_converged_cluster_of_100_costs_no_writes_and_no_reads_per_resync() {
         converge.as_millis(),
         patch_at - bumped_at,
         cpu_converge,
-        op.cpu_ms().unwrap_or(0),
-        op.peak_rss_kib().unwrap_or(0),
+        op.cpu_ms().expect("the operator's CPU in /proc"),
+        op.peak_rss_kib().expect("the operator's peak RSS in /proc"),
     );
 }
 

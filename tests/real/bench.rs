@@ -37,22 +37,31 @@ impl Running {
     }
 }
 
-/// User + system CPU of process `pid`, in ms, and its resident set in MiB.
+/// User + system CPU of process `pid`, in ms, and its resident set in MiB;
+/// a figure read from nothing would print as zero, so a failed read fails.
 fn usage(pid: u32) -> (u64, f64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let read = |file: &str| {
+        let path = format!("/proc/{pid}/{file}");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        (path, text)
+    };
+    let (path, stat) = read("stat");
     let f: Vec<&str> = stat
         .rsplit(") ")
         .next()
         .unwrap_or("")
         .split_whitespace()
         .collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let ticks = |i: usize| {
+        let v = f.get(i).and_then(|v| v.parse::<u64>().ok());
+        v.unwrap_or_else(|| panic!("{path}: no field {i}"))
+    };
+    let (path, status) = read("status");
     let rss_kib = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .unwrap_or(0.0);
+        .unwrap_or_else(|| panic!("{path}: no VmRSS"));
     ((ticks(11) + ticks(12)) * 10, rss_kib / 1024.0)
 }
 
