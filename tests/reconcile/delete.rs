@@ -80,6 +80,32 @@ fn delete_of_a_resource_with_an_invalid_spec_falls_back_to_what_was_applied() {
     assert_eq!(ev, [EventReason::ModelRemoved]);
 }
 
+/// 9.4: of the specs status retains, the one applied is cleaned up after,
+/// not merely the first: the container it points at is blanked.
+#[test]
+fn delete_of_an_invalid_spec_cleans_up_after_the_applied_one_of_several() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let mut second = spec(V2);
+    second["targetRef"] = json!({"name": "openmed-service", "containerName": "proxy"});
+    w.set_spec(second.clone());
+    w.converge();
+    let proxy_env =
+        |w: &mut World| w.dep()["spec"]["template"]["spec"]["containers"][1]["env"].clone();
+    assert_ne!(proxy_env(&mut w)[0]["value"], "not-mine");
+    let mut bad = second;
+    bad["tier"] = json!("Huge");
+    w.set_spec(bad);
+    w.step();
+    assert_eq!(w.status()["phase"], "Failed");
+    let (tags, _) = delete_pass(&mut w);
+    assert_eq!(
+        proxy_env(&mut w)[0],
+        json!({"name": "OPENMED_SERVICE_PRELOAD_MODELS", "value": ""}),
+        "the applied spec's container still points at the model: {tags:?}"
+    );
+}
+
 #[test]
 fn delete_with_nothing_applied_just_releases() {
     let mut w = World::new(json!({"family": "PII"}));

@@ -133,4 +133,40 @@ mod tests {
         }
         assert!(CondRef::all_in("[{").is_none());
     }
+
+    /// Each known key reads into its own field, and which keys a condition
+    /// holds is told exactly: all six and no other, or none at all.
+    #[test]
+    fn each_key_reads_into_its_own_field() {
+        let read = |text: &'static str| {
+            let parsed: &'static Value = Box::leak(Box::new(serde_json::from_str(text).unwrap()));
+            let from_text = CondRef::all_in(text).unwrap();
+            assert_eq!(from_text, CondRef::all_of(Some(parsed)), "{text}");
+            from_text.into_iter().next().unwrap()
+        };
+        let c = read(
+            r#"[{"type":"t","status":"s","reason":"r","message":"m","lastTransitionTime":"l","observedGeneration":6}]"#,
+        );
+        let strings = [
+            &c.ty,
+            &c.status,
+            &c.reason,
+            &c.message,
+            &c.last_transition_time,
+        ];
+        let strings = strings.map(|s| s.as_str());
+        assert_eq!(strings, ["t", "s", "r", "m", "l"].map(Some));
+        assert_eq!(c.observed_generation.int(), Some(6));
+        assert!(c.has_exactly_the_known_keys() && !c.is_empty());
+        let fewer = read(
+            r#"[{"type":"t","status":"s","reason":"r","message":"m","observedGeneration":6}]"#,
+        );
+        assert!(!fewer.has_exactly_the_known_keys() && !fewer.is_empty());
+        let more = read(
+            r#"[{"type":"t","status":"s","reason":"r","message":"m","lastTransitionTime":"l","observedGeneration":6,"x":1}]"#,
+        );
+        assert!(!more.has_exactly_the_known_keys());
+        assert!(read("[{}]").is_empty() && !read(r#"[{"x":1}]"#).is_empty());
+        assert!(!read(r#"[{"status":"s"}]"#).is_empty());
+    }
 }
