@@ -16,6 +16,7 @@ mod world;
 
 mod block;
 mod delete;
+mod judge;
 mod pass;
 mod rollback;
 mod targets;
