@@ -242,13 +242,14 @@ fn config_map_create_and_patch() {
     assert_eq!(after["data"]["OPENMED_SERVICE_PRELOAD_MODELS"], V1);
     assert_eq!(after["data"]["extra"], "keep me");
     assert_eq!(after["metadata"]["labels"]["team"], "ml");
-    assert_eq!(
-        after["metadata"]["ownerReferences"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2
-    );
+    // The other owner's reference is carried over as it was, and ours is
+    // the one controller reference.
+    let refs = after["metadata"]["ownerReferences"].as_array().unwrap();
+    let uids: Vec<(&str, bool)> = refs
+        .iter()
+        .map(|r| (r["uid"].as_str().unwrap(), r["controller"] == true))
+        .collect();
+    assert_eq!(uids, [("other-uid", false), ("uid-1", true)], "{refs:?}");
 }
 
 #[test]
@@ -264,6 +265,10 @@ fn status_and_finalizer_patches_carry_the_resource_version() {
         serde_json::to_string(&body).unwrap(),
         r#"{"metadata":{"resourceVersion":"123"},"status":{"phase":"Ready","rollbackSpec":null}}"#
     );
+    // What the Writer reads back from the patch it sends.
+    assert_eq!(body.get("phase"), Some(&json!("Ready")));
+    assert_eq!(body.get("rollbackSpec"), Some(&Value::Null));
+    assert_eq!(body.get("conditions"), None);
     let body = body.to_value();
     let before = json!({"metadata": {"resourceVersion": "123"}, "status": {"phase": "RollingOut", "rollbackSpec": {"a": 1}, "rollbackCount": 1}});
     let after = merge_patch(&before, &body);
@@ -296,6 +301,21 @@ fn event_body_is_a_valid_core_event() {
     .unwrap();
     accepted_by_api_server("", "events", &e, &json!({}));
     assert_eq!(e["type"], "Normal");
+    // Seen again: the same record counts it, with the latest message and time.
+    let again = merge_patch(
+        &e,
+        &patches::event_repeat(2, "Rolling out v1 again", "2026-11-30T00:01:00Z"),
+    );
+    accepted_by_api_server("", "events", &again, &e);
+    assert_eq!(
+        (&again["count"], &again["message"], &again["lastTimestamp"]),
+        (
+            &json!(2),
+            &json!("Rolling out v1 again"),
+            &json!("2026-11-30T00:01:00Z")
+        )
+    );
+    assert_eq!(again["firstTimestamp"], e["firstTimestamp"]);
     assert_eq!(
         e["involvedObject"],
         json!({"apiVersion": "openmed.ai/v1alpha1", "kind": "OpenMedModel", "name": NAME, "namespace": NS, "uid": "uid-1"})

@@ -187,3 +187,72 @@ fn delete_with_the_container_gone_leaves_the_template_alone() {
         .is_none());
     assert!(w.config_maps.contains_key("openmed-service-model-manifest"));
 }
+
+/// The delete's Event says what was left and why (§7, 9.13): a Deployment
+/// another model owns, a ConfigMap someone else owns, a ConfigMap another
+/// container still reads; and a Deployment ours to release is not "left".
+#[test]
+fn a_delete_names_what_it_left_and_why() {
+    type Setup = fn(&mut World);
+    let cases: [(&str, Setup, &str, bool); 4] = [
+        (
+            "another model's Deployment",
+            |w| {
+                let d = w.dep();
+                d["metadata"]["annotations"]["openmed.ai/model-resource"] = json!("openmed/other");
+                d["spec"]["template"]["metadata"]["annotations"]["openmed.ai/model-resource"] =
+                    json!("openmed/other");
+            },
+            "Deployment openmed-service belongs to another OpenMedModel",
+            true,
+        ),
+        (
+            "ours, its template named by another",
+            |w| {
+                w.dep()["spec"]["template"]["metadata"]["annotations"]
+                    ["openmed.ai/model-resource"] = json!("openmed/other");
+            },
+            "belongs to another",
+            false,
+        ),
+        (
+            "someone else's ConfigMap",
+            |w| {
+                let cm = w.config_maps.get_mut(CM).unwrap();
+                cm["metadata"]["annotations"]["openmed.ai/model-resource"] = json!("openmed/other");
+                cm["metadata"]["ownerReferences"] = json!([]);
+            },
+            "ConfigMap openmed-service-model-manifest is not owned by this resource",
+            true,
+        ),
+        (
+            "a ConfigMap another container reads",
+            |w| {
+                let read = w.preload_env();
+                w.dep()["spec"]["template"]["spec"]["containers"][1]["env"] = json!([read]);
+            },
+            "ConfigMap openmed-service-model-manifest is still read by a Deployment; kept",
+            true,
+        ),
+    ];
+    for (what, setup, words, said) in cases {
+        let mut w = World::new(spec(V1));
+        w.converge();
+        setup(&mut w);
+        w.delete();
+        let p = w.plan();
+        let messages: Vec<&str> = p.events.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            messages.iter().any(|m| m.contains(words)),
+            said,
+            "{what}: {messages:?}"
+        );
+        let deletes_cm = p
+            .writes
+            .iter()
+            .any(|x| matches!(x, Write::DeleteConfigMap { .. }));
+        assert_eq!(deletes_cm, !said, "{what}: {messages:?}");
+    }
+}
+
+const CM: &str = "openmed-service-model-manifest";
