@@ -336,6 +336,10 @@ fn a_change_that_needs_no_deployment_write_is_judged_at_once() {
     let mut s = spec(V1);
     s["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
     w.set_spec(s.clone());
+    // Only status changes, with the target generation as recorded: still
+    // a status write, not a pass with nothing to do.
+    let p = w.plan();
+    assert!(p.writes.is_empty() && !p.is_noop(), "{p:?}");
     let (tags, ev) = w.step();
     assert_eq!(tags, ["S"]);
     assert!(

@@ -406,7 +406,7 @@ pub(super) mod tests {
                 {"name": "sidecar", "image": "s:1", "ports": [{"containerPort": 80}]},
                 {"name": "openmed-service", "image": "o:1", "resources": {"limits": {"cpu": "1"}},
                  "env": [{"name": "A", "value": "1"},
-                   {"name": "OPENMED_SERVICE_PRELOAD_MODELS", "valueFrom": {"configMapKeyRef":
+                   {"name": "OPENMED_SERVICE_PRELOAD_MODELS", "value": "hand-set", "valueFrom": {"configMapKeyRef":
                      {"name": "m-model-manifest", "key": "OPENMED_SERVICE_PRELOAD_MODELS"}}}]}]}}},
           "status": {"observedGeneration": 5, "replicas": 4, "updatedReplicas": 3, "readyReplicas": 3,
             "availableReplicas": 3, "unavailableReplicas": 1, "collisionCount": 0, "conditions": [
