@@ -203,6 +203,47 @@ fn each_field_the_apply_writes_is_put_back_when_changed_by_hand() {
     }
 }
 
+/// A spec change that leaves the Deployment matching still writes what the
+/// apply owns and §4.1 does not judge, when a hand changed it: the pod
+/// template's owner, a value beside valueFrom, the claim label (§3.2, §3.3).
+#[test]
+fn an_apply_puts_back_what_the_judgement_does_not_read() {
+    use serde_json::Value;
+    type Tamper = fn(&mut Value);
+    let tampers: [(&str, Tamper); 3] = [
+        ("template owner", |d| {
+            let a = d["spec"]["template"]["metadata"]["annotations"].as_object_mut();
+            a.map(|a| a.remove("openmed.ai/model-resource"));
+        }),
+        ("a value beside valueFrom", |d| {
+            let env = d["spec"]["template"]["spec"]["containers"][0]["env"].as_array_mut();
+            let preload = env.and_then(|e| {
+                e.iter_mut()
+                    .find(|e| e["name"] == "OPENMED_SERVICE_PRELOAD_MODELS")
+            });
+            if let Some(e) = preload {
+                e["value"] = json!("x");
+            }
+        }),
+        ("claim label", |d| {
+            let l = d["metadata"]["labels"].as_object_mut();
+            l.map(|l| l.remove("openmed.ai/managed"));
+        }),
+    ];
+    for (what, tamper) in tampers {
+        let mut w = World::new(spec(V1));
+        w.converge();
+        let before = w.dep().clone();
+        tamper(w.dep());
+        assert_ne!(*w.dep(), before, "{what}: changed nothing");
+        let mut s = spec(V1);
+        s["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
+        w.set_spec(s);
+        let (tags, _) = w.step();
+        assert!(tags.contains(&"D~"), "{what}: not put back: {tags:?}");
+    }
+}
+
 /// Found by the soak (seed 972815721): a resource blocked by a conflict
 /// after its first apply, whose rival then rolled out a version that failed
 /// and went away. The failed rollout was the rival's template, not ours:
