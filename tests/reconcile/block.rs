@@ -319,6 +319,18 @@ fn allow_any_target_and_the_operators_own_deployment() {
         let msg = w.status()["conditions"][0]["message"].as_str().unwrap();
         assert!(msg.contains("runs the operator itself"), "{msg}");
     }
+    // Only that one Deployment: the same name in another namespace, or
+    // another name in the operator's namespace, is a target like any other.
+    for own in [("operators-ns", NAME), (NS, "openmed-operator")] {
+        let mut w = World::new(spec(V1));
+        w.targets = TargetPolicy {
+            allow_any: false,
+            own: Some((own.0.to_string(), own.1.to_string())),
+        };
+        let (tags, ev) = w.step();
+        assert_eq!(tags, ["F+", "CM+", "D~", "S"], "own: {own:?}");
+        assert_eq!(ev, [EventReason::RolloutStarted], "own: {own:?}");
+    }
 }
 
 #[test]
