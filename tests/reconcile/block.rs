@@ -31,6 +31,19 @@ fn target_not_found_then_the_deployment_appears() {
             "F:NotRequested"
         ]
     );
+    // Each condition says what it means: the block on three, and on
+    // RolledBack that no rollback was asked for (§5.2).
+    let messages: Vec<&str> = s["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["message"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(messages[3], "no rollback requested", "{messages:?}");
+    assert!(
+        messages[..3].iter().all(|m| m.contains("openmed-service")),
+        "{messages:?}"
+    );
     assert!(w.model["metadata"]["finalizers"].is_null());
     let (tags, ev) = w.step();
     assert!(

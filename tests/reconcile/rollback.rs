@@ -168,6 +168,26 @@ fn rollback_also_fails_terminal_failed_no_retry() {
     }
 }
 
+/// 9.23: a failed rollback is still watched; when its rollout completes
+/// after all, the resource is RolledBack.
+#[test]
+fn a_failed_rollback_that_completes_later_is_rolled_back() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    assert_eq!(w.status()["phase"], "Failed");
+    w.rollout_completes();
+    let (tags, ev) = w.step();
+    assert_eq!(w.status()["phase"], "RolledBack", "{tags:?} {ev:?}");
+    assert_eq!(ev, [EventReason::RollbackSucceeded]);
+}
+
 #[test]
 fn rollback_disabled_gives_failed() {
     let s1 = spec(V1);

@@ -46,9 +46,9 @@ impl Pass<'_> {
         if !failed {
             return false;
         }
-        let unblocked = phase == Some(Phase::Failed) && is_block_reason(base.ready_reason());
-        let failed_rollback =
-            phase == Some(Phase::Failed) && base.ready_reason() == Some(Reason::RollbackFailed);
+        // Failed, unless RolledBack (which is watched whatever its reason).
+        let unblocked = is_block_reason(base.ready_reason());
+        let failed_rollback = base.ready_reason() == Some(Reason::RollbackFailed);
         let rollback = base.get(Field::RollbackSpec).is_some();
         if phase == Some(Phase::RolledBack) || ((unblocked || failed_rollback) && rollback) {
             self.monitor_rollback(s, hash);
