@@ -188,6 +188,28 @@ fn a_failed_rollback_that_completes_later_is_rolled_back() {
     assert_eq!(ev, [EventReason::RollbackSucceeded]);
 }
 
+/// 9.23: a rollback whose Deployment is ready while what the rollback wrote
+/// has drifted has not served yet: it is written again and still judged.
+#[test]
+fn a_ready_rollback_with_its_config_map_changed_is_written_again_not_served() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = World::new(s1.clone());
+    w.converge();
+    w.set_spec(s2.clone());
+    w.step();
+    w.rollout_misses_deadline();
+    w.step();
+    w.rollout_completes();
+    w.config_maps
+        .get_mut("openmed-service-model-manifest")
+        .unwrap()["data"]["OPENMED_SERVICE_PRELOAD_MODELS"] = json!(V2);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["CM~", "S"], "{ev:?}");
+    assert!(ev.is_empty(), "served before it was written again: {ev:?}");
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::RollbackSucceeded]);
+}
+
 #[test]
 fn rollback_disabled_gives_failed() {
     let s1 = spec(V1);
