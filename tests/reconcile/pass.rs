@@ -428,6 +428,36 @@ fn outsider_breaks_it(w: &mut World) {
 
 const DEGRADED: CondSet = states::target_degraded(false);
 
+/// 9.21: the report of an outside failure names the condition that shows
+/// it: a ReplicaFailure among conditions that are True for other reasons.
+#[test]
+fn an_outside_failure_names_the_condition_that_shows_it() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let g = w.dep()["metadata"]["generation"].as_i64().unwrap() + 1;
+    w.dep()["metadata"]["generation"] = json!(g);
+    w.dep()["status"]["observedGeneration"] = json!(g);
+    w.dep()["status"]["conditions"] = json!([
+        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+        {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"},
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate"},
+    ]);
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::TargetDegraded]);
+    let msg = w.status()["conditions"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("reports ReplicaFailure=True (FailedCreate)"),
+        "{msg}"
+    );
+    assert_eq!(
+        w.status()["conditions"][3]["message"],
+        "no rollback requested"
+    );
+}
+
 #[test]
 fn an_outside_failure_is_reported_never_rolled_back_to_itself() {
     for rollback_on_failure in [true, false] {

@@ -592,6 +592,10 @@ fn a_failed_manual_rollback_is_judged_again_and_can_be_retried() {
     w.rollout_misses_deadline();
     w.step();
     assert_eq!(w.status()["conditions"][0]["reason"], "TargetDegraded");
+    assert_eq!(
+        w.status()["conditions"][3]["message"],
+        "the rollback had completed"
+    );
     w.annotate("openmed.ai/rollback-to", None);
     w.step();
     assert_eq!(w.status()["phase"], "RollingOut");
