@@ -107,6 +107,18 @@ fn an_orphaned_owner_is_adopted_a_live_one_is_a_conflict() {
     );
 }
 
+/// An empty owner annotation names nobody (§3.3): the Deployment is applied
+/// with no adoption of a model that never was.
+#[test]
+fn an_empty_owner_annotation_is_no_orphan_to_adopt() {
+    let mut w = World::new(spec(V1));
+    w.dep()["metadata"]["annotations"]["openmed.ai/model-resource"] = json!("");
+    w.orphans = vec!["openmed/gone".into()];
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["F+", "CM+", "D~", "S"]);
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+}
+
 #[test]
 fn a_recreated_target_is_applied_and_judged_afresh() {
     let s1 = spec(V1);
