@@ -107,6 +107,23 @@ fn an_orphaned_owner_is_adopted_a_live_one_is_a_conflict() {
     );
 }
 
+/// 9.18: a status written before the target's uid was recorded gets it on
+/// the next pass, so that a target deleted and created again is told apart.
+#[test]
+fn a_status_without_the_targets_uid_gets_it() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let uid = w.dep()["metadata"]["uid"].clone();
+    assert!(uid.is_string());
+    assert_eq!(w.status()["targetDeploymentUID"], uid);
+    let st = w.model["status"].as_object_mut().unwrap();
+    st.remove("targetDeploymentUID");
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert!(ev.is_empty(), "{ev:?}");
+    assert_eq!(w.status()["targetDeploymentUID"], uid);
+}
+
 /// An empty owner annotation names nobody (§3.3): the Deployment is applied
 /// with no adoption of a model that never was.
 #[test]
