@@ -633,3 +633,31 @@ fn a_dip_of_a_ready_deployment_announces_no_second_success() {
     w.converge();
     assert_eq!(w.status()["activeVersion"], V2);
 }
+
+/// §6.10, §9.D21: a dip goes unannounced only in the generation whose
+/// success lastEvents holds; a generation whose success was never posted
+/// posts it when its Deployment is ready again.
+#[test]
+fn a_dip_in_a_later_generation_announces_that_generations_success() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    // A change that needs no Deployment write: Ready at once, no Event.
+    let mut s = spec(V1);
+    s["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
+    w.set_spec(s);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert!(ev.is_empty(), "{ev:?}");
+    // The Deployment dips and comes back.
+    let d = w.dep();
+    d["status"]["replicas"] = json!(3);
+    d["status"]["updatedReplicas"] = json!(3);
+    let (_, ev) = w.step();
+    assert!(ev.is_empty(), "{ev:?}");
+    assert_eq!(w.status()["phase"], "RollingOut");
+    w.rollout_completes();
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert_eq!(ev, [EventReason::RolloutSucceeded]);
+    assert_eq!(w.status()["phase"], "Ready");
+}

@@ -704,3 +704,120 @@ fn an_automatic_then_a_manual_rollback_in_one_generation_keep_their_own_events()
     let (tags, ev) = w.step();
     assert!(tags.is_empty() && ev.is_empty() && w.posted.len() == posted);
 }
+
+/// §6.7, 9.D1: a manual rollback kept spec first, its annotation removed
+/// after the Deployment was edited by hand, is started again as an
+/// InitialRollout: it was no block that cleared.
+#[test]
+fn keeping_a_manual_rollback_spec_first_restarts_it_as_an_initial_rollout() {
+    let (s1, s2) = (spec(V1), spec(V2));
+    let mut w = ready_on_v2_after_v1();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    w.step();
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.conds(), MANUAL_ROLLBACK_SUCCEEDED.labels());
+    // The spec names the rollback's version, the annotation still set: the
+    // rollback is watched, of the very spec the resource now names.
+    w.set_spec(s1.clone());
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"]);
+    assert!(ev.is_empty(), "{ev:?}");
+    assert_eq!(w.status()["phase"], "RolledBack");
+    assert_eq!(w.status()["appliedSpecHash"], hash_of(&s1).as_str());
+    // Someone edits the Deployment; then the annotation goes.
+    w.dep()["spec"]["progressDeadlineSeconds"] = json!(9);
+    let g = w.dep()["metadata"]["generation"].as_i64().unwrap() + 1;
+    w.dep()["metadata"]["generation"] = json!(g);
+    w.annotate("openmed.ai/rollback-to", None);
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["D~", "S"]);
+    assert_eq!(ev, [EventReason::RolloutStarted]);
+    assert_status(
+        &w,
+        Want {
+            active: Some(V1),
+            applied: Some(&s1),
+            last: Some(&s2),
+            prev: Some(&s1),
+            count: 1,
+            ..Want::new("RollingOut", &s1, started("T:InitialRollout"))
+        },
+    );
+    assert_eq!(w.dep()["spec"]["progressDeadlineSeconds"], 600);
+}
+
+/// §6.5: a manual rollback is watched again only from RolledBack, or from
+/// Failed with RollbackFailed or TargetDegraded; once a block over it
+/// clears, the target is found again and applied as a rollback.
+#[test]
+fn a_cleared_block_over_a_manual_rollback_applies_it_again() {
+    let mut w = ready_on_v2_after_v1();
+    w.annotate("openmed.ai/rollback-to", Some(V1));
+    w.step();
+    w.rollout_completes();
+    w.step();
+    assert_eq!(w.conds(), MANUAL_ROLLBACK_SUCCEEDED.labels());
+    let container = |w: &mut World, name: &str| {
+        w.dep()["spec"]["template"]["spec"]["containers"][0]["name"] = json!(name);
+    };
+    container(&mut w, "renamed");
+    let (_, ev) = w.step();
+    assert_eq!(ev, [EventReason::ContainerNotFound]);
+    assert_eq!(w.status()["phase"], "Failed");
+    container(&mut w, "openmed-service");
+    let (tags, ev) = w.step();
+    assert_eq!(tags, ["S"], "nothing to write: the Deployment serves v1");
+    assert_eq!(ev, [EventReason::RollbackStarted]);
+    assert_eq!(w.status()["rollbackCount"], 2);
+    assert_eq!(
+        w.conds(),
+        [
+            "F:ManualRollback",
+            "T:RollbackInProgress",
+            "T:ManualRollback",
+            "F:RollbackInProgress"
+        ]
+    );
+}
+
+/// §6.8: a failed rollout with no rollback says on RolledBack why there was
+/// none: rollback turned off, or no earlier version that served.
+#[test]
+fn a_failed_rollout_without_rollback_says_why_there_was_none() {
+    type Failing = fn() -> World;
+    let cases: [(&str, Failing, &str); 2] = [
+        (
+            "rollback turned off",
+            || {
+                let mut w = World::new(spec(V1));
+                w.converge();
+                let mut s2 = spec(V2);
+                s2["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
+                w.set_spec(s2);
+                w
+            },
+            "automatic rollback is disabled (rollbackOnFailure: false)",
+        ),
+        (
+            "nothing served before",
+            || World::new(spec(V1)),
+            "no earlier successful version to roll back to",
+        ),
+    ];
+    for (what, failing, why) in cases {
+        let mut w = failing();
+        w.step();
+        w.rollout_misses_deadline();
+        let (_, ev) = w.step();
+        assert_eq!(ev, [EventReason::RolloutFailed], "{what}");
+        assert_eq!(w.conds(), FAILED_NO_ROLLBACK.labels(), "{what}");
+        let conditions = &w.status()["conditions"];
+        assert_eq!(conditions[3]["message"], why, "{what}");
+        let ready = conditions[0]["message"].as_str().unwrap();
+        assert!(
+            ready.ends_with("missed the progress deadline of Deployment openmed-service"),
+            "{what}: {ready}"
+        );
+    }
+}

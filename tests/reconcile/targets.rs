@@ -218,3 +218,47 @@ fn an_autoscaled_target_keeps_the_autoscalers_replicas() {
         w.status()
     );
 }
+
+/// 9.16, §6.15: our ConfigMap that no Deployment reads after the pass is
+/// deleted: one read only by the target this pass releases, and one read
+/// by nobody while a former target reads a ConfigMap of its own.
+#[test]
+fn a_configmap_read_by_no_deployment_after_the_pass_is_deleted() {
+    type Setup = fn(&mut World);
+    let cases: [(&str, Setup, Tags); 2] = [
+        (
+            "retargeted and renamed in one edit",
+            |_| {},
+            vec!["CM+", "D~", "D~", "CM-", "S"],
+        ),
+        (
+            "renamed after the retarget, the old target reading its own",
+            |w| {
+                w.set_spec(retargeted(V1, "dep-b"));
+                w.step();
+                w.dep()["spec"]["template"]["spec"]["containers"][1]["env"] = json!([{
+                    "name": "OPENMED_SERVICE_PRELOAD_MODELS",
+                    "valueFrom": {"configMapKeyRef":
+                        {"name": "team-models", "key": "OPENMED_SERVICE_PRELOAD_MODELS"}},
+                }]);
+            },
+            vec!["CM+", "D~", "CM-", "S"],
+        ),
+    ];
+    for (what, setup, writes) in cases {
+        let mut w = World::new(spec(V1));
+        w.converge();
+        w.others.insert("dep-b".into(), other_deployment("dep-b"));
+        setup(&mut w);
+        let mut s = retargeted(V1, "dep-b");
+        s["manifestConfigMapName"] = json!("renamed-manifest");
+        w.set_spec(s);
+        let (tags, _) = w.step();
+        assert_eq!(tags, writes, "{what}");
+        assert!(
+            !w.config_maps.contains_key("openmed-service-model-manifest"),
+            "{what}"
+        );
+        assert!(w.config_maps.contains_key("renamed-manifest"), "{what}");
+    }
+}
