@@ -6,11 +6,13 @@
 # targets). Not part of CI: a whole run takes hours on two cores.
 #
 #   scripts/mutants.sh [--shard K/N] [--file GLOB]... [--re REGEX] [--tests "ARGS"]
-#                      [--name DIR] [--list]
+#                      [--name DIR] [--iterate] [--list]
 #
 # --shard K/N runs the K-th of N shards (0-based), so that a run can be cut
 # over several sittings; --file narrows it to some files (repeatable), --re
-# to the mutants whose name matches (to try again the ones once missed);
+# to the mutants whose name matches; --iterate tries again only the ones
+# the last run in the same DIR did not catch (after a test was added), with
+# no unmutated baseline first;
 # --tests gives the cargo test arguments instead (e.g. "--lib --test
 # client" for the client's guards); --list prints the mutants and stops.
 # Output goes to target/mutants/<DIR>/ (by default the shard, or "whole")
@@ -31,8 +33,9 @@ while (($#)); do
     --tests) tests=${2:?--tests needs cargo test arguments}; shift 2 ;;
     --re) re+=(--re "${2:?--re needs a regex}"); shift 2 ;;
     --name) name=${2:?--name needs a directory name}; shift 2 ;;
+    --iterate) re+=(--iterate --baseline=skip); shift ;;
     --list) list=1; shift ;;
-    *) die "unknown flag $1 (flags: --shard K/N, --file GLOB, --re REGEX, --tests ARGS, --name DIR, --list)" ;;
+    *) die "unknown flag $1 (flags: --shard K/N, --file GLOB, --re REGEX, --tests ARGS, --name DIR, --iterate, --list)" ;;
   esac
 done
 ((${#files[@]})) || files=("src/reconcile/**/*.rs" "src/model/**/*.rs" "src/kube/guard.rs" "src/kube/path.rs")
