@@ -24,7 +24,7 @@ cp_key() {
     cat "$CP_MODULES/$(cp_module_of "$set")/go.mod" "$CP_MODULES/$(cp_module_of "$set")/go.sum"
     [[ $set != standin ]] || cat "$CP_MODULES"/kubernetes/kubelet-standin/*.go
     go version
-    declare -f cp_build_set
+    declare -f "$(cp_builder "$set")"
   } | sha256sum | cut -c1-16
 }
 
@@ -78,13 +78,52 @@ cp_build_set() {
   mv "$out.partial" "$out"
 }
 
+# cp_builder SET: the function that builds SET (its text is in SET's key).
+cp_builder() {
+  case $1 in
+    helm | promtool) echo cp_build_tool ;;
+    *) echo cp_build_set ;;
+  esac
+}
+
+# cp_build_tool SET OUT PACKAGE: build one of the suite's own tools (helm,
+# promtool) into OUT: static, -trimpath, the version stamped as upstream's
+# Makefiles stamp it, so that `helm version` and `promtool --version` name
+# the pinned release; promtool without the service-discovery plugins
+# (remove_all_sd), which it never uses to check rules or metrics.
+cp_build_tool() {
+  local set=$1 out=$2 pkg=$3 t=$SECONDS v tags="" ldflags=""
+  case $set in
+    helm)
+      v=$(cp_module_version helm helm.sh/helm/v4)
+      ldflags="-X helm.sh/helm/v4/internal/version.version=$v"
+      ldflags+=" -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+      ;;
+    promtool)
+      # Prometheus 3.x is tagged v0.3MM.P as a Go module: v0.316.0 is 3.16.0.
+      v=$(cp_module_version promtool github.com/prometheus/prometheus)
+      v=3.${v#v0.3}
+      ldflags="-X github.com/prometheus/common/version.Version=$v"
+      ldflags+=" -X github.com/prometheus/common/version.Branch=release"
+      tags=remove_all_sd
+      ;;
+    *) die "cp_build_tool: no tool set $set" ;;
+  esac
+  mkdir -p "$out.partial"
+  (cd "$CP_MODULES/$set" && go build -trimpath ${tags:+-tags "$tags"} -ldflags "-s -w $ldflags" \
+    -o "$out.partial/$set" "$pkg") || return 1
+  info "$(printf '%-26s %4d s' "$set" $((SECONDS - t)))"
+  rm -rf "$out"
+  mv "$out.partial" "$out"
+}
+
 # cp_build: build every tool set the suite needs, each cached by its key; a
 # warm cache returns at once.
 cp_build() {
   cp_go_env
   local set out start=$SECONDS
   say "The real control plane's binaries ($(go version | cut -d' ' -f3), cache $CP_CACHE)"
-  for set in kubernetes etcd standin; do
+  for set in kubernetes etcd standin helm promtool; do
     out=$(cp_bin_dir "$set")
     cp_prune "$set"
     if [[ -x $out/$(cp_first_binary "$set") ]]; then
@@ -93,11 +132,12 @@ cp_build() {
     fi
     info "$set: building into $out"
     # shellcheck disable=SC2046
-    cp_build_set "$set" "$out" $(cp_packages "$set") || die "building the $set tool set failed"
+    "$(cp_builder "$set")" "$set" "$out" $(cp_packages "$set") || die "building the $set tool set failed"
   done
   info "kube-apiserver, kube-controller-manager, kubectl: $(cp_module_version kubernetes k8s.io/kubernetes)"
   info "etcd: $(cp_module_version etcd go.etcd.io/etcd/server/v3)"
   info "kubelet-standin: ours, with client-go $(cp_module_version kubernetes k8s.io/client-go)"
+  info "helm: $(cp_module_version helm helm.sh/helm/v4); promtool: prometheus $(cp_module_version promtool github.com/prometheus/prometheus)"
   info "($((SECONDS - start)) s in all)"
 }
 
@@ -117,6 +157,7 @@ cp_first_binary() {
     kubernetes) echo kubectl ;;
     etcd) echo etcd ;;
     standin) echo kubelet-standin ;;
+    *) echo "$1" ;;
   esac
 }
 
@@ -341,6 +382,8 @@ cp_up() {
     echo "OMO_CP_SERVER=$server"
     echo "OMO_CP_CA=$CP_DIR/pki/ca.crt"
     echo "OMO_CP_KUBECTL=$k8s/kubectl"
+    echo "OMO_CP_HELM=$(cp_bin_dir helm)/helm"
+    echo "OMO_CP_PROMTOOL=$(cp_bin_dir promtool)/promtool"
     echo "OMO_CP_AUDIT=$CP_DIR/audit.log"
     echo "OMO_CP_VERSION=$(cp_module_version kubernetes k8s.io/kubernetes)"
     echo "OMO_CP_WARMUP_MS=$warmup_ms"

@@ -138,6 +138,18 @@ fn on_both_in(name: &str, extra: &[&str], scenario: fn(&mut Story)) {
             }
         };
         scenario(&mut st);
+        if c.name() == "real" {
+            // The metrics of the story just told pass Prometheus's linter.
+            let (code, scrape) = op.http_get("/metrics");
+            assert_eq!(code, 200, "{scrape}");
+            assert!(
+                scrape.contains("openmed_operator_reconciles_total"),
+                "{scrape}"
+            );
+            if let Err(lint) = plane.check_metrics(&scrape) {
+                panic!("promtool check metrics on the operator's /metrics:\n{lint}");
+            }
+        }
         op.assert_clean_exit();
         let requests = diff::request_counts(
             &namespaces

@@ -17,10 +17,35 @@ pub struct Plane {
     pub server: String,
     pub ca: PathBuf,
     pub kubectl: PathBuf,
+    pub promtool: PathBuf,
     pub kubeconfig: PathBuf,
     pub audit: PathBuf,
     pub version: String,
     agent: ureq::Agent,
+}
+
+/// Runs `cmd` with `input` on its stdin: its stdout, or both its outputs as
+/// the error.
+fn run(mut cmd: Command, input: &str) -> Result<String, String> {
+    use std::io::Write;
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let name = format!("{:?}", cmd.get_program());
+    let mut child = cmd.spawn().map_err(|e| format!("{name}: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.as_bytes());
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("{name}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        Err(format!("{stdout}{stderr}"))
+    }
 }
 
 /// The plane `OMO_CONTROL_PLANE` names, or None (and a line saying the
@@ -55,6 +80,7 @@ impl Plane {
             server: get("OMO_CP_SERVER"),
             ca: PathBuf::from(get("OMO_CP_CA")),
             kubectl: PathBuf::from(get("OMO_CP_KUBECTL")),
+            promtool: PathBuf::from(get("OMO_CP_PROMTOOL")),
             kubeconfig: PathBuf::from(get("KUBECONFIG")),
             audit: PathBuf::from(get("OMO_CP_AUDIT")),
             version: get("OMO_CP_VERSION"),
@@ -93,31 +119,17 @@ impl Plane {
     }
 
     pub fn kubectl_with_input(&self, args: &[&str], input: Option<&str>) -> Result<String, String> {
-        use std::io::Write;
         let mut cmd = Command::new(&self.kubectl);
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| format!("kubectl: {e}"))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            let _ = stdin.write_all(input.unwrap_or("").as_bytes());
-        }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| format!("kubectl: {e}"))?;
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() {
-            Ok(stdout)
-        } else {
-            Err(format!(
-                "{}{}",
-                stdout,
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        run(cmd, input.unwrap_or(""))
+    }
+
+    /// `promtool check metrics` (the release the tools module pins) on a
+    /// scrape of /metrics: its lint, or what it found.
+    pub fn check_metrics(&self, scrape: &str) -> Result<String, String> {
+        let mut cmd = Command::new(&self.promtool);
+        cmd.args(["check", "metrics"]);
+        run(cmd, scrape)
     }
 
     /// A token for ServiceAccount `ns/name` from the TokenRequest API, as
