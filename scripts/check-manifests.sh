@@ -14,18 +14,12 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 
-KV_VERSION=1.37.0
 # The oldest Kubernetes the manifests support and the newest we check them
 # against (docs/install.md, "Compatibility"): 1.25 is the first release that runs the
 # CRD's CEL rule (x-kubernetes-validations) by default.
 K8S_OLDEST=1.25.0
 K8S_NEWEST=1.37.0
-VENV="$REPO/target/pyenv"
-if ! "$VENV/bin/kubernetes-validate" --version >/dev/null 2>&1; then
-  say "Installing kubernetes-validate $KV_VERSION into $VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q "kubernetes-validate==$KV_VERSION"
-fi
+VENV=$(kubernetes_validate_env)
 
 OUT="$REPO/target/rendered"
 mkdir -p "$OUT"

@@ -109,3 +109,15 @@ stop_all() {
   wait 2>/dev/null
   return 0
 }
+
+# kubernetes_validate_env: the Python environment holding kubernetes-validate
+# (from PyPI, pinned), installed into target/pyenv on first use; its path.
+kubernetes_validate_env() {
+  local venv="$REPO/target/pyenv" version=1.37.0
+  if ! "$venv/bin/kubernetes-validate" --version >/dev/null 2>&1; then
+    say "Installing kubernetes-validate $version into $venv" >&2
+    python3 -m venv "$venv" >&2
+    "$venv/bin/pip" install -q "kubernetes-validate==$version" >&2
+  fi
+  echo "$venv"
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The story on the real control plane: build it (cached), check the alerts
-# with its promtool (scripts/check-alerts.sh), start it, run the
+# with its promtool (scripts/check-alerts.sh) and the Helm chart with its helm
+# (scripts/check-chart.sh), start it, run the
 # Rust target tests/real/ (each scenario also on kubesim, compared: the
 # differential) with the static musl operator, then stop it; then the kubectl
 # script (scripts/e2e-sim.sh --cluster real) on a plane of its own. A plane that
@@ -24,6 +25,7 @@ if [[ ! -x $BIN ]]; then
 fi
 cp_build
 scripts/check-alerts.sh
+scripts/check-chart.sh
 # Pods warm up in 300 ms; versions matching 'unloadable' crash and never get ready.
 cp_up --warmup-ms 300 --unloadable unloadable
 ok=0
