@@ -7,7 +7,7 @@ use crate::common::*;
 use crate::world::*;
 use openmed_operator::model::status::{states, CondSet};
 use openmed_operator::model::EventReason;
-use serde_json::json;
+use serde_json::{json, Value};
 
 #[test]
 fn first_rollout_to_ready_then_a_pass_that_plans_nothing() {
@@ -138,20 +138,32 @@ fn deployment_tampered_then_drift_corrected() {
     }
 }
 
+/// The Deployment's preload variable.
+fn preload_var(d: &mut Value) -> &mut Value {
+    let env = d["spec"]["template"]["spec"]["containers"][0]["env"].as_array_mut();
+    let env = env.expect("an env list");
+    let e = env
+        .iter_mut()
+        .find(|e| e["name"] == "OPENMED_SERVICE_PRELOAD_MODELS");
+    e.expect("the preload variable")
+}
+
+/// A converged world whose Deployment `tamper` then changed by hand, and
+/// the Deployment as it was.
+fn converged_then(what: &str, tamper: fn(&mut Value)) -> (World, Value) {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    let before = w.dep().clone();
+    tamper(w.dep());
+    assert_ne!(*w.dep(), before, "{what}: changed nothing");
+    (w, before)
+}
+
 /// Each field §4.1 judges, and the claim label, changed by hand on its own
 /// while Ready, is put back by a Deployment write (§3.2, §6.11): none is
 /// left out of the judgement.
 #[test]
 fn each_field_the_apply_writes_is_put_back_when_changed_by_hand() {
-    use serde_json::Value;
-    fn preload(d: &mut Value) -> &mut Value {
-        let env = d["spec"]["template"]["spec"]["containers"][0]["env"].as_array_mut();
-        let env = env.expect("an env list");
-        let e = env
-            .iter_mut()
-            .find(|e| e["name"] == "OPENMED_SERVICE_PRELOAD_MODELS");
-        e.expect("the preload variable")
-    }
     type Tamper = fn(&mut Value);
     let tampers: [(&str, Tamper); 7] = [
         ("progressDeadlineSeconds", |d| {
@@ -171,18 +183,14 @@ fn each_field_the_apply_writes_is_put_back_when_changed_by_hand() {
             l.map(|l| l.remove("openmed.ai/managed"));
         }),
         ("ConfigMap name", |d| {
-            preload(d)["valueFrom"]["configMapKeyRef"]["name"] = json!("other");
+            preload_var(d)["valueFrom"]["configMapKeyRef"]["name"] = json!("other");
         }),
         ("ConfigMap key", |d| {
-            preload(d)["valueFrom"]["configMapKeyRef"]["key"] = json!("other");
+            preload_var(d)["valueFrom"]["configMapKeyRef"]["key"] = json!("other");
         }),
     ];
     for (what, tamper) in tampers {
-        let mut w = World::new(spec(V1));
-        w.converge();
-        let before = w.dep().clone();
-        tamper(w.dep());
-        assert_ne!(*w.dep(), before, "{what}: changed nothing");
+        let (mut w, before) = converged_then(what, tamper);
         let g = w.dep()["metadata"]["generation"].as_i64().unwrap() + 1;
         w.dep()["metadata"]["generation"] = json!(g);
         let (tags, _) = w.step();
@@ -208,7 +216,6 @@ fn each_field_the_apply_writes_is_put_back_when_changed_by_hand() {
 /// template's owner, a value beside valueFrom, the claim label (§3.2, §3.3).
 #[test]
 fn an_apply_puts_back_what_the_judgement_does_not_read() {
-    use serde_json::Value;
     type Tamper = fn(&mut Value);
     let tampers: [(&str, Tamper); 3] = [
         ("template owner", |d| {
@@ -216,14 +223,7 @@ fn an_apply_puts_back_what_the_judgement_does_not_read() {
             a.map(|a| a.remove("openmed.ai/model-resource"));
         }),
         ("a value beside valueFrom", |d| {
-            let env = d["spec"]["template"]["spec"]["containers"][0]["env"].as_array_mut();
-            let preload = env.and_then(|e| {
-                e.iter_mut()
-                    .find(|e| e["name"] == "OPENMED_SERVICE_PRELOAD_MODELS")
-            });
-            if let Some(e) = preload {
-                e["value"] = json!("x");
-            }
+            preload_var(d)["value"] = json!("x");
         }),
         ("claim label", |d| {
             let l = d["metadata"]["labels"].as_object_mut();
@@ -231,11 +231,7 @@ fn an_apply_puts_back_what_the_judgement_does_not_read() {
         }),
     ];
     for (what, tamper) in tampers {
-        let mut w = World::new(spec(V1));
-        w.converge();
-        let before = w.dep().clone();
-        tamper(w.dep());
-        assert_ne!(*w.dep(), before, "{what}: changed nothing");
+        let (mut w, _) = converged_then(what, tamper);
         let mut s = spec(V1);
         s["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
         w.set_spec(s);
@@ -370,13 +366,20 @@ fn every_status_write_carries_the_current_generation_on_all_conditions() {
     }
 }
 
-#[test]
-fn a_change_that_needs_no_deployment_write_is_judged_at_once() {
+/// v1 Ready, then its spec changed in what no Deployment write serves
+/// (`rollbackOnFailure: false`): the world and that spec, not yet passed.
+fn ready_then_rollback_turned_off() -> (World, Value) {
     let mut w = World::new(spec(V1));
     w.converge();
     let mut s = spec(V1);
     s["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
     w.set_spec(s.clone());
+    (w, s)
+}
+
+#[test]
+fn a_change_that_needs_no_deployment_write_is_judged_at_once() {
+    let (mut w, s) = ready_then_rollback_turned_off();
     // Only status changes, with the target generation as recorded: still
     // a status write, not a pass with nothing to do.
     let p = w.plan();
@@ -612,11 +615,9 @@ fn a_rollout_that_finished_before_its_status_was_written_is_announced() {
 /// pod for a moment (upstream `manageReplicas` acts on the first count), and
 /// a pod may be lost. RollingOut while it lasts, then Ready with no second
 /// RolloutSucceeded: no rollout started (§9.D21).
-#[test]
-fn a_dip_of_a_ready_deployment_announces_no_second_success() {
-    let mut w = World::new(spec(V1));
-    w.converge();
-    assert_eq!(w.status()["phase"], "Ready");
+/// The Deployment of a Ready model dips (a pod of the new template not
+/// ready) with no Event, RollingOut, and comes back: the pass after.
+fn dip_and_recover(w: &mut World) -> (Tags, Vec<EventReason>) {
     let d = w.dep();
     d["status"]["replicas"] = json!(3);
     d["status"]["updatedReplicas"] = json!(3);
@@ -624,7 +625,15 @@ fn a_dip_of_a_ready_deployment_announces_no_second_success() {
     assert!(ev.is_empty(), "{ev:?}");
     assert_eq!(w.status()["phase"], "RollingOut");
     w.rollout_completes();
-    let (tags, ev) = w.step();
+    w.step()
+}
+
+#[test]
+fn a_dip_of_a_ready_deployment_announces_no_second_success() {
+    let mut w = World::new(spec(V1));
+    w.converge();
+    assert_eq!(w.status()["phase"], "Ready");
+    let (tags, ev) = dip_and_recover(&mut w);
     assert_eq!(tags, ["S"]);
     assert!(ev.is_empty(), "a second RolloutSucceeded: {ev:?}");
     assert_eq!(w.status()["phase"], "Ready");
@@ -639,24 +648,13 @@ fn a_dip_of_a_ready_deployment_announces_no_second_success() {
 /// posts it when its Deployment is ready again.
 #[test]
 fn a_dip_in_a_later_generation_announces_that_generations_success() {
-    let mut w = World::new(spec(V1));
-    w.converge();
     // A change that needs no Deployment write: Ready at once, no Event.
-    let mut s = spec(V1);
-    s["rolloutStrategy"]["rollbackOnFailure"] = json!(false);
-    w.set_spec(s);
+    let (mut w, _) = ready_then_rollback_turned_off();
     let (tags, ev) = w.step();
     assert_eq!(tags, ["S"]);
     assert!(ev.is_empty(), "{ev:?}");
     // The Deployment dips and comes back.
-    let d = w.dep();
-    d["status"]["replicas"] = json!(3);
-    d["status"]["updatedReplicas"] = json!(3);
-    let (_, ev) = w.step();
-    assert!(ev.is_empty(), "{ev:?}");
-    assert_eq!(w.status()["phase"], "RollingOut");
-    w.rollout_completes();
-    let (tags, ev) = w.step();
+    let (tags, ev) = dip_and_recover(&mut w);
     assert_eq!(tags, ["S"]);
     assert_eq!(ev, [EventReason::RolloutSucceeded]);
     assert_eq!(w.status()["phase"], "Ready");

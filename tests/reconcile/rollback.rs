@@ -129,12 +129,7 @@ fn a_fixed_spec_rolls_out_anew(w: &mut World, s1: &Value) {
 #[test]
 fn rollback_also_fails_terminal_failed_no_retry() {
     let (s1, s2) = (spec(V1), spec(V2));
-    let mut w = World::new(s1.clone());
-    w.converge();
-    w.set_spec(s2.clone());
-    w.step();
-    w.rollout_misses_deadline();
-    w.step();
+    let mut w = rolling_back();
     w.rollout_misses_deadline();
     let (tags, ev) = w.step();
     assert_eq!(tags, ["S"]);
@@ -172,13 +167,7 @@ fn rollback_also_fails_terminal_failed_no_retry() {
 /// after all, the resource is RolledBack.
 #[test]
 fn a_failed_rollback_that_completes_later_is_rolled_back() {
-    let (s1, s2) = (spec(V1), spec(V2));
-    let mut w = World::new(s1.clone());
-    w.converge();
-    w.set_spec(s2.clone());
-    w.step();
-    w.rollout_misses_deadline();
-    w.step();
+    let mut w = rolling_back();
     w.rollout_misses_deadline();
     w.step();
     assert_eq!(w.status()["phase"], "Failed");
@@ -192,13 +181,7 @@ fn a_failed_rollback_that_completes_later_is_rolled_back() {
 /// has drifted has not served yet: it is written again and still judged.
 #[test]
 fn a_ready_rollback_with_its_config_map_changed_is_written_again_not_served() {
-    let (s1, s2) = (spec(V1), spec(V2));
-    let mut w = World::new(s1.clone());
-    w.converge();
-    w.set_spec(s2.clone());
-    w.step();
-    w.rollout_misses_deadline();
-    w.step();
+    let mut w = rolling_back();
     w.rollout_completes();
     w.config_maps
         .get_mut("openmed-service-model-manifest")
@@ -606,14 +589,20 @@ fn a_failed_manual_rollback_is_judged_again_and_can_be_retried() {
     assert_eq!(w.status()["rollbackCount"], 2);
 }
 
-/// v1 Ready, v2 misses its deadline, rolled back automatically to v1.
-fn automatically_rolled_back() -> World {
+/// v1 Ready, v2 misses its deadline: the automatic rollback to v1 started.
+fn rolling_back() -> World {
     let mut w = World::new(spec(V1));
     w.converge();
     w.set_spec(spec(V2));
     w.step();
     w.rollout_misses_deadline();
     w.step();
+    w
+}
+
+/// v1 Ready, v2 misses its deadline, rolled back automatically to v1.
+fn automatically_rolled_back() -> World {
+    let mut w = rolling_back();
     w.rollout_completes();
     w.step();
     assert_eq!(w.conds(), ROLLBACK_SUCCEEDED.labels());
