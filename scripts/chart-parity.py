@@ -25,8 +25,7 @@ template's metadata alike:
 app.kubernetes.io/version is NOT dropped: the chart sets it to its
 appVersion, which equals the manifests' version label. Nor is
 app.kubernetes.io/instance: render with the release name openmed-operator.
---ignore-arg ARG drops one exact container argument on both sides (printed
-as tolerated, never silently). Lists are compared in order (container args
+Lists are compared in order (container args
 are ordered), maps by key; a whole float equals the int (YAML writers
 differ). Exit 1 on any difference; --self-test shows the check can fail.
 Needs PyYAML.
@@ -80,19 +79,11 @@ def normalise_metadata(md, side):
             del md[field]
 
 
-def normalise(obj, side, ignore_args):
+def normalise(obj, side):
     obj = copy.deepcopy(obj)
     normalise_metadata(obj.get("metadata"), side)
     normalise_metadata(pod_template_metadata(obj), side)
-    tolerated = []
-    pod = pod_template_metadata(obj) is not None and obj["spec"]["template"].get("spec", {})
-    for c in (pod or {}).get("containers", []) + (pod or {}).get("initContainers", []):
-        args = c.get("args")
-        if args:
-            kept = [a for a in args if a not in ignore_args]
-            tolerated += [a for a in args if a in ignore_args]
-            c["args"] = kept
-    return obj, tolerated
+    return obj
 
 
 def same_scalar(a, b):
@@ -132,7 +123,7 @@ def diff(a, b, path=""):
     return []
 
 
-def compare(helm_docs, kust_docs, release_namespace, ignore_args=()):
+def compare(helm_docs, kust_docs, release_namespace):
     """(differences, notes): a list of lines each."""
     problems, notes = [], []
     sides = {}
@@ -145,10 +136,7 @@ def compare(helm_docs, kust_docs, release_namespace, ignore_args=()):
                 continue
             if k in objs:
                 problems.append(f"{side}: {show(k)} twice")
-            obj, tolerated = normalise(d, side, set(ignore_args))
-            if tolerated:
-                notes.append(f"{side}: {show(k)}: tolerated args {tolerated}")
-            objs[k] = obj
+            objs[k] = normalise(d, side)
         sides[side] = objs
     helm, kust = sides["helm"], sides["kustomize"]
     for k in sorted(set(helm) | set(kust), key=lambda k: tuple(map(str, k))):
@@ -205,8 +193,6 @@ def self_test():
             h.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "y"}})
         found, _ = compare(h, kust, "openmed-system")
         assert found, f"not caught: {name}"
-    found, notes = compare(helm, kust, "openmed-system", ignore_args=["--b"])
-    assert found == [] and any("tolerated" in n for n in notes), (found, notes)
     print("parity self-test: clean renders pass, 5 kinds of difference caught")
 
 
@@ -215,8 +201,6 @@ def main():
     ap.add_argument("helm", nargs="?")
     ap.add_argument("kustomize", nargs="?")
     ap.add_argument("--release-namespace", default="openmed-system")
-    ap.add_argument("--ignore-arg", action="append", default=[],
-                    help="a container argument to drop on both sides, e.g. --ignore-arg=--ui-addr=127.0.0.1:8081")
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
     if a.self_test:
@@ -224,7 +208,7 @@ def main():
         return
     if not (a.helm and a.kustomize):
         ap.error("give HELM and KUSTOMIZE files, or --self-test")
-    problems, notes = compare(load(a.helm), load(a.kustomize), a.release_namespace, a.ignore_arg)
+    problems, notes = compare(load(a.helm), load(a.kustomize), a.release_namespace)
     for n in notes:
         print(f"note: {n}")
     for p in problems:
