@@ -13,6 +13,10 @@ OUT_PATH = sys.argv[1] if len(sys.argv) > 1 else os.path.join(CHART, "values.sch
 LABEL_KEY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 RESOURCE_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?(/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$"
+# spec.tier's enum in the CRD, the one source.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "manifests", "base", "crd.json")) as f:
+    TIERS = json.load(f)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "properties"]["tier"]["enum"]
 QUANTITY = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[mkMGTPE]|[KMGTPE]i)?$"
 
 
@@ -52,6 +56,16 @@ definitions = {
         "effect": {"type": "string", "enum": ["", "NoSchedule", "PreferNoSchedule", "NoExecute"]},
         "tolerationSeconds": {"type": "integer"},
     }),
+    "tenantLimits": obj({
+        "maxReplicas": {"type": "integer", "minimum": 1, "description": "The most spec.replicas of one model."},
+        "families": {"type": "array", "minItems": 1, "uniqueItems": True,
+                     "items": {"type": "string", "pattern": r"^[^,\s]+$"},
+                     "description": "The spec.family values allowed."},
+        "tiers": {"type": "array", "minItems": 1, "uniqueItems": True,
+                  "items": {"type": "string", "enum": TIERS}, "description": "The spec.tier values allowed."},
+        "maxModels": {"type": "integer", "minimum": 0,
+                      "description": "A ResourceQuota on count/openmedmodels.openmed.ai."},
+    }, desc="One namespace's limits; each is optional."),
     "envVar": obj({"name": {"type": "string", "pattern": r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"},
                    "value": {"type": "string"}}, ["name", "value"]),
 }
@@ -106,6 +120,14 @@ props = {
                                    {"type": "string", "pattern": r"^(100|[1-9]?[0-9])%$"}]},
     }, ["enabled", "minAvailable"]),
     "userRoles": enabled("The aggregated ClusterRoles for OpenMedModel users."),
+    "tenantPolicy": obj({
+        "enabled": {"type": "boolean",
+                    "description": "The ValidatingAdmissionPolicy openmed-tenant-limits (Kubernetes 1.30+)."},
+        "namespaces": {"type": "object", "additionalProperties": False,
+                       "propertyNames": ref("dnsLabel"),
+                       "patternProperties": {"": ref("tenantLimits")},
+                       "description": "Namespace name: its limits; each gets a binding."},
+    }, ["enabled", "namespaces"]),
 }
 
 schema = {
@@ -115,7 +137,7 @@ schema = {
                   "createWatchedNamespaces", "logLevel", "qps", "burst", "extraArgs", "extraEnv",
                   "nodeSelector", "tolerations", "metrics",
                   "serviceMonitor", "prometheusRule", "networkPolicy", "podDisruptionBudget",
-                  "userRoles"]),
+                  "userRoles", "tenantPolicy"]),
     # More than one replica needs leader election (the template says so too).
     "if": {"properties": {"replicas": {"minimum": 2}}, "required": ["replicas"]},
     "then": {"properties": {"leaderElection": {"properties": {"enabled": {"const": True}}}}},

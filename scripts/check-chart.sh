@@ -4,8 +4,9 @@
 # - its copies of manifests/ match their sources (scripts/sync-chart.sh --check);
 # - `helm lint --strict` with the defaults and with each values file in ci/;
 # - parity: `helm template` with the defaults renders what `kubectl kustomize
-#   manifests/` renders, and with ci/namespaced-values.yaml what the
-#   namespaced overlay renders, object by object and field by field, Helm's
+#   manifests/` renders, with ci/namespaced-values.yaml what the namespaced
+#   overlay renders, and with ci/tenant-policy-values.yaml what manifests/
+#   with the component components/tenant-policy renders, object by object and field by field, Helm's
 #   own labels and the release's Namespace aside (scripts/chart-parity.py);
 # - every render is valid against the upstream schemas (kubernetes-validate);
 # - values the schema must refuse are refused, naming the key.
@@ -52,13 +53,21 @@ render -f "$CHART/ci/namespaced-values.yaml" >"$out/helm-ns.yaml" || die "helm t
 "$kubectl" kustomize manifests/overlays/namespaced >"$out/kustomize-ns.yaml"
 python3 scripts/chart-parity.py "$out/helm-ns.yaml" "$out/kustomize-ns.yaml" ||
   die "the chart's namespaced values and manifests/overlays/namespaced differ"
+render -f "$CHART/ci/tenant-policy-values.yaml" >"$out/helm-tp.yaml" || die "helm template failed (tenant policy)"
+# kustomize takes resources and components only by relative path.
+mkdir -p target/tmp/tenant-policy
+printf 'resources: [../../../manifests]\ncomponents: [../../../manifests/components/tenant-policy]\n' \
+  >target/tmp/tenant-policy/kustomization.yaml
+"$kubectl" kustomize target/tmp/tenant-policy >"$out/kustomize-tp.yaml"
+python3 scripts/chart-parity.py "$out/helm-tp.yaml" "$out/kustomize-tp.yaml" ||
+  die "the chart's tenant policy and manifests/components/tenant-policy differ"
 
 say "What the chart renders, against the upstream Kubernetes schemas"
 for values in "$CHART"/ci/*.yaml; do
   render -f "$values" >"$out/ci-$(basename "$values")"
 done
 "$(kubernetes_validate_env)/bin/kubernetes-validate" --strict --quiet -k 1.37.0 \
-  "$out/helm.yaml" "$out/helm-ns.yaml" "$out"/ci-*.yaml || die "a render of the chart is not valid"
+  "$out/helm.yaml" "$out/helm-ns.yaml" "$out/kustomize-tp.yaml" "$out"/ci-*.yaml || die "a render of the chart is not valid"
 info "valid on Kubernetes 1.37 (custom resources: scripts/check-custom-resources.sh)"
 
 say "Values the schema refuses"
@@ -75,3 +84,9 @@ refused "an unknown key" replica --set replica=3
 refused "a string for replicas" replicas --set-string replicas=3
 refused "an unknown key under image" image --set image.registry=x
 refused "a negative qps" qps --set qps=-1
+refused "a tenant namespace that is no namespace name" Bad \
+  --set tenantPolicy.enabled=true --set tenantPolicy.namespaces.Bad.maxReplicas=1
+refused "a tier the CRD does not know" tiers \
+  --set tenantPolicy.enabled=true --set "tenantPolicy.namespaces.a.tiers={Huge}"
+refused "the tenant policy before Kubernetes 1.30" "1.30" \
+  --set tenantPolicy.enabled=true --kube-version 1.29.0

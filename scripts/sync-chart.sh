@@ -3,6 +3,8 @@
 # source, and checked:
 #   manifests/base/crd.json                  -> charts/openmed-operator/files/crd.json
 #   manifests/monitoring/prometheusrule.yaml -> charts/openmed-operator/files/prometheusrule.yaml
+#   manifests/components/tenant-policy/policy.yaml
+#                                            -> charts/openmed-operator/files/tenant-policy.yaml
 #   Cargo.toml `version`                     -> Chart.yaml appVersion
 #   scripts/chart-schema.py                  -> values.schema.json
 # Helm's .Files.Get reads only files inside the chart, and kustomize refuses
@@ -28,11 +30,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp manifests/base/crd.json "$tmp/crd.json"
 cp manifests/monitoring/prometheusrule.yaml "$tmp/prometheusrule.yaml"
+cp manifests/components/tenant-policy/policy.yaml "$tmp/tenant-policy.yaml"
 sed "s/^appVersion: .*/appVersion: \"$version\"/" "$CHART/Chart.yaml" >"$tmp/Chart.yaml"
 python3 scripts/chart-schema.py "$tmp/values.schema.json"
 
 stale=()
-for f in files/crd.json files/prometheusrule.yaml Chart.yaml values.schema.json; do
+for f in files/crd.json files/prometheusrule.yaml files/tenant-policy.yaml Chart.yaml values.schema.json; do
   if ! cmp -s "$tmp/$(basename "$f")" "$CHART/$f"; then
     stale+=("$CHART/$f")
     $check || cp "$tmp/$(basename "$f")" "$CHART/$f"
@@ -41,7 +44,7 @@ done
 
 if $check; then
   ((${#stale[@]} == 0)) || die "stale, run scripts/sync-chart.sh: ${stale[*]}"
-  info "the chart's CRD, alerts, appVersion ($version) and schema match their sources"
+  info "the chart's CRD, alerts, tenant policy, appVersion ($version) and schema match their sources"
 else
   info "wrote ${#stale[@]} file(s)${stale:+: ${stale[*]}}"
 fi

@@ -33,6 +33,7 @@ mod pool;
 mod scenarios;
 mod seeded;
 mod story;
+mod tenant;
 
 use cluster::Cluster;
 use harness::{tmpdir, wait_until, Operator};

@@ -18,6 +18,7 @@ pub struct Plane {
     pub ca: PathBuf,
     pub kubectl: PathBuf,
     pub promtool: PathBuf,
+    pub helm: PathBuf,
     pub kubeconfig: PathBuf,
     pub audit: PathBuf,
     pub version: String,
@@ -81,6 +82,7 @@ impl Plane {
             ca: PathBuf::from(get("OMO_CP_CA")),
             kubectl: PathBuf::from(get("OMO_CP_KUBECTL")),
             promtool: PathBuf::from(get("OMO_CP_PROMTOOL")),
+            helm: PathBuf::from(get("OMO_CP_HELM")),
             kubeconfig: PathBuf::from(get("KUBECONFIG")),
             audit: PathBuf::from(get("OMO_CP_AUDIT")),
             version: get("OMO_CP_VERSION"),
@@ -122,6 +124,17 @@ impl Plane {
         let mut cmd = Command::new(&self.kubectl);
         cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
         run(cmd, input.unwrap_or(""))
+    }
+
+    /// The helm the tools module pins, as the admin, in the repository;
+    /// its stdout, or both its outputs as the error.
+    pub fn helm(&self, args: &[&str]) -> Result<String, String> {
+        let mut cmd = Command::new(&self.helm);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        run(cmd, "")
     }
 
     /// `promtool check metrics` (the release the tools module pins) on a

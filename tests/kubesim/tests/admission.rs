@@ -81,3 +81,39 @@ fn changing_owner_references_needs_delete_and_only_new_blocking_ones_need_finali
     let msg = r.body["message"].as_str().unwrap();
     assert!(msg.contains("can't set finalizers on"), "{msg}");
 }
+
+/// kubesim does not claim the admission the tenant policy relies on
+/// (docs/kubesim.md): it serves no ValidatingAdmissionPolicy, binding or
+/// ResourceQuota, and its discovery lists none, so `kubectl apply` of the
+/// tenant policy fails ("no matches for kind") instead of seeming to bound
+/// models it would never judge. The real control plane's judgement is
+/// `tests/real/tenant.rs`.
+#[test]
+fn the_tenant_policys_admission_is_refused_not_pretended() {
+    let sim = Sim::start(SimConfig::default()).unwrap();
+    let a = api(&sim);
+    let vap = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+    let body = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "openmed-tenant-limits"}});
+    assert_eq!(a.post(vap, body).code, 404);
+    let quotas = "/api/v1/namespaces/default/resourcequotas";
+    let quota = json!({"metadata": {"name": "openmed-models"},
+        "spec": {"hard": {"count/openmedmodels.openmed.ai": "1"}}});
+    assert_eq!(a.post(quotas, quota).code, 404);
+    let groups = a.get("/apis").body;
+    assert!(
+        !groups.to_string().contains("admissionregistration.k8s.io"),
+        "{groups}"
+    );
+    let core = a.get("/api/v1").body;
+    let kinds: Vec<_> = core["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert!(
+        !kinds.is_empty() && !kinds.contains(&"resourcequotas"),
+        "{kinds:?}"
+    );
+}
