@@ -34,7 +34,11 @@ def label_problems(docs):
             out.append(f"{where}: version {labels.get('app.kubernetes.io/version')} is not the image tag {tags}")
         if d["kind"] == "Deployment":
             pod = d["spec"]["template"]["metadata"]["labels"]
-            out += [f"{where}: pod template without {k}" for k in STANDARD if f"app.kubernetes.io/{k}" not in pod]
+            out += [f"{where}: pod template without {k}" for k in STANDARD
+                    if k != "managed-by" and f"app.kubernetes.io/{k}" not in pod]
+            # The installing tool stays off pod templates: moving to Helm restarts no pod.
+            if "app.kubernetes.io/managed-by" in pod:
+                out.append(f"{where}: pod template with managed-by")
             if d["spec"]["selector"] != {"matchLabels": {"app.kubernetes.io/name": "openmed-operator"}}:
                 out.append(f"{where}: the selector changed: {d['spec']['selector']}")
     return out

@@ -19,6 +19,7 @@ mod cluster;
 mod diff;
 mod faults;
 mod ha;
+mod helm;
 mod install;
 #[path = "../soak/observe.rs"]
 #[allow(dead_code)]

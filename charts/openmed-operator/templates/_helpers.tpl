@@ -6,19 +6,29 @@ name, so there is one operator per cluster (see README.md).
 */}}
 
 {{/*
-The labels of every object and pod template: those the kustomize component
+The labels of every object: those the kustomize component
 manifests/components/standard-labels adds (name, instance, version, part-of,
 managed-by), the object's own component, and helm.sh/chart.
 Call with (dict "ctx" $ "component" "rbac").
 */}}
 {{- define "openmed-operator.labels" -}}
+{{ include "openmed-operator.podLabels" . }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service | quote }}
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
+{{- end }}
+
+{{/*
+The labels of a pod template: the object's labels less managed-by and
+helm.sh/chart, as kustomize's pod templates (standard-labels) leave them
+out, so that neither a chart version nor a move from kustomize to Helm
+restarts a pod.
+*/}}
+{{- define "openmed-operator.podLabels" -}}
 app.kubernetes.io/name: openmed-operator
 app.kubernetes.io/instance: {{ .ctx.Release.Name | quote }}
 app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: openmed
-app.kubernetes.io/managed-by: {{ .ctx.Release.Service | quote }}
 app.kubernetes.io/component: {{ .component | quote }}
-helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
 {{- end }}
 
 {{/* The image as kustomize's images: entry writes it: name:tag, or name:tag@digest. */}}

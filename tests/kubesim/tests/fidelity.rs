@@ -85,6 +85,23 @@ fn smp_env_value_and_value_from_switch_as_upstream() {
     env_entries_new_to_the_list_and_element_order(&a, &path, &cm_ref);
 }
 
+/// `SetDefaults_ObjectFieldSelector` (pkg/apis/core/v1/defaults.go): a
+/// fieldRef without apiVersion is stored with v1, as the real server stores
+/// the operator's own Deployment (which writes it, so that Helm's
+/// server-side apply over a kustomize install finds the same value).
+#[test]
+fn a_field_refs_api_version_defaults_to_v1() {
+    let sim = quiet_sim();
+    let a = api(&sim);
+    let env = json!([{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
+    let r = a.post(DEPLOYS, deployment("f", env));
+    assert_eq!(r.code, 201);
+    assert_eq!(
+        env_of(&r)[0]["valueFrom"]["fieldRef"],
+        json!({"apiVersion": "v1", "fieldPath": "metadata.name"})
+    );
+}
+
 fn env_of(r: &Resp) -> Value {
     r.body["spec"]["template"]["spec"]["containers"][0]["env"].clone()
 }

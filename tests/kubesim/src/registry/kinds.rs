@@ -511,6 +511,12 @@ fn default_deployment(obj: &mut Value) {
                     if e.get("value").and_then(Value::as_str) == Some("") {
                         e.remove("value");
                     }
+                    // `SetDefaults_ObjectFieldSelector`: a fieldRef's apiVersion is v1.
+                    if let Some(r) = e.get_mut("valueFrom").and_then(|v| v.get_mut("fieldRef")) {
+                        if r.is_object() {
+                            set_default(r, "apiVersion", json!("v1"));
+                        }
+                    }
                 }
             }
         }
