@@ -68,7 +68,11 @@ for values in "$CHART"/ci/*.yaml; do
 done
 "$(kubernetes_validate_env)/bin/kubernetes-validate" --strict --quiet -k 1.37.0 \
   "$out/helm.yaml" "$out/helm-ns.yaml" "$out/kustomize-tp.yaml" "$out"/ci-*.yaml || die "a render of the chart is not valid"
-info "valid on Kubernetes 1.37 (custom resources: scripts/check-custom-resources.sh)"
+# The oldest Kubernetes the installs support (scripts/check-manifests.sh,
+# docs/install.md "Compatibility"); the tenant policy needs 1.30 and says so.
+"$(kubernetes_validate_env)/bin/kubernetes-validate" --strict --quiet -k 1.25.0 \
+  "$out/helm.yaml" "$out/helm-ns.yaml" || die "the chart's defaults are not valid on Kubernetes 1.25"
+info "valid on Kubernetes 1.37, the defaults and namespaced values on 1.25 too (custom resources: scripts/check-custom-resources.sh)"
 
 say "Values the schema refuses"
 refused() {
