@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the rendered installs must hold (issue 16), checked by
+"""What the rendered installs must hold (docs/install.md), checked by
 scripts/check-manifests.sh on the output of `kubectl kustomize`:
 
 - the standard labels on every object and pod template, selectors untouched,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Assemble the operator's OCI image from files, with no container engine
-and no network (issue 12), reproducibly: the same inputs give the same
+and no network, reproducibly: the same inputs give the same
 image digest.
 
 One layer: /openmed-operator (the static binary), /etc/passwd and /etc/group

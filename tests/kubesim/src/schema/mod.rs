@@ -1,6 +1,7 @@
 //! Structural-schema handling for custom resources, in the order the real
 //! server applies it: prune unknown fields (or refuse them under strict field
-//! validation), apply defaults, then validate. CEL rules are not evaluated.
+//! validation), apply defaults, then validate, the CRD's CEL rules
+//! (`x-kubernetes-validations`) among them ([`cel`]).
 //! `structural` holds the rules a CRD's schema must meet before the CRD is
 //! accepted.
 
