@@ -8,7 +8,10 @@ use std::borrow::Cow;
 use stored::Stored;
 
 mod conditions;
+mod owed;
 mod stored;
+
+pub use owed::OwedEvent;
 
 macro_rules! vocabulary {
     ($(#[$m:meta])* $name:ident { $($variant:ident),* $(,)? }) => {
@@ -396,36 +399,6 @@ pub const MAX_MESSAGE: usize = 1024;
 /// The longest `rollback-to` target kept (§9.15): longer than any valid
 /// version, so a cut one is still rejected, and never copied whole.
 pub const MAX_ROLLBACK_TARGET: usize = 256;
-
-/// An Event a transition requires, as `status.lastEvents` records it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwedEvent {
-    pub reason: EventReason,
-    pub generation: i64,
-    pub message: String,
-    /// The name's tag, for a rollback's Events (§2.6).
-    pub tag: Option<String>,
-}
-
-impl OwedEvent {
-    /// Those of a `lastEvents` value; an entry without a known reason or a
-    /// generation is skipped.
-    pub fn all_of(last_events: Option<&Value>) -> Vec<OwedEvent> {
-        last_events
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                Some(OwedEvent {
-                    reason: EventReason::parse(e["reason"].as_str()?)?,
-                    generation: e["generation"].as_i64()?,
-                    message: e["message"].as_str().unwrap_or("").to_string(),
-                    tag: e["tag"].as_str().map(str::to_string),
-                })
-            })
-            .collect()
-    }
-}
 
 /// The status document: the observed status, edited field by field, so
 /// fields a state does not mention keep their previous value untouched.
