@@ -2,7 +2,7 @@
 //! generic stores of [`crate::runtime`], the autoscaler and metadata views,
 //! and the Deployments read on demand.
 
-use crate::kube::fields::{self, fill, Decode, Seen};
+use crate::kube::fields::{self, fill, Decode, Filled};
 use crate::kube::shape::Shape;
 use crate::lock::lock;
 use crate::model::CLAIM_LABEL;
@@ -174,7 +174,7 @@ impl Decode for DeploymentMeta {
     fn decode<'de, D: Deserializer<'de>>(d: D, _: &'static Shape) -> Result<Self, D::Error> {
         let mut m = DeploymentMeta::default();
         match fields::object(d, Top(&mut m))? {
-            Seen::Object => Ok(m),
+            Filled::Object => Ok(m),
             _ => Err(D::Error::custom("not a JSON object")),
         }
     }

@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
+pub enum LookedUp {
     Deployment,
     ConfigMap,
 }
 
-type Target = (Kind, ObjectKey);
+type Target = (LookedUp, ObjectKey);
 
 /// A target is looked up by one model or a few, so its models are a short
 /// list: a hash set per target would cost a table for its one key.
@@ -47,11 +47,11 @@ impl TargetIndex {
         let targets: Vec<Target> = l
             .deployments
             .iter()
-            .map(|d| (Kind::Deployment, ObjectKey::new(ns, d)))
+            .map(|d| (LookedUp::Deployment, ObjectKey::new(ns, d)))
             .chain(
                 l.config_maps
                     .iter()
-                    .map(|c| (Kind::ConfigMap, ObjectKey::new(ns, c))),
+                    .map(|c| (LookedUp::ConfigMap, ObjectKey::new(ns, c))),
             )
             .collect();
         for t in &targets {
@@ -63,7 +63,7 @@ impl TargetIndex {
         maps.by_model.insert(model.clone(), targets);
     }
 
-    pub fn models_for(&self, namespace: &str, kind: Kind, name: &str) -> Vec<ObjectKey> {
+    pub fn models_for(&self, namespace: &str, kind: LookedUp, name: &str) -> Vec<ObjectKey> {
         let maps = lock(&self.maps);
         let mut out: Vec<ObjectKey> = maps
             .by_target
@@ -91,23 +91,23 @@ mod tests {
         idx.update(&a, Some(&l("svc")));
         idx.update(&b, Some(&l("svc")));
         assert_eq!(
-            idx.models_for("ns", Kind::Deployment, "svc"),
+            idx.models_for("ns", LookedUp::Deployment, "svc"),
             vec![a.clone(), b.clone()]
         );
         assert_eq!(
-            idx.models_for("other", Kind::Deployment, "svc"),
+            idx.models_for("other", LookedUp::Deployment, "svc"),
             Vec::<ObjectKey>::new()
         );
         idx.update(&a, Some(&l("other")));
         assert_eq!(
-            idx.models_for("ns", Kind::Deployment, "svc"),
+            idx.models_for("ns", LookedUp::Deployment, "svc"),
             vec![b.clone()]
         );
         assert_eq!(
-            idx.models_for("ns", Kind::ConfigMap, "other-cm"),
+            idx.models_for("ns", LookedUp::ConfigMap, "other-cm"),
             vec![a.clone()]
         );
         idx.update(&b, None);
-        assert!(idx.models_for("ns", Kind::Deployment, "svc").is_empty());
+        assert!(idx.models_for("ns", LookedUp::Deployment, "svc").is_empty());
     }
 }

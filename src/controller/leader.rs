@@ -48,12 +48,12 @@ pub fn identity(env: &dyn Fn(&str) -> Option<String>) -> String {
 pub struct Leadership {
     renew_deadline: Duration,
     lease_duration: Duration,
-    state: Mutex<State>,
+    state: Mutex<LeaseTerm>,
     metrics: Arc<Metrics>,
 }
 
 #[derive(Default)]
-struct State {
+struct LeaseTerm {
     leading: bool,
     /// When the last successful acquire or renew was sent.
     renewed: Option<Instant>,
@@ -65,7 +65,7 @@ impl Leadership {
         Leadership {
             renew_deadline: cfg.renew_deadline,
             lease_duration: cfg.lease_duration,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(LeaseTerm::default()),
             metrics,
         }
     }

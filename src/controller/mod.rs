@@ -40,7 +40,7 @@ use crate::runtime::workers::{self, Workers};
 use crate::runtime::{reconnect, Change, Item, ObjectKey, Reader, Stop, Store, Versioned};
 use cache::{AutoscalerView, DeploymentMeta, MetaView};
 use error::StartError;
-use index::{Kind, TargetIndex};
+use index::{LookedUp, TargetIndex};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -309,11 +309,11 @@ impl Controller {
                 q.add(c.key);
             });
             self.spawn(&MODELS, scope, &r.models, ModelData::view, on_model)?;
-            let w = self.waker(Kind::ConfigMap);
+            let w = self.waker(LookedUp::ConfigMap);
             let on_cm: reflector::OnChange<ConfigMapView> = Arc::new(move |c| w(&c.key));
             let cms = &r.config_maps;
             self.spawn(&OUR_CONFIG_MAPS, scope, cms, Some, on_cm)?;
-            let w = self.waker(Kind::Deployment);
+            let w = self.waker(LookedUp::Deployment);
             let on_deploy: reflector::OnChange<DeploymentView> = Arc::new(move |c| w(&c.key));
             let ds = &r.deployments;
             self.spawn(&CLAIMED_DEPLOYMENTS, scope, ds, Some, on_deploy)?;
@@ -331,7 +331,7 @@ impl Controller {
     /// An autoscaler appearing, going, or changing its target wakes the
     /// models of the Deployments it scaled and scales.
     fn on_autoscaler(&self) -> reflector::OnChange<AutoscalerView> {
-        let w = self.waker(Kind::Deployment);
+        let w = self.waker(LookedUp::Deployment);
         Arc::new(move |c: Change<AutoscalerView>| {
             let targets = [&c.old, &c.new].into_iter().flatten();
             for d in targets.filter_map(|a| a.deployment.clone()) {
@@ -341,7 +341,7 @@ impl Controller {
     }
 
     /// Queue the models that look up a `kind` object by this key.
-    fn waker(&self, kind: Kind) -> impl Fn(&ObjectKey) + Send + Sync + 'static {
+    fn waker(&self, kind: LookedUp) -> impl Fn(&ObjectKey) + Send + Sync + 'static {
         let (index, queue) = (self.index.clone(), self.queue.clone());
         move |key: &ObjectKey| {
             for m in index.models_for(key.namespace(), kind, key.name()) {
@@ -353,7 +353,7 @@ impl Controller {
     /// Claimed Deployments are covered by their own watch; here only
     /// appearance, disappearance and changes of unclaimed ones matter.
     fn on_deployment_meta(&self) -> reflector::OnChange<MetaView> {
-        let w = self.waker(Kind::Deployment);
+        let w = self.waker(LookedUp::Deployment);
         let reconciler = self.reconciler.clone();
         Arc::new(move |c: Change<MetaView>| {
             if c.new.is_none() {
@@ -444,7 +444,7 @@ impl Controller {
             self.metrics.clone(),
         );
         let job = move |key: &ObjectKey| sync_one(&reconciler, &queue, &metrics, key);
-        Workers::start(workers::Parts {
+        Workers::start(workers::WorkerSetup {
             queue: self.queue.clone(),
             job: Arc::new(job),
             health: self.health.clone(),

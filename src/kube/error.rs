@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// The `reason` of a Kubernetes `Status` object.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reason {
+pub enum ApiReason {
     NotFound,
     AlreadyExists,
     Conflict,
@@ -29,66 +29,66 @@ pub enum Reason {
     Other(String),
 }
 
-impl Reason {
-    pub fn parse(s: &str) -> Reason {
+impl ApiReason {
+    pub fn parse(s: &str) -> ApiReason {
         match s {
-            "NotFound" => Reason::NotFound,
-            "AlreadyExists" => Reason::AlreadyExists,
-            "Conflict" => Reason::Conflict,
-            "Expired" => Reason::Expired,
-            "Gone" => Reason::Gone,
-            "TooManyRequests" => Reason::TooManyRequests,
-            "Unauthorized" => Reason::Unauthorized,
-            "Forbidden" => Reason::Forbidden,
-            "Invalid" => Reason::Invalid,
-            "BadRequest" => Reason::BadRequest,
-            "MethodNotAllowed" => Reason::MethodNotAllowed,
-            "UnsupportedMediaType" => Reason::UnsupportedMediaType,
-            "Timeout" => Reason::Timeout,
-            "InternalError" => Reason::InternalError,
-            "ServiceUnavailable" => Reason::ServiceUnavailable,
-            other => Reason::Other(sanitize(other, 64)),
+            "NotFound" => ApiReason::NotFound,
+            "AlreadyExists" => ApiReason::AlreadyExists,
+            "Conflict" => ApiReason::Conflict,
+            "Expired" => ApiReason::Expired,
+            "Gone" => ApiReason::Gone,
+            "TooManyRequests" => ApiReason::TooManyRequests,
+            "Unauthorized" => ApiReason::Unauthorized,
+            "Forbidden" => ApiReason::Forbidden,
+            "Invalid" => ApiReason::Invalid,
+            "BadRequest" => ApiReason::BadRequest,
+            "MethodNotAllowed" => ApiReason::MethodNotAllowed,
+            "UnsupportedMediaType" => ApiReason::UnsupportedMediaType,
+            "Timeout" => ApiReason::Timeout,
+            "InternalError" => ApiReason::InternalError,
+            "ServiceUnavailable" => ApiReason::ServiceUnavailable,
+            other => ApiReason::Other(sanitize(other, 64)),
         }
     }
 
     /// The reason a bare HTTP code implies when the body carries none.
-    pub fn from_code(code: u16) -> Reason {
+    pub fn from_code(code: u16) -> ApiReason {
         match code {
-            400 => Reason::BadRequest,
-            401 => Reason::Unauthorized,
-            403 => Reason::Forbidden,
-            404 => Reason::NotFound,
-            405 => Reason::MethodNotAllowed,
-            409 => Reason::Conflict,
-            410 => Reason::Gone,
-            415 => Reason::UnsupportedMediaType,
-            422 => Reason::Invalid,
-            429 => Reason::TooManyRequests,
-            500 => Reason::InternalError,
-            503 => Reason::ServiceUnavailable,
-            504 => Reason::Timeout,
-            _ => Reason::Other(String::new()),
+            400 => ApiReason::BadRequest,
+            401 => ApiReason::Unauthorized,
+            403 => ApiReason::Forbidden,
+            404 => ApiReason::NotFound,
+            405 => ApiReason::MethodNotAllowed,
+            409 => ApiReason::Conflict,
+            410 => ApiReason::Gone,
+            415 => ApiReason::UnsupportedMediaType,
+            422 => ApiReason::Invalid,
+            429 => ApiReason::TooManyRequests,
+            500 => ApiReason::InternalError,
+            503 => ApiReason::ServiceUnavailable,
+            504 => ApiReason::Timeout,
+            _ => ApiReason::Other(String::new()),
         }
     }
 
     pub fn as_str(&self) -> &str {
         match self {
-            Reason::NotFound => "NotFound",
-            Reason::AlreadyExists => "AlreadyExists",
-            Reason::Conflict => "Conflict",
-            Reason::Expired => "Expired",
-            Reason::Gone => "Gone",
-            Reason::TooManyRequests => "TooManyRequests",
-            Reason::Unauthorized => "Unauthorized",
-            Reason::Forbidden => "Forbidden",
-            Reason::Invalid => "Invalid",
-            Reason::BadRequest => "BadRequest",
-            Reason::MethodNotAllowed => "MethodNotAllowed",
-            Reason::UnsupportedMediaType => "UnsupportedMediaType",
-            Reason::Timeout => "Timeout",
-            Reason::InternalError => "InternalError",
-            Reason::ServiceUnavailable => "ServiceUnavailable",
-            Reason::Other(s) => s,
+            ApiReason::NotFound => "NotFound",
+            ApiReason::AlreadyExists => "AlreadyExists",
+            ApiReason::Conflict => "Conflict",
+            ApiReason::Expired => "Expired",
+            ApiReason::Gone => "Gone",
+            ApiReason::TooManyRequests => "TooManyRequests",
+            ApiReason::Unauthorized => "Unauthorized",
+            ApiReason::Forbidden => "Forbidden",
+            ApiReason::Invalid => "Invalid",
+            ApiReason::BadRequest => "BadRequest",
+            ApiReason::MethodNotAllowed => "MethodNotAllowed",
+            ApiReason::UnsupportedMediaType => "UnsupportedMediaType",
+            ApiReason::Timeout => "Timeout",
+            ApiReason::InternalError => "InternalError",
+            ApiReason::ServiceUnavailable => "ServiceUnavailable",
+            ApiReason::Other(s) => s,
         }
     }
 }
@@ -97,7 +97,7 @@ impl Reason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub code: u16,
-    pub reason: Reason,
+    pub reason: ApiReason,
     pub message: String,
     /// From the `Retry-After` header or `details.retryAfterSeconds`.
     pub retry_after: Option<Duration>,
@@ -148,16 +148,16 @@ impl Error {
     }
 
     pub fn is_conflict(&self) -> bool {
-        matches!(self.api(), Some(a) if a.code == 409 && a.reason != Reason::AlreadyExists)
+        matches!(self.api(), Some(a) if a.code == 409 && a.reason != ApiReason::AlreadyExists)
     }
 
     pub fn is_already_exists(&self) -> bool {
-        matches!(self.api(), Some(a) if a.reason == Reason::AlreadyExists)
+        matches!(self.api(), Some(a) if a.reason == ApiReason::AlreadyExists)
     }
 
     /// "Resource version too old": the caller must relist.
     pub fn is_gone(&self) -> bool {
-        matches!(self.api(), Some(a) if a.code == 410 || a.reason == Reason::Expired || a.reason == Reason::Gone)
+        matches!(self.api(), Some(a) if a.code == 410 || a.reason == ApiReason::Expired || a.reason == ApiReason::Gone)
     }
 
     pub fn retry_after(&self) -> Option<Duration> {
@@ -247,8 +247,8 @@ pub fn api_error_from_body(code: u16, body: &[u8], retry_after: Option<Duration>
         .and_then(|s| s.get("reason"))
         .and_then(|r| r.as_str())
         .filter(|r| !r.is_empty())
-        .map(Reason::parse)
-        .unwrap_or_else(|| Reason::from_code(code));
+        .map(ApiReason::parse)
+        .unwrap_or_else(|| ApiReason::from_code(code));
     let message = status
         .and_then(|s| s.get("message"))
         .and_then(|m| m.as_str())
@@ -287,7 +287,7 @@ mod tests {
         let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"configmaps \"x\" not found","reason":"NotFound","code":404}"#;
         let e = api_error_from_body(404, body, None);
         assert_eq!(e.code, 404);
-        assert_eq!(e.reason, Reason::NotFound);
+        assert_eq!(e.reason, ApiReason::NotFound);
         assert_eq!(e.message, "configmaps \"x\" not found");
         assert!(Error::Api(e).is_not_found());
     }
@@ -295,7 +295,7 @@ mod tests {
     #[test]
     fn non_status_body_is_classified_by_code() {
         let e = api_error_from_body(503, b"<html>busy</html>", Some(Duration::from_secs(3)));
-        assert_eq!(e.reason, Reason::ServiceUnavailable);
+        assert_eq!(e.reason, ApiReason::ServiceUnavailable);
         assert_eq!(e.message, "");
         assert_eq!(e.retry_after, Some(Duration::from_secs(3)));
         assert!(Error::Api(e).is_transient());

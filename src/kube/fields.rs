@@ -81,7 +81,7 @@ impl Decode for Skipped {
             }
         }
         match object(d, Nothing)? {
-            Seen::Object => Ok(Skipped),
+            Filled::Object => Ok(Skipped),
             _ => Err(serde::de::Error::custom("not a JSON object")),
         }
     }
@@ -125,7 +125,7 @@ impl<'de, F: Fill<'de>> Fill<'de> for &mut F {
 
 /// What a value filled into a view was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seen {
+pub enum Filled {
     /// An object: its fields filled the view.
     Object,
     /// `null`.
@@ -136,7 +136,7 @@ pub enum Seen {
 
 /// Fill `f` from a value: an object's fields fill it; a value of another
 /// type leaves it as it was.
-pub fn object<'de, D: Deserializer<'de>, F: Fill<'de>>(d: D, f: F) -> Result<Seen, D::Error> {
+pub fn object<'de, D: Deserializer<'de>, F: Fill<'de>>(d: D, f: F) -> Result<Filled, D::Error> {
     d.deserialize_any(Into(f))
 }
 
@@ -144,7 +144,7 @@ pub fn object<'de, D: Deserializer<'de>, F: Fill<'de>>(d: D, f: F) -> Result<See
 pub fn fill_next<'de, A: MapAccess<'de>, F: Fill<'de>>(
     map: &mut A,
     f: F,
-) -> Result<Seen, A::Error> {
+) -> Result<Filled, A::Error> {
     map.next_value_seed(Into(f))
 }
 
@@ -224,30 +224,30 @@ pub fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
 struct Into<F>(F);
 
 impl<'de, F: Fill<'de>> DeserializeSeed<'de> for Into<F> {
-    type Value = Seen;
+    type Value = Filled;
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Seen, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Filled, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de, F: Fill<'de>> Visitor<'de> for Into<F> {
-    type Value = Seen;
+    type Value = Filled;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Seen, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Filled, A::Error> {
         while let Some(Key(key)) = map.next_key()? {
             self.0.fill(&key, &mut map)?;
         }
-        Ok(Seen::Object)
+        Ok(Filled::Object)
     }
 
-    give!(seq => Seen::Other);
-    give!(scalars => Seen::Other);
-    give!(unit => Seen::Null);
+    give!(seq => Filled::Other);
+    give!(scalars => Filled::Other);
+    give!(unit => Filled::Null);
 }
 
 /// An object's key, borrowed from the text unless it holds an escape

@@ -18,6 +18,6 @@ pub use client::{
     WatchParams,
 };
 pub use endpoint::{Endpoint, EndpointOptions, Secret};
-pub use error::{ApiError, Error, Reason, Result};
+pub use error::{ApiError, ApiReason, Error, Result};
 pub use path::{ResourcePath, ResourceType};
 pub use watch::{WatchEvent, WatchStream};

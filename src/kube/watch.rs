@@ -54,13 +54,13 @@ pub fn decode_shaped<O: Decode>(line: &[u8], shape: &'static Shape) -> Result<Wa
         .and_then(|o| de.end().map(|()| o))
         .map_err(|e| not_an_event(line, e))?;
     Ok(match kind {
-        Kind::Added => WatchEvent::Added(o),
-        Kind::Modified => WatchEvent::Modified(o),
-        Kind::Deleted => WatchEvent::Deleted(o),
+        EventType::Added => WatchEvent::Added(o),
+        EventType::Modified => WatchEvent::Modified(o),
+        EventType::Deleted => WatchEvent::Deleted(o),
     })
 }
 
-enum Kind {
+enum EventType {
     Added,
     Modified,
     Deleted,
@@ -70,7 +70,7 @@ enum Kind {
 /// bookmark read. Apart from the decoding of the object: one copy for
 /// every kind.
 enum Split<'a> {
-    Object(Kind, &'a str),
+    Object(EventType, &'a str),
     Bookmark(String),
 }
 
@@ -84,9 +84,9 @@ fn split(line: &[u8]) -> Result<Split<'_>> {
         )));
     };
     let kind = match ty.as_ref() {
-        "ADDED" => Kind::Added,
-        "MODIFIED" => Kind::Modified,
-        "DELETED" => Kind::Deleted,
+        "ADDED" => EventType::Added,
+        "MODIFIED" => EventType::Modified,
+        "DELETED" => EventType::Deleted,
         "BOOKMARK" => {
             let o: Value = serde_json::from_str(text).map_err(|e| not_an_event(line, e))?;
             let rv = o

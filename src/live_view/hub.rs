@@ -38,12 +38,12 @@ pub trait Source: Send + Sync {
 pub struct Hub {
     source: Box<dyn Source>,
     /// The rows every viewer has been sent, and the viewers.
-    state: Mutex<State>,
+    state: Mutex<Viewers>,
     watched: Condvar,
 }
 
 #[derive(Default)]
-struct State {
+struct Viewers {
     last: BTreeMap<String, Row>,
     /// The source's version when `last` was taken.
     seen: Option<u64>,
@@ -79,7 +79,7 @@ impl Hub {
     pub fn new(source: Box<dyn Source>) -> Arc<Hub> {
         Arc::new(Hub {
             source,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(Viewers::default()),
             watched: Condvar::new(),
         })
     }
@@ -101,7 +101,7 @@ impl Hub {
         let mut s = lock(&self.state);
         if s.viewers.is_empty() && s.seen.is_some() {
             // The last viewer left: free the copies kept for viewers.
-            *s = State::default();
+            *s = Viewers::default();
             self.source.idle();
         }
         while s.viewers.is_empty() {

@@ -58,8 +58,8 @@ pub struct EventRow {
 }
 
 impl EventRow {
-    pub fn seen(&self) -> Seen<'_> {
-        Seen {
+    pub fn seen(&self) -> RecordedEvent<'_> {
+        RecordedEvent {
             reason: &self.reason,
             type_: &self.type_,
             count: self.count,
@@ -71,7 +71,7 @@ impl EventRow {
 
 /// An Event as it is recorded: borrowed, and copied into its row once.
 #[derive(Debug, Clone, Copy)]
-pub struct Seen<'a> {
+pub struct RecordedEvent<'a> {
     pub reason: &'a str,
     pub type_: &'a str,
     pub count: i64,
@@ -307,7 +307,7 @@ struct KeptEvent {
 }
 
 impl KeptEvent {
-    fn new(id: &str, e: &Seen) -> KeptEvent {
+    fn new(id: &str, e: &RecordedEvent) -> KeptEvent {
         let parts = [e.reason, e.type_, e.last, e.message, id].map(bounded);
         KeptEvent {
             text: parts.join("\0").into(),
@@ -351,7 +351,7 @@ struct Recent {
 impl RecentEvents {
     /// The Event `id` (its object's name) written or bumped for the model
     /// `namespace/name`.
-    pub fn record(&self, namespace: &str, name: &str, id: &str, e: Seen) {
+    pub fn record(&self, namespace: &str, name: &str, id: &str, e: RecordedEvent) {
         let key = ObjectKey::new(namespace, name);
         let mut r = lock(&self.0);
         if !r.by_model.contains_key(&key) {

@@ -32,12 +32,12 @@ const KEEP_BYTES: usize = 128 * 1024;
 struct Kept {
     heads: [Cell<*mut u8>; CLASSES],
     bytes: Cell<usize>,
-    state: Cell<State>,
+    state: Cell<ThreadCache>,
 }
 
 /// Where a thread's cache stands.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
+enum ThreadCache {
     /// Nothing kept yet, no exit hook.
     Fresh,
     /// The exit hook is set ([`on_exit`]).
@@ -54,7 +54,7 @@ thread_local! {
         Kept {
             heads: [const { Cell::new(null_mut()) }; CLASSES],
             bytes: Cell::new(0),
-            state: Cell::new(State::Fresh),
+            state: Cell::new(ThreadCache::Fresh),
         }
     };
 }
@@ -80,10 +80,10 @@ static EXIT_KEY: AtomicUsize = AtomicUsize::new(0);
 
 /// Makes sure this thread's blocks go back to musl when it ends.
 fn on_exit(kept: &Kept) {
-    if kept.state.get() != State::Fresh {
+    if kept.state.get() != ThreadCache::Fresh {
         return;
     }
-    kept.state.set(State::Hooked);
+    kept.state.set(ThreadCache::Hooked);
     let mut key = EXIT_KEY.load(Ordering::Acquire);
     if key == 0 {
         let mut made: libc::pthread_key_t = 0;
@@ -115,7 +115,7 @@ fn on_exit(kept: &Kept) {
 extern "C" fn release_all(_: *mut libc::c_void) {
     let _ = KEPT.try_with(|kept| {
         give_back(kept);
-        kept.state.set(State::Ended);
+        kept.state.set(ThreadCache::Ended);
     });
 }
 
@@ -190,7 +190,7 @@ unsafe impl GlobalAlloc for Cached {
         };
         let size = (class + 1) * STEP;
         let kept = KEPT.try_with(|kept| {
-            if kept.bytes.get() + size > KEEP_BYTES || kept.state.get() == State::Ended {
+            if kept.bytes.get() + size > KEEP_BYTES || kept.state.get() == ThreadCache::Ended {
                 return false;
             }
             on_exit(kept);
@@ -316,7 +316,7 @@ mod tests {
                 let p = a.alloc(l);
                 a.dealloc(p, l);
                 assert_eq!(KEPT.with(|k| k.bytes.get()), 112, "the block is kept");
-                assert!(KEPT.with(|k| k.state.get() == State::Hooked));
+                assert!(KEPT.with(|k| k.state.get() == ThreadCache::Hooked));
                 // What the exit hook does when the thread ends.
                 release_all(null_mut());
                 assert_eq!(KEPT.with(|k| k.bytes.get()), 0);

@@ -95,15 +95,15 @@ pub fn digest_text(canonical: &str) -> String {
 /// Canonical JSON written field by field, for values the operator hashes
 /// on every pass: the same text as [`canonical_json`] of the value, without
 /// building it. Fields must be added in byte order of their keys.
-pub struct Writer {
+pub struct Canonical {
     out: String,
     /// Whether the object being written has a field yet, per level.
     first: Vec<bool>,
 }
 
-impl Writer {
-    pub fn new() -> Writer {
-        Writer {
+impl Canonical {
+    pub fn new() -> Canonical {
+        Canonical {
             out: String::with_capacity(256),
             first: Vec::with_capacity(4),
         }
@@ -126,7 +126,7 @@ impl Writer {
 
     /// `{` or `[` as the value of `key`, or (None) at the top or as an
     /// array's element.
-    fn begin(&mut self, key: Option<&str>, bracket: char) -> &mut Writer {
+    fn begin(&mut self, key: Option<&str>, bracket: char) -> &mut Canonical {
         match key {
             Some(k) => self.key(k),
             None => self.separate(),
@@ -136,36 +136,36 @@ impl Writer {
         self
     }
 
-    /// An object (see [`Writer::begin`] for `key`).
-    pub fn open(&mut self, key: Option<&str>) -> &mut Writer {
+    /// An object (see [`Canonical::begin`] for `key`).
+    pub fn open(&mut self, key: Option<&str>) -> &mut Canonical {
         self.begin(key, '{')
     }
 
-    /// An array (see [`Writer::begin`] for `key`).
-    pub fn open_array(&mut self, key: Option<&str>) -> &mut Writer {
+    /// An array (see [`Canonical::begin`] for `key`).
+    pub fn open_array(&mut self, key: Option<&str>) -> &mut Canonical {
         self.begin(key, '[')
     }
 
-    pub fn close(&mut self) -> &mut Writer {
+    pub fn close(&mut self) -> &mut Canonical {
         self.out.push('}');
         self.first.pop();
         self
     }
 
-    pub fn close_array(&mut self) -> &mut Writer {
+    pub fn close_array(&mut self) -> &mut Canonical {
         self.out.push(']');
         self.first.pop();
         self
     }
 
-    pub fn str(&mut self, key: &str, v: &str) -> &mut Writer {
+    pub fn str(&mut self, key: &str, v: &str) -> &mut Canonical {
         self.key(key);
         write_string(&mut self.out, v);
         self
     }
 
     /// A number, a boolean or null: text that is its own JSON.
-    pub fn raw(&mut self, key: &str, v: impl std::fmt::Display) -> &mut Writer {
+    pub fn raw(&mut self, key: &str, v: impl std::fmt::Display) -> &mut Canonical {
         self.key(key);
         let _ = write!(self.out, "{v}");
         self
@@ -176,9 +176,9 @@ impl Writer {
     }
 }
 
-impl Default for Writer {
+impl Default for Canonical {
     fn default() -> Self {
-        Writer::new()
+        Canonical::new()
     }
 }
 

@@ -163,9 +163,9 @@ impl DesiredSpec {
     }
 
     /// The canonical JSON of [`DesiredSpec::to_json`], keys in byte order.
-    fn canonical(&self) -> crate::model::canonical::Writer {
+    fn canonical(&self) -> crate::model::canonical::Canonical {
         let r = &self.rollout;
-        let mut w = crate::model::canonical::Writer::new();
+        let mut w = crate::model::canonical::Canonical::new();
         w.open(None)
             .str("family", &self.family)
             .str("manifestConfigMapName", &self.manifest_config_map_name)
@@ -210,8 +210,8 @@ impl DesiredSpec {
     }
 
     /// The canonical JSON of [`DesiredSpec::manifest`].
-    fn manifest_canonical(&self) -> crate::model::canonical::Writer {
-        let mut w = crate::model::canonical::Writer::new();
+    fn manifest_canonical(&self) -> crate::model::canonical::Canonical {
+        let mut w = crate::model::canonical::Canonical::new();
         w.open(None)
             .str("apiVersion", MANIFEST_API_VERSION)
             .str("kind", MANIFEST_KIND)
@@ -228,7 +228,7 @@ impl DesiredSpec {
 }
 
 /// maxSurge or maxUnavailable, as [`IntOrPercent::to_json`] writes it.
-fn amount(w: &mut crate::model::canonical::Writer, key: &str, a: IntOrPercent) {
+fn amount(w: &mut crate::model::canonical::Canonical, key: &str, a: IntOrPercent) {
     match a {
         IntOrPercent::Int(i) => w.raw(key, i),
         IntOrPercent::Percent(p) => w.str(key, &format!("{p}%")),
@@ -268,43 +268,43 @@ const REQUIRED: fn(&str) -> Option<Val> = |_| None;
 
 /// The spec, object by object, in the order it is checked: the first
 /// refusal is the one reported, so the order is part of the behaviour.
-const SCHEMA: [Block; 4] = [
-    Block {
+const SCHEMA: [SpecObject; 4] = [
+    SpecObject {
         path: "spec",
         optional: false,
         rule: None,
         fields: &[
-            Field {
+            SpecField {
                 path: "spec.family",
-                read: Read::Text,
+                read: Decoding::Text,
                 default: REQUIRED,
                 rule: |v| text(v, is_family),
                 message: FAMILY_RULE,
             },
-            Field {
+            SpecField {
                 path: "spec.version",
-                read: Read::Text,
+                read: Decoding::Text,
                 default: REQUIRED,
                 rule: |v| text(v, is_version),
                 message: VERSION_RULE,
             },
-            Field {
+            SpecField {
                 path: "spec.tier",
-                read: Read::Text,
+                read: Decoding::Text,
                 default: REQUIRED,
                 rule: |v| text(v, |s| Tier::parse(s).is_some()),
                 message: "must be one of Tiny, Small, Medium, Base, Large, XLarge, Accurate-XLarge",
             },
-            Field {
+            SpecField {
                 path: "spec.replicas",
-                read: Read::Int,
+                read: Decoding::Int,
                 default: REQUIRED,
                 rule: |v| int_in(v, 1, 1000),
                 message: "must be an integer from 1 to 1000",
             },
         ],
     },
-    Block {
+    SpecObject {
         path: "spec.rolloutStrategy",
         optional: false,
         rule: Some((
@@ -312,71 +312,71 @@ const SCHEMA: [Block; 4] = [
             "RollingUpdate needs maxUnavailable or maxSurge above zero, or the rollout can never progress",
         )),
         fields: &[
-            Field {
+            SpecField {
                 path: "spec.rolloutStrategy.type",
-                read: Read::Text,
+                read: Decoding::Text,
                 default: REQUIRED,
                 rule: |v| text(v, |s| StrategyType::parse(s).is_some()),
                 message: "must be RollingUpdate or Recreate",
             },
-            Field {
+            SpecField {
                 path: "spec.rolloutStrategy.maxUnavailable",
-                read: Read::Amount,
+                read: Decoding::Amount,
                 default: |_| Some(Val::Amount(IntOrPercent::Int(0))),
                 rule: amount_in_bounds,
                 message: AMOUNT_RULE,
             },
-            Field {
+            SpecField {
                 path: "spec.rolloutStrategy.maxSurge",
-                read: Read::Amount,
+                read: Decoding::Amount,
                 default: |_| Some(Val::Amount(IntOrPercent::Int(1))),
                 rule: amount_in_bounds,
                 message: AMOUNT_RULE,
             },
-            Field {
+            SpecField {
                 path: "spec.rolloutStrategy.rollbackOnFailure",
-                read: Read::Flag,
+                read: Decoding::Flag,
                 default: |_| Some(Val::Flag(true)),
                 rule: |_| true,
                 message: "must be a boolean",
             },
-            Field {
+            SpecField {
                 path: "spec.rolloutStrategy.progressDeadlineSeconds",
-                read: Read::Int,
+                read: Decoding::Int,
                 default: |_| Some(Val::Int(600)),
                 rule: |v| int_in(v, 1, INT32_MAX),
                 message: "must be an integer >= 1",
             },
         ],
     },
-    Block {
+    SpecObject {
         path: "spec.targetRef",
         optional: true,
         rule: None,
         fields: &[
-            Field {
+            SpecField {
                 path: "spec.targetRef.name",
-                read: Read::Text,
+                read: Decoding::Text,
                 default: |name| Some(Val::Text(name.to_string())),
                 rule: |v| text(v, is_dns_subdomain),
                 message: SUBDOMAIN_RULE,
             },
-            Field {
+            SpecField {
                 path: "spec.targetRef.containerName",
-                read: Read::Text,
+                read: Decoding::Text,
                 default: |_| Some(Val::Text(DEFAULT_CONTAINER.to_string())),
                 rule: |v| text(v, is_dns_label),
                 message: LABEL_RULE,
             },
         ],
     },
-    Block {
+    SpecObject {
         path: "spec",
         optional: false,
         rule: None,
-        fields: &[Field {
+        fields: &[SpecField {
             path: "spec.manifestConfigMapName",
-            read: Read::Text,
+            read: Decoding::Text,
             default: |name| Some(Val::Text(default_config_map_name(name))),
             rule: |v| text(v, is_dns_subdomain),
             message: SUBDOMAIN_RULE,
@@ -385,12 +385,12 @@ const SCHEMA: [Block; 4] = [
 ];
 
 /// An object of the spec and its fields.
-struct Block {
+struct SpecObject {
     path: &'static str,
     /// May be absent or null, and then every field takes its default. Its
     /// fields are all read before any is checked, as they always were.
     optional: bool,
-    fields: &'static [Field],
+    fields: &'static [SpecField],
     /// A rule across the fields read so far, checked after this block's.
     rule: Option<CrossRule>,
 }
@@ -400,10 +400,10 @@ type CrossRule = (fn(&Values) -> bool, &'static str);
 
 /// One field: where it is, how it is read, its default, its rule and the
 /// error when the rule fails.
-struct Field {
+struct SpecField {
     /// From the top of the resource; also the error's field.
     path: &'static str,
-    read: Read,
+    read: Decoding,
     /// The value when absent or null, given the resource name; None: required.
     default: fn(&str) -> Option<Val>,
     /// What the value, read or defaulted, must satisfy.
@@ -414,7 +414,7 @@ struct Field {
 /// How a field's JSON is read. A value of the wrong JSON type is refused
 /// with "must be a string" for text and with the field's message otherwise.
 #[derive(Clone, Copy)]
-enum Read {
+enum Decoding {
     /// A string, trimmed.
     Text,
     /// A JSON integer: not a boolean, not a fraction.
@@ -509,29 +509,29 @@ fn percent(s: &str) -> Option<u32> {
     digits.parse().ok().filter(|_| plain)
 }
 
-impl Read {
+impl Decoding {
     fn parse(self, v: &Value) -> Option<Val> {
         match (self, v) {
-            (Read::Text, Value::String(s)) => Some(Val::Text(s.trim().to_string())),
-            (Read::Text, _) => None,
-            (Read::Int, _) => v.as_i64().map(Val::Int),
-            (Read::Amount, Value::String(s)) => {
+            (Decoding::Text, Value::String(s)) => Some(Val::Text(s.trim().to_string())),
+            (Decoding::Text, _) => None,
+            (Decoding::Int, _) => v.as_i64().map(Val::Int),
+            (Decoding::Amount, Value::String(s)) => {
                 percent(s.trim()).map(|p| Val::Amount(IntOrPercent::Percent(p)))
             }
-            (Read::Amount, _) => v.as_i64().map(|i| Val::Amount(IntOrPercent::Int(i))),
-            (Read::Flag, _) => v.as_bool().map(Val::Flag),
+            (Decoding::Amount, _) => v.as_i64().map(|i| Val::Amount(IntOrPercent::Int(i))),
+            (Decoding::Flag, _) => v.as_bool().map(Val::Flag),
         }
     }
 }
 
-impl Field {
+impl SpecField {
     /// The field's value in `obj` (None: its optional block is absent).
     fn read(&self, obj: Option<&Map<String, Value>>, name: &str) -> Result<Val, SpecError> {
         let key = self.path.rsplit('.').next().unwrap_or(self.path);
         match obj.and_then(|o| o.get(key)).filter(|v| !v.is_null()) {
             None => (self.default)(name).ok_or_else(|| err(self.path, "required")),
             Some(v) => self.read.parse(v).ok_or_else(|| match self.read {
-                Read::Text => err(self.path, "must be a string"),
+                Decoding::Text => err(self.path, "must be a string"),
                 _ => err(self.path, self.message),
             }),
         }
@@ -545,7 +545,7 @@ impl Field {
     }
 }
 
-impl Block {
+impl SpecObject {
     /// The block's object, holding no field the schema lacks; None when an
     /// optional block is absent or null.
     fn open<'a>(

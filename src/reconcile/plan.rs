@@ -1,6 +1,6 @@
 //! The vocabulary of a reconcile pass: what it observes ([`Observed`],
 //! [`Lookups`]), what it decides ([`Plan`]: [`Write`]s in order, the status,
-//! [`EventSpec`]s). The pass that makes a plan (`reconcile::plan`) is in
+//! [`EventSpec`]s). The pass that makes a plan (`reconcile::decide`) is in
 //! `pass/mod.rs`, its steps in `pass/blocked.rs`, `pass/rollout.rs`,
 //! `pass/rollback.rs` and `pass/targets.rs`; a model being deleted is
 //! planned by `delete.rs`.

@@ -18,4 +18,4 @@ pub mod workers;
 
 pub use object::{newer, regresses, Item, ObjectKey, Versioned};
 pub use stop::Stop;
-pub use store::{Change, Event, IndexFn, Reader, Stale, Store, Writer};
+pub use store::{Change, Event, IndexFn, Reader, Stale, Store, StoreWriter};

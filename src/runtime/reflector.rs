@@ -1,13 +1,13 @@
 //! The thin loop that drives a [`Watcher`]: it makes the request each
-//! [`Action`] asks for, feeds what comes back into a store's [`Writer`],
+//! [`Action`] asks for, feeds what comes back into a store's [`StoreWriter`],
 //! reports every change, and tells the machine how it went. What is
 //! watched, with which selectors, and what a change wakes is the caller's
 //! (kube-runtime's watcher + reflector, client-go's Reflector).
 
 use super::reconnect::{Policy, WatchEnd};
 use super::stop::Stop;
-use super::store::{Change, Event, Writer};
-use super::watcher::{Action, Outcome, Watcher};
+use super::store::{Change, Event, StoreWriter};
+use super::watcher::{Action, WatchResult, Watcher};
 use super::{Item, Versioned};
 use crate::health::Health;
 use crate::kube::client::random_watch_timeout;
@@ -49,7 +49,7 @@ pub struct Reflector<V, O = Value> {
     pub label_selector: Option<String>,
     pub metadata_only: bool,
     pub client: Arc<Client>,
-    pub store: Writer<V>,
+    pub store: StoreWriter<V>,
     pub parse: fn(O) -> Option<V>,
     pub on_change: OnChange<V>,
     pub metrics: Arc<Metrics>,
@@ -74,7 +74,7 @@ where
         resource: &'static str,
         path: ResourcePath,
         namespace: Option<String>,
-        store: Writer<V>,
+        store: StoreWriter<V>,
         parse: fn(O) -> Option<V>,
         on_change: OnChange<V>,
     ) -> Reflector<V, O> {
@@ -147,7 +147,7 @@ where
                     if self.stop.wait(d) {
                         return;
                     }
-                    machine.step(Outcome::Waited, Instant::now())
+                    machine.step(WatchResult::Waited, Instant::now())
                 }
             };
         }
@@ -181,7 +181,7 @@ where
         self.feed(Event::Listed(self.namespace.clone(), items));
         self.store.mark_synced(name);
         self.health.beat(name);
-        machine.step(Outcome::Listed(list.resource_version), Instant::now())
+        machine.step(WatchResult::Listed(list.resource_version), Instant::now())
     }
 
     /// One watch from `rv`, its events applied until it ends (a 410, in
@@ -208,7 +208,7 @@ where
                 WatchEnd::Expired
             }
             Err(e) => {
-                let failed = Outcome::WatchFailed {
+                let failed = WatchResult::WatchFailed {
                     retry_after: e.retry_after(),
                 };
                 let next = machine.step(failed, Instant::now());
@@ -276,7 +276,7 @@ where
 /// generic loop: one copy for every kind.)
 #[inline(never)]
 fn list_failed(health: &Health, name: &str, machine: &mut Watcher, e: &Error) -> Action {
-    let failed = Outcome::ListFailed {
+    let failed = WatchResult::ListFailed {
         retry_after: e.retry_after(),
         too_big: matches!(e, Error::ListBound(_)),
     };
@@ -298,7 +298,7 @@ fn watch_ended(
     resource_version: String,
     opened: Instant,
 ) -> Action {
-    let ended = Outcome::WatchEnded {
+    let ended = WatchResult::WatchEnded {
         end,
         resource_version,
     };

@@ -1,5 +1,5 @@
 //! A cache of compact views keyed by [`ObjectKey`], in three handles:
-//! a [`Writer`] for the list/watch loops that fill it (the one way their
+//! a [`StoreWriter`] for the list/watch loops that fill it (the one way their
 //! events come in), a [`Reader`] for whoever only looks, and the [`Store`]
 //! itself for its owner, which reads and also keeps the answers to its own
 //! writes (kube-runtime's `reflector::store` splits it the same way).
@@ -375,8 +375,8 @@ impl<V: Clone + Versioned> Store<V> {
     }
 
     /// The handle a list/watch loop fills this store through.
-    pub fn writer(&self) -> Writer<V> {
-        Writer {
+    pub fn writer(&self) -> StoreWriter<V> {
+        StoreWriter {
             shared: self.reader.shared.clone(),
         }
     }
@@ -413,11 +413,11 @@ impl<V: Clone + Versioned> Store<V> {
 
 /// The list/watch side of a store: what a loop saw goes in here, and what
 /// it changed comes out (kube-runtime's `reflector::store::Writer`).
-pub struct Writer<V> {
+pub struct StoreWriter<V> {
     shared: Arc<Shared<V>>,
 }
 
-impl<V: Clone + PartialEq + Versioned> Writer<V> {
+impl<V: Clone + PartialEq + Versioned> StoreWriter<V> {
     /// Apply one event and say what changed: the loop that feeds it only
     /// lists, watches and backs off.
     pub fn apply(&self, ev: Event<V>) -> Vec<Change<V>> {
@@ -463,7 +463,7 @@ impl<V: Clone + PartialEq + Versioned> Writer<V> {
         Ok(old.map(Arc::unwrap_or_clone))
     }
 
-    /// [`Writer::put`], sharing the view with the store.
+    /// [`StoreWriter::put`], sharing the view with the store.
     fn put_shared(&self, k: ObjectKey, v: Arc<V>) -> Result<Option<Arc<V>>, Stale> {
         lock(&self.shared.gone).lift(v.uid());
         let mut items = self.shared.write();

@@ -1,4 +1,4 @@
-//! The list/watch loop as a state machine: what happened (an [`Outcome`])
+//! The list/watch loop as a state machine: what happened (a [`WatchResult`])
 //! and the state it happened in give the next state and the next thing to
 //! do (an [`Action`]). No sockets and no clock: the driver
 //! ([`super::reflector`]) makes the requests and passes the instant each
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 /// Where the loop is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum State {
+pub enum WatchState {
     /// A full list is under way: the first one, or after a 410.
     Listing,
     /// A watch from `resource_version`, opened at `opened`.
@@ -50,7 +50,7 @@ pub enum Action {
     List,
     /// Open a watch from this resourceVersion and apply its events.
     Watch(String),
-    /// Wait this long (a stop cuts it short), then report [`Outcome::Waited`].
+    /// Wait this long (a stop cuts it short), then report [`WatchResult::Waited`].
     Wait(Duration),
 }
 
@@ -66,7 +66,7 @@ impl Action {
 
 /// What the last action came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum WatchResult {
     /// The list is in the store, at this resourceVersion.
     Listed(String),
     /// The list failed; `too_big`: it went past the client's bounds.
@@ -89,7 +89,7 @@ pub enum Outcome {
 /// One loop's state and its memory of recent failures.
 #[derive(Debug, Clone)]
 pub struct Watcher {
-    state: State,
+    state: WatchState,
     reconnect: Reconnect,
 }
 
@@ -97,12 +97,12 @@ impl Watcher {
     /// A loop about to make its first list ([`Action::List`]).
     pub fn new(policy: Policy) -> Watcher {
         Watcher {
-            state: State::Listing,
+            state: WatchState::Listing,
             reconnect: Reconnect::new(policy),
         }
     }
 
-    pub fn state(&self) -> &State {
+    pub fn state(&self) -> &WatchState {
         &self.state
     }
 
@@ -113,35 +113,40 @@ impl Watcher {
 
     /// The transition: `outcome`, arrived at `now`, moves the loop on;
     /// what to do next.
-    pub fn step(&mut self, outcome: Outcome, now: Instant) -> Action {
-        let state = std::mem::replace(&mut self.state, State::Listing);
+    pub fn step(&mut self, outcome: WatchResult, now: Instant) -> Action {
+        let state = std::mem::replace(&mut self.state, WatchState::Listing);
         let (next, action) = self.next(state, outcome, now);
         self.state = next;
         action
     }
 
-    fn next(&mut self, state: State, outcome: Outcome, now: Instant) -> (State, Action) {
+    fn next(
+        &mut self,
+        state: WatchState,
+        outcome: WatchResult,
+        now: Instant,
+    ) -> (WatchState, Action) {
         let r = &mut self.reconnect;
         match (state, outcome) {
-            (State::Listing, Outcome::Listed(rv)) => resume(Resume::Watch(rv), now),
-            (State::Listing, Outcome::ListFailed { too_big: true, .. }) => {
+            (WatchState::Listing, WatchResult::Listed(rv)) => resume(Resume::Watch(rv), now),
+            (WatchState::Listing, WatchResult::ListFailed { too_big: true, .. }) => {
                 back_off(r.gave_up(), Resume::List, now)
             }
-            (State::Listing, Outcome::ListFailed { retry_after, .. }) => {
+            (WatchState::Listing, WatchResult::ListFailed { retry_after, .. }) => {
                 back_off(r.failed(retry_after), Resume::List, now)
             }
             (
-                State::Watching {
+                WatchState::Watching {
                     resource_version, ..
                 },
-                Outcome::WatchFailed { retry_after },
+                WatchResult::WatchFailed { retry_after },
             ) => {
                 let delay = r.failed(retry_after);
                 back_off(delay, Resume::Watch(resource_version), now)
             }
             (
-                State::Watching { opened, .. },
-                Outcome::WatchEnded {
+                WatchState::Watching { opened, .. },
+                WatchResult::WatchEnded {
                     end,
                     resource_version,
                 },
@@ -153,7 +158,7 @@ impl Watcher {
                 };
                 back_off(delay, then, now)
             }
-            (State::BackingOff { then }, Outcome::Waited) => resume(then, now),
+            (WatchState::BackingOff { then }, WatchResult::Waited) => resume(then, now),
             // An outcome the state did not ask for is the driver's mistake:
             // start over from a list, backed off like any failure.
             (_, _) => back_off(r.failed(None), Resume::List, now),
@@ -162,18 +167,18 @@ impl Watcher {
 }
 
 /// Wait `delay` first, unless it is zero.
-fn back_off(delay: Duration, then: Resume, now: Instant) -> (State, Action) {
+fn back_off(delay: Duration, then: Resume, now: Instant) -> (WatchState, Action) {
     if delay.is_zero() {
         return resume(then, now);
     }
-    (State::BackingOff { then }, Action::Wait(delay))
+    (WatchState::BackingOff { then }, Action::Wait(delay))
 }
 
-fn resume(then: Resume, now: Instant) -> (State, Action) {
+fn resume(then: Resume, now: Instant) -> (WatchState, Action) {
     match then {
-        Resume::List => (State::Listing, Action::List),
+        Resume::List => (WatchState::Listing, Action::List),
         Resume::Watch(rv) => (
-            State::Watching {
+            WatchState::Watching {
                 resource_version: rv.clone(),
                 opened: now,
             },

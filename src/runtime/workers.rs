@@ -24,7 +24,7 @@ pub const RETIRE_AFTER: Duration = Duration::from_secs(30);
 pub type Job<K> = Arc<dyn Fn(&K) + Send + Sync>;
 
 /// What the workers run with.
-pub struct Parts<K> {
+pub struct WorkerSetup<K> {
     pub queue: Arc<WorkQueue<K>>,
     pub job: Job<K>,
     pub health: Arc<Health>,
@@ -67,7 +67,7 @@ pub struct Workers<K> {
 impl<K: Clone + Eq + Hash + Ord + Send + Sync + 'static> Workers<K> {
     /// Start the first worker; more start as keys wait that no worker is
     /// free to take.
-    pub fn start(p: Parts<K>) -> std::io::Result<Workers<K>> {
+    pub fn start(p: WorkerSetup<K>) -> std::io::Result<Workers<K>> {
         let max = p.max.max(1);
         let shared = Arc::new(Shared {
             queue: p.queue,

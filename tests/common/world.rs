@@ -16,7 +16,7 @@ use openmed_operator::model::status::{states, CondSet, Reason};
 use openmed_operator::model::{validate, EventReason};
 use openmed_operator::reconcile::patches::StatusPatch;
 use openmed_operator::reconcile::{
-    execute, lookups, note_autoscaled, plan, Cluster, ConfigMapView, DeploymentView, EventSpec,
+    decide, execute, lookups, note_autoscaled, Cluster, ConfigMapView, DeploymentView, EventSpec,
     Executed, ModelView, Observed, Plan, TargetPolicy,
 };
 use serde_json::{json, Value};
@@ -124,7 +124,7 @@ impl World {
     pub fn plan(&self) -> Plan {
         let (m, ds, cms) = self.view();
         let now = self.now();
-        plan(Observed {
+        decide(Observed {
             model: &m,
             deployments: &ds,
             config_maps: &cms,

@@ -14,11 +14,11 @@ use crate::lock::lock;
 use crate::metrics::Metrics;
 use crate::outcome::Outcome;
 use crate::reconcile::{
-    plan, plan_refused, ConfigMapView, DeploymentView, ModelView, Plan, TargetPolicy,
+    decide, plan_refused, ConfigMapView, DeploymentView, ModelView, Plan, TargetPolicy,
 };
 use crate::runtime::{ObjectKey, Store};
 use observe::Observing;
-use settled::{Grounds, Read, Settled};
+use settled::{CacheRead, Grounds, Settled};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use writer::{Failed, Writer};
@@ -89,7 +89,7 @@ const MAX_REPLANS: usize = 4;
 enum Attempt {
     Done(Outcome),
     /// The plan changed nothing; what it rests on and what it read.
-    Quiet(Grounds, Vec<Read>),
+    Quiet(Grounds, Vec<CacheRead>),
     /// A write met a newer object (409), a ConfigMap the caches did not
     /// know, or the caches were behind: observe and plan again.
     Again,
@@ -194,7 +194,7 @@ impl Reconciler {
                 Err(e) if e.is_not_found() && !self.models.contains(key) => {
                     let gone = Settled {
                         grounds: Grounds::Caches,
-                        reads: Box::new([Read::Model(key.clone(), None)]),
+                        reads: Box::new([CacheRead::Model(key.clone(), None)]),
                     };
                     return Ok((Outcome::Unchanged, Some(gone)));
                 }
@@ -217,14 +217,14 @@ impl Reconciler {
     ) -> Result<Attempt, Error> {
         let seen = match self.observe(key, extra_cms)? {
             Observing::Gone => {
-                let gone = vec![Read::Model(key.clone(), None)];
+                let gone = vec![CacheRead::Model(key.clone(), None)];
                 return Ok(Attempt::Quiet(Grounds::Caches, gone));
             }
             Observing::Behind => return Ok(Attempt::Again),
-            Observing::Seen(o) => o,
+            Observing::Found(o) => o,
         };
         let obs = seen.observed(&self.targets);
-        let p = plan(obs);
+        let p = decide(obs);
         if p.is_noop() {
             return Ok(Attempt::Quiet(seen.grounds, seen.reads));
         }

@@ -5,7 +5,7 @@
 //! The caches answer; the API is read only for what they do not hold (an
 //! unclaimed target, a foreign ConfigMap, an orphan's owner).
 
-use super::settled::Read;
+use super::settled::CacheRead;
 use super::{Grounds, Reconciler};
 use crate::controller::cache::MetaView;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
@@ -37,7 +37,7 @@ pub(super) struct Observation {
     /// Whether it rests on the caches alone.
     pub grounds: Grounds,
     /// What it read from the caches, to tell later whether it still holds.
-    pub reads: Vec<Read>,
+    pub reads: Vec<CacheRead>,
 }
 
 /// What observing a key found.
@@ -47,7 +47,7 @@ pub(super) enum Observing {
     /// Its view was older than one already acted on, and has been read
     /// afresh (9.17): observe again.
     Behind,
-    Seen(Box<Observation>),
+    Found(Box<Observation>),
 }
 
 impl Observation {
@@ -82,9 +82,9 @@ impl Reconciler {
             self.refresh_model(key)?;
             return Ok(Observing::Behind);
         }
-        let mut reads = vec![Read::Model(key.clone(), Some(stamp))];
+        let mut reads = vec![CacheRead::Model(key.clone(), Some(stamp))];
         let o = self.gather(model, extra_cms, &mut reads)?;
-        Ok(Observing::Seen(Box::new(Observation { reads, ..o })))
+        Ok(Observing::Found(Box::new(Observation { reads, ..o })))
     }
 
     /// Read the model afresh into the cache (a conflict, or a lagging
@@ -112,18 +112,24 @@ impl Reconciler {
         &self,
         ns: &str,
         name: &str,
-        reads: &mut Vec<Read>,
+        reads: &mut Vec<CacheRead>,
     ) -> Result<Option<DeploymentView>, Error> {
         let k = ObjectKey::new(ns, name);
         let claimed = self.deployments.get_stamped(&k);
-        reads.push(Read::Deployment(k.clone(), claimed.as_ref().map(|c| c.1)));
+        reads.push(CacheRead::Deployment(
+            k.clone(),
+            claimed.as_ref().map(|c| c.1),
+        ));
         if let Some((d, _)) = claimed {
             // Claimed now: its read-on-demand copy is not needed again.
             self.fetched.remove(&k);
             return Ok(Some(d));
         }
         let meta = self.deployment_meta.get_stamped(&k);
-        reads.push(Read::DeploymentMeta(k.clone(), meta.as_ref().map(|m| m.1)));
+        reads.push(CacheRead::DeploymentMeta(
+            k.clone(),
+            meta.as_ref().map(|m| m.1),
+        ));
         let Some((meta, _)) = meta else {
             return Ok(None);
         };
@@ -149,7 +155,7 @@ impl Reconciler {
         &self,
         seen: ModelView,
         extra_cms: &[ConfigMapView],
-        reads: &mut Vec<Read>,
+        reads: &mut Vec<CacheRead>,
     ) -> Result<Observation, Error> {
         let model = &seen;
         let ns = model.namespace.as_str();
@@ -167,13 +173,13 @@ impl Reconciler {
         let (claimed, stamp) = self.deployments.by_index_stamped(&owner, |d| {
             d.namespace == ns && !deployments.iter().any(|x| x.name == d.name)
         });
-        reads.push(Read::DeploymentsOfOwner(stamp));
+        reads.push(CacheRead::DeploymentsOfOwner(stamp));
         deployments.extend(claimed);
         let mut config_maps: Vec<ConfigMapView> = Vec::new();
         for n in &l.config_maps {
             let k = ObjectKey::new(ns, n);
             let cm = self.config_maps.get_stamped(&k);
-            reads.push(Read::ConfigMap(k, cm.as_ref().map(|c| c.1)));
+            reads.push(CacheRead::ConfigMap(k, cm.as_ref().map(|c| c.1)));
             config_maps.extend(cm.map(|c| c.0));
         }
         for cm in extra_cms {
@@ -184,7 +190,7 @@ impl Reconciler {
         let (extra, stamp) = self.config_maps.by_index_stamped(&owner, |c| {
             c.namespace == ns && !config_maps.iter().any(|x| x.name == c.name)
         });
-        reads.push(Read::ConfigMapsOfOwner(stamp));
+        reads.push(CacheRead::ConfigMapsOfOwner(stamp));
         config_maps.extend(extra);
         let mut grounds = if extra_cms.is_empty() {
             Grounds::Caches
@@ -199,7 +205,7 @@ impl Reconciler {
                 }
             }
         }
-        reads.push(Read::Autoscalers(self.autoscalers.changes()));
+        reads.push(CacheRead::Autoscalers(self.autoscalers.changes()));
         for d in deployments.iter_mut() {
             d.autoscaler = self.autoscaler_of(ns, &d.name);
         }
@@ -239,7 +245,7 @@ impl Reconciler {
         &self,
         owner: &str,
         deployments: &[DeploymentView],
-        reads: &mut Vec<Read>,
+        reads: &mut Vec<CacheRead>,
     ) -> Result<(Vec<String>, bool), Error> {
         let mut out = Vec::new();
         let mut read = false;
@@ -259,7 +265,7 @@ impl Reconciler {
             }
             let key = ObjectKey::new(ns, name);
             let stamp = self.models.stamp(&key);
-            reads.push(Read::Model(key, stamp));
+            reads.push(CacheRead::Model(key, stamp));
             if stamp.is_some() {
                 continue;
             }

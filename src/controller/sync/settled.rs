@@ -25,7 +25,7 @@ pub(super) enum Grounds {
 /// One cache read of a pass, with the stamp of what it saw (None: it was
 /// not there).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Read {
+pub(super) enum CacheRead {
     Model(ObjectKey, Option<Stamp>),
     Deployment(ObjectKey, Option<Stamp>),
     DeploymentMeta(ObjectKey, Option<Stamp>),
@@ -42,20 +42,20 @@ pub(super) enum Read {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Settled {
     pub grounds: Grounds,
-    pub reads: Box<[Read]>,
+    pub reads: Box<[CacheRead]>,
 }
 
 impl Reconciler {
     /// Whether a pass of `owner` would read now what `read` saw.
-    fn still(&self, owner: &ObjectKey, read: &Read) -> bool {
+    fn still(&self, owner: &ObjectKey, read: &CacheRead) -> bool {
         match read {
-            Read::Model(k, s) => self.models.stamp(k) == *s,
-            Read::Deployment(k, s) => self.deployments.stamp(k) == *s,
-            Read::DeploymentMeta(k, s) => self.deployment_meta.stamp(k) == *s,
-            Read::ConfigMap(k, s) => self.config_maps.stamp(k) == *s,
-            Read::DeploymentsOfOwner(s) => self.deployments.index_stamp(owner.as_str()) == *s,
-            Read::ConfigMapsOfOwner(s) => self.config_maps.index_stamp(owner.as_str()) == *s,
-            Read::Autoscalers(c) => self.autoscalers.changes() == *c,
+            CacheRead::Model(k, s) => self.models.stamp(k) == *s,
+            CacheRead::Deployment(k, s) => self.deployments.stamp(k) == *s,
+            CacheRead::DeploymentMeta(k, s) => self.deployment_meta.stamp(k) == *s,
+            CacheRead::ConfigMap(k, s) => self.config_maps.stamp(k) == *s,
+            CacheRead::DeploymentsOfOwner(s) => self.deployments.index_stamp(owner.as_str()) == *s,
+            CacheRead::ConfigMapsOfOwner(s) => self.config_maps.index_stamp(owner.as_str()) == *s,
+            CacheRead::Autoscalers(c) => self.autoscalers.changes() == *c,
         }
     }
 

@@ -124,7 +124,7 @@ impl Reconciler {
         match poster.post(model, reason, tag, generation, message, now) {
             Ok((count, event_name)) => {
                 self.metrics.event_posted();
-                let event = crate::live_view::Seen {
+                let event = crate::live_view::RecordedEvent {
                     reason: reason.as_str(),
                     type_: if reason.is_warning() {
                         "Warning"

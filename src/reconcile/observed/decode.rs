@@ -7,7 +7,7 @@ use super::model::{phase_of_text, RawJson};
 use super::ModelData;
 use super::{ConfigMapView, ContainerView, DeployCondition, DeploymentView, EnvView, OwnerRef};
 use crate::kube::fields::{self, boolean, elements, fill, fill_next, int, skip, string};
-use crate::kube::fields::{Decode, Fill, Scalar, Seen};
+use crate::kube::fields::{Decode, Fill, Filled, Scalar};
 use crate::kube::shape::Shape;
 use crate::model::{
     AUTOSCALED_ANNOTATION, CLAIM_LABEL, FAMILY_LABEL, HASH_ANNOTATION, MANAGED_BY_LABEL,
@@ -19,9 +19,9 @@ use serde_json::Value;
 
 /// A view's top level must be an object, as a list item's or a watch
 /// event's is.
-fn top<T, E: serde::de::Error>(seen: Seen, t: T) -> Result<T, E> {
+fn top<T, E: serde::de::Error>(seen: Filled, t: T) -> Result<T, E> {
     match seen {
-        Seen::Object => Ok(t),
+        Filled::Object => Ok(t),
         _ => Err(E::custom("not a JSON object")),
     }
 }
@@ -68,7 +68,7 @@ fill!(Strategy, DeploymentView, |v, map| {
     "rollingUpdate" => {
         // `max_*` are of the last `rollingUpdate` only, as a `Value` keeps.
         (v.max_unavailable, v.max_surge) = (None, None);
-        v.has_rolling_update = fill_next(map, RollingUpdate(v))? != Seen::Null
+        v.has_rolling_update = fill_next(map, RollingUpdate(v))? != Filled::Null
     },
 });
 
@@ -128,7 +128,7 @@ impl<'de> Fill<'de> for Container {
 struct Env<'de> {
     preload: bool,
     value: Scalar<'de>,
-    value_from: Option<Seen>,
+    value_from: Option<Filled>,
     config_map_ref: Option<(Option<String>, Option<String>)>,
 }
 
@@ -137,7 +137,7 @@ impl<'de> Env<'de> {
         EnvView {
             value: self.value.string(),
             config_map_ref: self.config_map_ref.and_then(|(n, k)| Some((n?, k?))),
-            has_value_from: matches!(self.value_from, Some(Seen::Object | Seen::Other)),
+            has_value_from: matches!(self.value_from, Some(Filled::Object | Filled::Other)),
         }
     }
 }
@@ -162,7 +162,7 @@ type KeyRef = Option<(Option<String>, Option<String>)>;
 fill!(ValueFrom, KeyRef, |r, map| {
     "configMapKeyRef" => {
         let mut both = (None, None);
-        *r = (fill_next(map, KeyRefOf(&mut both))? == Seen::Object).then_some(both)
+        *r = (fill_next(map, KeyRefOf(&mut both))? == Filled::Object).then_some(both)
     },
 });
 

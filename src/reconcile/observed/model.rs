@@ -15,8 +15,8 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelView {
     data: std::sync::Arc<ModelData>,
-    parsed: Parsed<std::sync::Arc<Parts>>,
-    /// The spec validated for this copy, when [`Parts`] hold it for
+    parsed: Parsed<std::sync::Arc<ParsedParts>>,
+    /// The spec validated for this copy, when [`ParsedParts`] hold it for
     /// another name (the defaults depend on the name). Boxed: every cached
     /// view carries the empty slot.
     desired: Parsed<Box<Result<DesiredSpec, SpecError>>>,
@@ -79,7 +79,7 @@ impl From<ModelData> for ModelView {
 
 /// A model's spec and status, each parsed when first read.
 #[derive(Debug, Default)]
-pub struct Parts {
+pub struct ParsedParts {
     spec: std::sync::OnceLock<Option<Value>>,
     status: std::sync::OnceLock<std::sync::Arc<StatusDoc>>,
     /// The spec validated for the name of the first view that asked.
@@ -200,15 +200,19 @@ const RECENT_PARTS: usize = 32;
 /// passes mostly see the same text: each copy would unpack and parse it
 /// again (docs/performance.md). The texts themselves are the key, so a
 /// hit is exact.
-fn recent_parts(spec: Option<&RawJson>, status: Option<&RawJson>) -> std::sync::Arc<Parts> {
-    type Entry = (Option<RawJson>, Option<RawJson>, std::sync::Arc<Parts>);
+fn recent_parts(spec: Option<&RawJson>, status: Option<&RawJson>) -> std::sync::Arc<ParsedParts> {
+    type Entry = (
+        Option<RawJson>,
+        Option<RawJson>,
+        std::sync::Arc<ParsedParts>,
+    );
     static RECENT: std::sync::Mutex<std::collections::VecDeque<Entry>> =
         std::sync::Mutex::new(std::collections::VecDeque::new());
     let same = |e: &&Entry| e.0.as_ref() == spec && e.1.as_ref() == status;
     if let Some(hit) = crate::lock::lock(&RECENT).iter().find(same) {
         return hit.2.clone();
     }
-    let parts = std::sync::Arc::new(Parts::default());
+    let parts = std::sync::Arc::new(ParsedParts::default());
     let mut recent = crate::lock::lock(&RECENT);
     if recent.len() >= RECENT_PARTS {
         recent.pop_front();
@@ -263,7 +267,7 @@ impl ModelView {
 
     /// The desired spec, validated with every default filled in: the
     /// lookups, the plan and the autoscaler note all ask, through several
-    /// copies. Once for the copies of one text and name ([`Parts`]).
+    /// copies. Once for the copies of one text and name ([`ParsedParts`]).
     pub fn desired(&self) -> Result<&DesiredSpec, &SpecError> {
         let validate = || crate::model::validate(&self.name, self.spec());
         let (name, shared) = self
@@ -292,7 +296,7 @@ impl ModelView {
 
     /// Where spec and status are parsed, once per copy, and shared with
     /// the other copies of the same text made lately ([`recent_parts`]).
-    fn parts(&self) -> &std::sync::Arc<Parts> {
+    fn parts(&self) -> &std::sync::Arc<ParsedParts> {
         self.parsed
             .get(|| recent_parts(self.spec.as_ref(), self.status.as_ref()))
     }

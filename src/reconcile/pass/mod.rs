@@ -133,7 +133,7 @@ impl Pass<'_> {
 }
 
 /// The plan for one pass over `obs.model`.
-pub fn plan(obs: Observed<'_>) -> Plan {
+pub fn decide(obs: Observed<'_>) -> Plan {
     plan_with(obs, None)
 }
 

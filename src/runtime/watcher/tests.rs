@@ -21,15 +21,15 @@ impl Clock {
     }
 }
 
-fn ended(end: WatchEnd, rv: &str) -> Outcome {
-    Outcome::WatchEnded {
+fn ended(end: WatchEnd, rv: &str) -> WatchResult {
+    WatchResult::WatchEnded {
         end,
         resource_version: rv.into(),
     }
 }
 
-fn watching(rv: &str, opened: Instant) -> State {
-    State::Watching {
+fn watching(rv: &str, opened: Instant) -> WatchState {
+    WatchState::Watching {
         resource_version: rv.into(),
         opened,
     }
@@ -38,9 +38,9 @@ fn watching(rv: &str, opened: Instant) -> State {
 /// A watcher that has listed at `rv` and opened its watch at `t(0)`.
 fn listed(t: &Clock, rv: &str) -> Watcher {
     let mut w = Watcher::new(P);
-    assert_eq!(w.state(), &State::Listing);
+    assert_eq!(w.state(), &WatchState::Listing);
     assert_eq!(
-        w.step(Outcome::Listed(rv.into()), t.at(0)),
+        w.step(WatchResult::Listed(rv.into()), t.at(0)),
         Action::Watch(rv.into())
     );
     assert_eq!(w.state(), &watching(rv, t.at(0)));
@@ -65,9 +65,9 @@ fn an_expired_watch_lists_again() {
         w.step(ended(WatchEnd::Expired, "7"), t.at(5_000)),
         Action::List
     );
-    assert_eq!(w.state(), &State::Listing);
+    assert_eq!(w.state(), &WatchState::Listing);
     assert_eq!(
-        w.step(Outcome::Listed("12".into()), t.at(5_100)),
+        w.step(WatchResult::Listed("12".into()), t.at(5_100)),
         Action::Watch("12".into())
     );
 }
@@ -80,20 +80,20 @@ fn a_short_watch_backs_off_then_goes_on() {
     let mut w = listed(&t, "5");
     let a = w.step(ended(WatchEnd::Closed, "6"), t.at(100));
     assert!(a.delay() >= Duration::from_millis(50), "{a:?}");
-    let back_to_watch = State::BackingOff {
+    let back_to_watch = WatchState::BackingOff {
         then: Resume::Watch("6".into()),
     };
     assert_eq!(w.state(), &back_to_watch);
     assert_eq!(
-        w.step(Outcome::Waited, t.at(400)),
+        w.step(WatchResult::Waited, t.at(400)),
         Action::Watch("6".into())
     );
     assert_eq!(w.state(), &watching("6", t.at(400)));
     let a = w.step(ended(WatchEnd::Expired, "6"), t.at(500));
     assert!(a.delay() > Duration::ZERO);
-    let back_to_list = State::BackingOff { then: Resume::List };
+    let back_to_list = WatchState::BackingOff { then: Resume::List };
     assert_eq!(w.state(), &back_to_list);
-    assert_eq!(w.step(Outcome::Waited, t.at(1_000)), Action::List);
+    assert_eq!(w.step(WatchResult::Waited, t.at(1_000)), Action::List);
     assert_eq!(w.failures(), 2);
 }
 
@@ -104,7 +104,7 @@ fn garbage_backs_off_even_after_a_long_watch() {
     let a = w.step(ended(WatchEnd::Broken, "8"), t.at(100_000));
     assert!(matches!(a, Action::Wait(_)), "{a:?}");
     assert_eq!(
-        w.step(Outcome::Waited, t.at(100_500)),
+        w.step(WatchResult::Waited, t.at(100_500)),
         Action::Watch("8".into())
     );
 }
@@ -115,13 +115,13 @@ fn garbage_backs_off_even_after_a_long_watch() {
 fn a_refused_watch_retries_from_the_same_resource_version() {
     let t = Clock::new();
     let mut w = listed(&t, "5");
-    let refused = Outcome::WatchFailed {
+    let refused = WatchResult::WatchFailed {
         retry_after: Some(Duration::from_secs(3)),
     };
     let a = w.step(refused, t.at(10));
     assert!(a.delay() >= Duration::from_secs(3), "{a:?}");
     assert_eq!(
-        w.step(Outcome::Waited, t.at(3_010)),
+        w.step(WatchResult::Waited, t.at(3_010)),
         Action::Watch("5".into())
     );
 }
@@ -130,17 +130,17 @@ fn a_refused_watch_retries_from_the_same_resource_version() {
 fn list_failures_back_off_and_a_list_past_its_bounds_waits_longest() {
     let t = Clock::new();
     let mut w = Watcher::new(P);
-    let failed = |retry_after| Outcome::ListFailed {
+    let failed = |retry_after| WatchResult::ListFailed {
         retry_after,
         too_big: false,
     };
     let first = w.step(failed(None), t.at(0));
     assert!(first.delay() <= Duration::from_millis(100), "{first:?}");
-    assert_eq!(w.step(Outcome::Waited, t.at(100)), Action::List);
+    assert_eq!(w.step(WatchResult::Waited, t.at(100)), Action::List);
     let a = w.step(failed(Some(Duration::from_secs(2))), t.at(200));
     assert!(a.delay() >= Duration::from_secs(2));
-    assert_eq!(w.step(Outcome::Waited, t.at(2_200)), Action::List);
-    let too_big = Outcome::ListFailed {
+    assert_eq!(w.step(WatchResult::Waited, t.at(2_200)), Action::List);
+    let too_big = WatchResult::ListFailed {
         retry_after: None,
         too_big: true,
     };
@@ -164,9 +164,9 @@ fn a_server_that_ends_every_watch_at_once_is_never_retried_hot() {
         assert!(a.delay() <= Duration::from_secs(10));
         last = a.delay();
         now += last.as_millis() as u64;
-        if w.step(Outcome::Waited, t.at(now)) == Action::List {
+        if w.step(WatchResult::Waited, t.at(now)) == Action::List {
             assert_eq!(
-                w.step(Outcome::Listed("1".into()), t.at(now)),
+                w.step(WatchResult::Listed("1".into()), t.at(now)),
                 Action::Watch("1".into())
             );
         }
@@ -182,14 +182,14 @@ fn only_a_watch_that_stays_open_resets_the_failures() {
     let t = Clock::new();
     let mut w = Watcher::new(P);
     for _ in 0..3 {
-        let failed = Outcome::ListFailed {
+        let failed = WatchResult::ListFailed {
             retry_after: None,
             too_big: false,
         };
         w.step(failed, t.at(0));
-        assert_eq!(w.step(Outcome::Waited, t.at(0)), Action::List);
+        assert_eq!(w.step(WatchResult::Waited, t.at(0)), Action::List);
     }
-    w.step(Outcome::Listed("4".into()), t.at(0));
+    w.step(WatchResult::Listed("4".into()), t.at(0));
     assert_eq!(
         w.step(ended(WatchEnd::Closed, "5"), t.at(3_000)),
         Action::Watch("5".into())
@@ -209,11 +209,11 @@ fn an_outcome_out_of_turn_starts_over_from_a_list() {
     let mut w = Watcher::new(P);
     let a = w.step(ended(WatchEnd::Closed, "3"), t.at(0));
     assert!(matches!(a, Action::Wait(_)), "{a:?}");
-    assert_eq!(w.step(Outcome::Waited, t.at(200)), Action::List);
+    assert_eq!(w.step(WatchResult::Waited, t.at(200)), Action::List);
     let mut w = listed(&t, "5");
     assert!(matches!(
-        w.step(Outcome::Listed("6".into()), t.at(10)),
+        w.step(WatchResult::Listed("6".into()), t.at(10)),
         Action::Wait(_)
     ));
-    assert_eq!(w.state(), &State::BackingOff { then: Resume::List });
+    assert_eq!(w.state(), &WatchState::BackingOff { then: Resume::List });
 }

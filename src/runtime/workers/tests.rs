@@ -13,7 +13,7 @@ fn pool(
         Duration::from_secs(1),
     )));
     let health = Arc::new(Health::default());
-    let workers = Workers::start(Parts {
+    let workers = Workers::start(WorkerSetup {
         queue: queue.clone(),
         job,
         health: health.clone(),
