@@ -137,15 +137,15 @@ pub struct CertDir {
 
 #[derive(Debug)]
 struct Loaded {
-    stamp: Option<Stamp>,
+    stamp: Option<FileStamp>,
     /// A pair that failed to load, not retried (nor logged) until it changes.
-    refused: Option<Stamp>,
+    refused: Option<FileStamp>,
     checked: Instant,
     key: Arc<CertifiedKey>,
 }
 
 /// What tells a changed file: modification time and size of each.
-type Stamp = [(SystemTime, u64); 2];
+type FileStamp = [(SystemTime, u64); 2];
 
 impl CertDir {
     /// Load the pair now: a directory without a usable one fails the start.
@@ -194,7 +194,7 @@ impl ResolvesServerCert for CertDir {
     }
 }
 
-fn stamp(dir: &Path) -> Option<Stamp> {
+fn stamp(dir: &Path) -> Option<FileStamp> {
     let one = |f: &str| {
         let m = std::fs::metadata(dir.join(f)).ok()?;
         Some((m.modified().ok()?, m.len()))

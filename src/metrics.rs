@@ -150,7 +150,7 @@ impl Metrics {
         out
     }
 
-    fn reconcile_rows(&self) -> Vec<Row> {
+    fn reconcile_rows(&self) -> Vec<LabelPair> {
         let reconciles = lock(&self.reconciles);
         [Outcome::Unchanged, Outcome::Applied, Outcome::Error]
             .iter()
@@ -161,9 +161,9 @@ impl Metrics {
             .collect()
     }
 
-    fn duration_rows(&self) -> Vec<Row> {
+    fn duration_rows(&self) -> Vec<LabelPair> {
         let h = lock(&self.duration);
-        let mut rows: Vec<Row> = BUCKETS
+        let mut rows: Vec<LabelPair> = BUCKETS
             .iter()
             .zip(h.counts.iter())
             .map(|(b, c)| (format!("_bucket{{le=\"{b}\"}}"), c.to_string()))
@@ -174,7 +174,7 @@ impl Metrics {
         rows
     }
 
-    fn api_request_rows(&self) -> Vec<Row> {
+    fn api_request_rows(&self) -> Vec<LabelPair> {
         lock(&self.api_requests)
             .iter()
             .map(|((verb, code), v)| {
@@ -186,7 +186,7 @@ impl Metrics {
             .collect()
     }
 
-    fn phase_rows(&self) -> Vec<Row> {
+    fn phase_rows(&self) -> Vec<LabelPair> {
         // Cloned out first, so the source runs without our lock held.
         let source = lock(&self.phases).clone();
         let phases = source.map(|f| f()).unwrap_or_default();
@@ -196,14 +196,14 @@ impl Metrics {
 
 /// One exposition line after the metric name: `{labels}` or a suffix such
 /// as `_sum`, and the value.
-type Row = (String, String);
+type LabelPair = (String, String);
 
 /// Every metric family in exposition order: name, type, help, its rows.
 type Family = (
     &'static str,
     &'static str,
     &'static str,
-    fn(&Metrics) -> Vec<Row>,
+    fn(&Metrics) -> Vec<LabelPair>,
 );
 
 const FAMILIES: [Family; 15] = [
@@ -300,7 +300,7 @@ const FAMILIES: [Family; 15] = [
 ];
 
 /// The one row of an unlabelled metric.
-fn single(value: impl std::fmt::Display) -> Vec<Row> {
+fn single(value: impl std::fmt::Display) -> Vec<LabelPair> {
     vec![(String::new(), value.to_string())]
 }
 
@@ -308,7 +308,7 @@ fn single(value: impl std::fmt::Display) -> Vec<Row> {
 fn labelled<K: std::fmt::Display, V: std::fmt::Display>(
     label: &str,
     items: impl Iterator<Item = (K, V)>,
-) -> Vec<Row> {
+) -> Vec<LabelPair> {
     items
         .map(|(k, v)| (format!("{{{label}=\"{k}\"}}"), v.to_string()))
         .collect()

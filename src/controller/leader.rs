@@ -133,7 +133,7 @@ enum Round {
 
 /// What a read of the Lease (None: absent) means to this process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
+enum LeaseVerdict {
     /// Ours, as our own writes left it: renew it.
     Ours,
     /// Released, or its holder's record expired on our clock: take it.
@@ -169,11 +169,11 @@ struct Judging<'a> {
 /// made it: gone, held by another identity, or at a resourceVersion none
 /// of our writes explains means someone else may hold it now. A candidate
 /// honours another's record until it has been unchanged for its duration.
-fn judge(lease: Option<&Value>, j: &Judging) -> Verdict {
+fn judge(lease: Option<&Value>, j: &Judging) -> LeaseVerdict {
     let Some(lease) = lease else {
         return match j.leading {
-            true => Verdict::Lost("the Lease was deleted"),
-            false => Verdict::Absent {
+            true => LeaseVerdict::Lost("the Lease was deleted"),
+            false => LeaseVerdict::Absent {
                 hold_off: j.others_seen,
             },
         };
@@ -184,11 +184,11 @@ fn judge(lease: Option<&Value>, j: &Judging) -> Verdict {
         let rv = lease["metadata"]["resourceVersion"].as_str();
         let renewed = spec["renewTime"].as_str().unwrap_or("");
         return if holder != j.identity {
-            Verdict::Lost("the Lease is held by another identity")
+            LeaseVerdict::Lost("the Lease is held by another identity")
         } else if (rv.is_some() && rv == j.written) || j.unconfirmed.iter().any(|t| t == renewed) {
-            Verdict::Ours
+            LeaseVerdict::Ours
         } else {
-            Verdict::Lost("someone else wrote the Lease")
+            LeaseVerdict::Lost("someone else wrote the Lease")
         };
     }
     let duration = spec["leaseDurationSeconds"]
@@ -196,15 +196,15 @@ fn judge(lease: Option<&Value>, j: &Judging) -> Verdict {
         .map(Duration::from_secs)
         .unwrap_or(j.lease_duration);
     if holder == j.identity {
-        Verdict::Ours
+        LeaseVerdict::Ours
     } else if !holder.is_empty() && j.unchanged_for < duration {
-        Verdict::Taken
+        LeaseVerdict::Taken
     } else {
         // A holder that releases (as `release` and client-go do) stopped
         // writing first; one cleared by hand, or a record that expired
         // sooner than a lease duration, may still be writing.
         let released = holder.is_empty() && spec["leaseDurationSeconds"] == 1;
-        Verdict::Free {
+        LeaseVerdict::Free {
             hold_off: j.others_seen && !released && j.unchanged_for < j.lease_duration,
         }
     }
@@ -366,16 +366,16 @@ impl Elector {
         // Lease as we take it (absent, or its holder cleared by hand).
         let opens_at = seen_since + self.cfg.lease_duration;
         match (verdict, current) {
-            (Verdict::Lost(why), _) => Ok(Round::Lost(why)),
-            (Verdict::Taken, _) => {
+            (LeaseVerdict::Lost(why), _) => Ok(Round::Lost(why)),
+            (LeaseVerdict::Taken, _) => {
                 self.others_seen = true;
                 Ok(Round::Taken)
             }
-            (Verdict::Absent { hold_off }, _) => self.create(hold_off.then_some(opens_at)),
-            (Verdict::Free { hold_off }, Some(lease)) => {
+            (LeaseVerdict::Absent { hold_off }, _) => self.create(hold_off.then_some(opens_at)),
+            (LeaseVerdict::Free { hold_off }, Some(lease)) => {
                 self.take(lease, leading, hold_off.then_some(opens_at))
             }
-            (Verdict::Ours, Some(lease)) => self.take(lease, leading, None),
+            (LeaseVerdict::Ours, Some(lease)) => self.take(lease, leading, None),
             (_, None) => Ok(Round::Raced),
         }
     }

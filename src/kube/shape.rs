@@ -136,9 +136,9 @@ impl<'de> DeserializeSeed<'de> for Pruned {
 
 /// An object key, matched against the shape without an allocation; kept
 /// keys are copied once.
-struct Key(Pruned);
+struct ShapeKey(Pruned);
 
-impl<'de> DeserializeSeed<'de> for Key {
+impl<'de> DeserializeSeed<'de> for ShapeKey {
     type Value = Option<(String, Pruned)>;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -146,7 +146,7 @@ impl<'de> DeserializeSeed<'de> for Key {
     }
 }
 
-impl Visitor<'_> for Key {
+impl Visitor<'_> for ShapeKey {
     type Value = Option<(String, Pruned)>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -167,7 +167,7 @@ impl<'de> Visitor<'de> for Pruned {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
-        while let Some(kept) = map.next_key_seed(Key(self))? {
+        while let Some(kept) = map.next_key_seed(ShapeKey(self))? {
             match kept {
                 Some((key, p)) => {
                     let v = map.next_value_seed(p)?;

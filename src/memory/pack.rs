@@ -22,9 +22,9 @@ const HASH_BITS: u32 = 12;
 /// Where the last 4-byte sequence with each hash started (`u32::MAX`:
 /// none yet).
 #[derive(Clone, Default)]
-struct Recent(Vec<u32>);
+struct HashStarts(Vec<u32>);
 
-impl Recent {
+impl HashStarts {
     fn hash(b: &[u8]) -> usize {
         let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         (v.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
@@ -45,13 +45,13 @@ impl Recent {
 /// copy of the table instead of hashing the dictionary again.
 pub struct Dictionary {
     bytes: &'static [u8],
-    recent: Recent,
+    recent: HashStarts,
 }
 
 impl Dictionary {
     pub fn new(text: &'static str) -> Dictionary {
         let bytes = text.as_bytes();
-        let mut recent = Recent(vec![u32::MAX; 1 << HASH_BITS]);
+        let mut recent = HashStarts(vec![u32::MAX; 1 << HASH_BITS]);
         for at in 0..bytes.len() {
             recent.swap(bytes, at);
         }
@@ -71,7 +71,7 @@ pub fn pack(text: &str, dict: &Dictionary) -> Box<[u8]> {
 /// What [`pack`] works in: the hash table (16 KiB) and dictionary + text.
 #[derive(Default)]
 struct Scratch {
-    recent: Recent,
+    recent: HashStarts,
     buf: Vec<u8>,
 }
 

@@ -644,9 +644,9 @@ impl StatusDoc {
 
     /// The changed keys with their new values, `null` for removed ones.
     /// When `self` is `old` edited, only the edits are compared.
-    fn changes<'a>(&'a self, old: &'a StatusDoc) -> Box<dyn Iterator<Item = Entry<'a>> + 'a> {
+    fn changes<'a>(&'a self, old: &'a StatusDoc) -> Box<dyn Iterator<Item = FieldEntry<'a>> + 'a> {
         static NULL: Value = Value::Null;
-        let changed = move |(k, v): &Entry<'a>| old.raw(k).unwrap_or(&Value::Null) != *v;
+        let changed = move |(k, v): &FieldEntry<'a>| old.raw(k).unwrap_or(&Value::Null) != *v;
         if std::sync::Arc::ptr_eq(&self.stored, &old.stored) && old.edits.is_empty() {
             return Box::new(
                 self.edits
@@ -680,9 +680,9 @@ impl StatusDoc {
 }
 
 /// A field of a status document, borrowed.
-type Entry<'a> = (&'a str, &'a Value);
+type FieldEntry<'a> = (&'a str, &'a Value);
 
-fn clone_entry((k, v): Entry) -> (String, Value) {
+fn clone_entry((k, v): FieldEntry) -> (String, Value) {
     (k.to_string(), v.clone())
 }
 

@@ -38,7 +38,7 @@ pub struct WorkerSetup<K> {
 }
 
 /// What every worker shares.
-struct Shared<K> {
+struct WorkerShared<K> {
     queue: Arc<WorkQueue<K>>,
     job: Job<K>,
     health: Arc<Health>,
@@ -61,7 +61,7 @@ struct Slots {
 
 /// The pool of workers over one queue.
 pub struct Workers<K> {
-    shared: Arc<Shared<K>>,
+    shared: Arc<WorkerShared<K>>,
 }
 
 impl<K: Clone + Eq + Hash + Ord + Send + Sync + 'static> Workers<K> {
@@ -69,7 +69,7 @@ impl<K: Clone + Eq + Hash + Ord + Send + Sync + 'static> Workers<K> {
     /// free to take.
     pub fn start(p: WorkerSetup<K>) -> std::io::Result<Workers<K>> {
         let max = p.max.max(1);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(WorkerShared {
             queue: p.queue,
             job: p.job,
             health: p.health,
@@ -122,7 +122,7 @@ impl<K: Clone + Eq + Hash + Ord + Send + Sync + 'static> Workers<K> {
     }
 }
 
-impl<K: Clone + Eq + Hash + Ord + Send + Sync + 'static> Shared<K> {
+impl<K: Clone + Eq + Hash + Ord + Send + Sync + 'static> WorkerShared<K> {
     /// Start workers while keys wait that no worker will take at once, up
     /// to `max`.
     fn grow(self: &Arc<Self>) {
@@ -231,7 +231,7 @@ impl<K: Clone + Eq + Hash + Ord + Send + Sync + 'static> Shared<K> {
 /// A worker's end: its slot freed, its liveness entry gone, or, if it
 /// panicked, reported dead.
 struct Exit<K> {
-    shared: Arc<Shared<K>>,
+    shared: Arc<WorkerShared<K>>,
     slot: usize,
     name: String,
     /// Retired: the slot and name are given up already.

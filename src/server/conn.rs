@@ -37,7 +37,7 @@ enum Phase {
 }
 
 /// What a read or write round came to.
-pub(super) enum Progress {
+pub(super) enum RoundEnd {
     /// Nothing more to do until the socket is ready again.
     Pending,
     /// The request head is in.
@@ -83,18 +83,18 @@ impl Conn {
     }
 
     /// Read what the socket has, up to the end of the head.
-    pub fn read(&mut self) -> Progress {
+    pub fn read(&mut self) -> RoundEnd {
         if let Tls::NotYet(cfg) = &self.tls {
             match ServerConnection::new(cfg.clone()) {
                 Ok(t) => self.tls = Tls::On(Box::new(t)),
                 Err(e) => {
                     log::warn!("TLS connection refused: {e}");
-                    return Progress::Gone;
+                    return RoundEnd::Gone;
                 }
             }
         }
         let Phase::Reading(head) = &mut self.phase else {
-            return Progress::Pending;
+            return RoundEnd::Pending;
         };
         let mut chunk = [0u8; 1024];
         for _ in 0..ROUNDS {
@@ -103,11 +103,11 @@ impl Conn {
                 _ => self.sock.read(&mut chunk),
             };
             match got {
-                Ok(0) => return Progress::Gone,
+                Ok(0) => return RoundEnd::Gone,
                 Ok(n) => head.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => return Progress::Gone,
+                Err(_) => return RoundEnd::Gone,
             }
             if let Some(done) = complete(head, self.peer) {
                 return done;
@@ -131,35 +131,35 @@ impl Conn {
     }
 
     /// Write what the socket takes of the answer.
-    pub fn write(&mut self) -> Progress {
+    pub fn write(&mut self) -> RoundEnd {
         if let Tls::On(_) = self.tls {
             return match self.flush_tls() {
-                Progress::Pending if !self.wants_write() => Progress::Done,
+                RoundEnd::Pending if !self.wants_write() => RoundEnd::Done,
                 p => p,
             };
         }
         let Phase::Writing(out, at) = &mut self.phase else {
-            return Progress::Pending;
+            return RoundEnd::Pending;
         };
         for _ in 0..ROUNDS {
             if *at >= out.len() {
-                return Progress::Done;
+                return RoundEnd::Done;
             }
             match self.sock.write(&out[*at..]) {
-                Ok(0) => return Progress::Gone,
+                Ok(0) => return RoundEnd::Gone,
                 Ok(n) => *at += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Progress::Pending,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return RoundEnd::Pending,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Progress::Gone,
+                Err(_) => return RoundEnd::Gone,
             }
         }
-        Progress::Pending
+        RoundEnd::Pending
     }
 
     /// Send what TLS has to send (handshake records, the answer).
-    fn flush_tls(&mut self) -> Progress {
+    fn flush_tls(&mut self) -> RoundEnd {
         let Tls::On(t) = &mut self.tls else {
-            return Progress::Pending;
+            return RoundEnd::Pending;
         };
         for _ in 0..ROUNDS {
             if !t.wants_write() {
@@ -169,10 +169,10 @@ impl Conn {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Progress::Gone,
+                Err(_) => return RoundEnd::Gone,
             }
         }
-        Progress::Pending
+        RoundEnd::Pending
     }
 
     /// The blocking socket and its TLS state, for an answer streamed by a
@@ -224,13 +224,13 @@ fn read_tls(
 
 /// The head, if `buf` holds all of it (or more than [`MAX_HEAD`]); Gone
 /// when what it holds is not an HTTP head.
-fn complete(buf: &[u8], peer: IpAddr) -> Option<Progress> {
+fn complete(buf: &[u8], peer: IpAddr) -> Option<RoundEnd> {
     let end = buf.windows(4).any(|w| w == b"\r\n\r\n") || buf.windows(2).any(|w| w == b"\n\n");
     if !end {
-        return (buf.len() > MAX_HEAD).then_some(Progress::Head(Head::TooLarge));
+        return (buf.len() > MAX_HEAD).then_some(RoundEnd::Head(Head::TooLarge));
     }
     let request = std::str::from_utf8(buf)
         .ok()
         .and_then(|text| super::parse_head(text, peer));
-    Some(request.map_or(Progress::Gone, |r| Progress::Head(Head::Request(r))))
+    Some(request.map_or(RoundEnd::Gone, |r| RoundEnd::Head(Head::Request(r))))
 }

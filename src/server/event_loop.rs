@@ -10,7 +10,7 @@
 //! closed for the new one: an attacker holding sockets open only pushes
 //! out its own, and a client that sends its request at once is served.
 
-use super::conn::{Conn, Head, Progress};
+use super::conn::{Conn, Head, RoundEnd};
 use super::{head_bytes, Answer, Handler, REQUEST_DEADLINE};
 use crate::lock::lock;
 use rustls::{ServerConfig, StreamOwned};
@@ -30,7 +30,7 @@ const QUEUED: usize = 64;
 const ACCEPTS_PER_ROUND: usize = 256;
 
 /// A complete head and its connection, for a worker.
-struct Job {
+struct ConnJob {
     conn: Conn,
     head: Head,
 }
@@ -64,7 +64,7 @@ pub(super) fn spawn(
         conns: Mutex::new(Vec::new()),
         wake: wake_tx,
     });
-    let (jobs, queue) = sync_channel::<Job>(QUEUED);
+    let (jobs, queue) = sync_channel::<ConnJob>(QUEUED);
     let queue = Arc::new(Mutex::new(queue));
     for i in 0..WORKERS {
         let (queue, handler, returned) = (queue.clone(), handler.clone(), returned.clone());
@@ -92,7 +92,7 @@ pub(super) fn spawn(
 struct EventLoop {
     listener: TcpListener,
     tls: Option<Arc<ServerConfig>>,
-    jobs: SyncSender<Job>,
+    jobs: SyncSender<ConnJob>,
     returned: Arc<Returned>,
     wake_rx: File,
     capacity: usize,
@@ -152,20 +152,20 @@ impl EventLoop {
         let conns = std::mem::take(&mut self.conns);
         for (mut c, fd) in conns.into_iter().zip(ready) {
             let step = match fd.revents {
-                0 => Progress::Pending,
+                0 => RoundEnd::Pending,
                 _ if c.is_reading() => c.read(),
                 _ => c.write(),
             };
             match step {
-                Progress::Pending if c.deadline > now => self.conns.push(c),
-                Progress::Head(head) => self.dispatch(c, head),
-                Progress::Pending | Progress::Done | Progress::Gone => c.close(),
+                RoundEnd::Pending if c.deadline > now => self.conns.push(c),
+                RoundEnd::Head(head) => self.dispatch(c, head),
+                RoundEnd::Pending | RoundEnd::Done | RoundEnd::Gone => c.close(),
             }
         }
     }
 
     fn dispatch(&mut self, conn: Conn, head: Head) {
-        match self.jobs.try_send(Job { conn, head }) {
+        match self.jobs.try_send(ConnJob { conn, head }) {
             Ok(()) => {}
             Err(TrySendError::Full(job)) => {
                 let mut conn = job.conn;
@@ -276,9 +276,9 @@ fn pipe() -> std::io::Result<(File, File)> {
 
 /// A worker: run the handler for each head, give the answer back to the
 /// loop (or stream it on a thread of its own).
-fn work(queue: &Mutex<Receiver<Job>>, handler: &Handler, returned: &Returned) {
+fn work(queue: &Mutex<Receiver<ConnJob>>, handler: &Handler, returned: &Returned) {
     loop {
-        let Ok(Job { mut conn, head }) = lock(queue).recv() else {
+        let Ok(ConnJob { mut conn, head }) = lock(queue).recv() else {
             return;
         };
         let mut answer = match head {

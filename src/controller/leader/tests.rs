@@ -69,17 +69,17 @@ fn a_leader_keeps_the_lease_only_as_its_own_writes_left_it() {
         others_seen: true,
         lease_duration: Duration::from_secs(15),
     };
-    let gone = Verdict::Lost("the Lease was deleted");
-    let other = Verdict::Lost("the Lease is held by another identity");
-    let edited = Verdict::Lost("someone else wrote the Lease");
+    let gone = LeaseVerdict::Lost("the Lease was deleted");
+    let other = LeaseVerdict::Lost("the Lease is held by another identity");
+    let edited = LeaseVerdict::Lost("someone else wrote the Lease");
     let table = [
         (None, gone),
         (Some(lease("them", "8", "t9")), other),
         (Some(lease("", "8", "t9")), other),
         (Some(lease("us", "8", "t2")), edited),
-        (Some(lease("us", "7", "t2")), Verdict::Ours),
+        (Some(lease("us", "7", "t2")), LeaseVerdict::Ours),
         // Our renewal that landed while its answer was lost.
-        (Some(lease("us", "8", "t3")), Verdict::Ours),
+        (Some(lease("us", "8", "t3")), LeaseVerdict::Ours),
     ];
     for (read, want) in table {
         assert_eq!(judge(read.as_ref(), &leader), want, "{read:?}");
@@ -97,23 +97,30 @@ fn a_candidate_holds_off_only_after_seeing_another_holder() {
         others_seen: false,
         lease_duration: Duration::from_secs(15),
     };
-    let fresh = Verdict::Absent { hold_off: false };
+    let fresh = LeaseVerdict::Absent { hold_off: false };
     assert_eq!(judge(None, &c), fresh, "a fresh start leads at once");
-    assert_eq!(judge(Some(&lease("them", "1", "t")), &c), Verdict::Taken);
-    let free = Verdict::Free { hold_off: false };
+    assert_eq!(
+        judge(Some(&lease("them", "1", "t")), &c),
+        LeaseVerdict::Taken
+    );
+    let free = LeaseVerdict::Free { hold_off: false };
     assert_eq!(judge(Some(&lease("", "1", "t")), &c), free);
-    assert_eq!(judge(Some(&lease("us", "1", "t")), &c), Verdict::Ours);
+    assert_eq!(judge(Some(&lease("us", "1", "t")), &c), LeaseVerdict::Ours);
     c.others_seen = true;
-    let after = Verdict::Absent { hold_off: true };
+    let after = LeaseVerdict::Absent { hold_off: true };
     assert_eq!(judge(None, &c), after, "the old holder may still write");
     let cleared = judge(Some(&lease("", "1", "t")), &c);
-    assert_eq!(cleared, Verdict::Free { hold_off: true }, "cleared by hand");
+    assert_eq!(
+        cleared,
+        LeaseVerdict::Free { hold_off: true },
+        "cleared by hand"
+    );
     let mut released = lease("", "1", "t");
     released["spec"]["leaseDurationSeconds"] = json!(1);
     assert_eq!(judge(Some(&released), &c), free, "its holder stopped first");
     let mut shortened = lease("them", "1", "t");
     shortened["spec"]["leaseDurationSeconds"] = json!(1);
-    let early = Verdict::Free { hold_off: true };
+    let early = LeaseVerdict::Free { hold_off: true };
     assert_eq!(judge(Some(&shortened), &c), early, "expired too soon");
     c.unchanged_for = Duration::from_secs(15);
     let expired = judge(Some(&lease("them", "1", "t")), &c);

@@ -190,7 +190,7 @@ impl<'de, O: Decode> Visitor<'de> for Page<O> {
         let (mut items, mut meta) = (Vec::new(), Value::Null);
         while let Some(Key(key)) = map.next_key()? {
             match key.as_ref() {
-                "items" => items = map.next_value_seed(Items(self.0, PhantomData))?,
+                "items" => items = map.next_value_seed(ListItems(self.0, PhantomData))?,
                 "metadata" => meta = map.next_value()?,
                 _ => drop(map.next_value::<IgnoredAny>()?),
             }
@@ -213,9 +213,9 @@ impl<'de, O: Decode> Visitor<'de> for Page<O> {
 }
 
 /// A list's items: `null` is none; each must be an object.
-struct Items<O>(&'static Shape, PhantomData<fn() -> O>);
+struct ListItems<O>(&'static Shape, PhantomData<fn() -> O>);
 
-impl<'de, O: Decode> DeserializeSeed<'de> for Items<O> {
+impl<'de, O: Decode> DeserializeSeed<'de> for ListItems<O> {
     type Value = Vec<O>;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Vec<O>, D::Error> {
@@ -223,7 +223,7 @@ impl<'de, O: Decode> DeserializeSeed<'de> for Items<O> {
     }
 }
 
-impl<'de, O: Decode> Visitor<'de> for Items<O> {
+impl<'de, O: Decode> Visitor<'de> for ListItems<O> {
     type Value = Vec<O>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {

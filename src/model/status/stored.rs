@@ -19,7 +19,7 @@ pub(super) struct Stored {
 
 #[derive(Debug)]
 struct StoredField {
-    key: Key,
+    key: StoredKey,
     /// The field's value as text, in [`Stored::text`] (empty when given
     /// parsed).
     at: Range<usize>,
@@ -28,7 +28,7 @@ struct StoredField {
 
 /// A key: where it lies in the text, or (escaped, or given parsed) itself.
 #[derive(Debug)]
-enum Key {
+enum StoredKey {
     At(Range<usize>),
     Owned(String),
 }
@@ -66,7 +66,7 @@ impl Stored {
         let fields = map
             .into_iter()
             .map(|(k, v)| StoredField {
-                key: Key::Owned(k),
+                key: StoredKey::Owned(k),
                 at: 0..0,
                 value: OnceLock::from(v),
             })
@@ -79,8 +79,8 @@ impl Stored {
 
     fn key_of<'a>(&'a self, f: &'a StoredField) -> &'a str {
         match &f.key {
-            Key::At(r) => self.text.get(r.clone()).unwrap_or(""),
-            Key::Owned(k) => k,
+            StoredKey::At(r) => self.text.get(r.clone()).unwrap_or(""),
+            StoredKey::Owned(k) => k,
         }
     }
 
@@ -158,7 +158,7 @@ fn span(text: &str, part: &str) -> Range<usize> {
 }
 
 impl<'de> Visitor<'de> for Spans<'de> {
-    type Value = Vec<(Key, Range<usize>)>;
+    type Value = Vec<(StoredKey, Range<usize>)>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("an object")
@@ -168,8 +168,8 @@ impl<'de> Visitor<'de> for Spans<'de> {
         let mut out = Vec::with_capacity(map.size_hint().unwrap_or(20));
         while let Some((key, value)) = map.next_entry::<KeyText<'de>, &'de RawValue>()? {
             let key = match key.0 {
-                std::borrow::Cow::Borrowed(k) => Key::At(span(self.0, k)),
-                std::borrow::Cow::Owned(k) => Key::Owned(k),
+                std::borrow::Cow::Borrowed(k) => StoredKey::At(span(self.0, k)),
+                std::borrow::Cow::Owned(k) => StoredKey::Owned(k),
             };
             out.push((key, span(self.0, value.get())));
         }

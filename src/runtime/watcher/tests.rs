@@ -10,11 +10,11 @@ const P: Policy = Policy {
 };
 
 /// Instants `ms` milliseconds after one fixed start.
-struct Clock(Instant);
+struct FakeClock(Instant);
 
-impl Clock {
-    fn new() -> Clock {
-        Clock(Instant::now())
+impl FakeClock {
+    fn new() -> FakeClock {
+        FakeClock(Instant::now())
     }
     fn at(&self, ms: u64) -> Instant {
         self.0 + Duration::from_millis(ms)
@@ -36,7 +36,7 @@ fn watching(rv: &str, opened: Instant) -> WatchState {
 }
 
 /// A watcher that has listed at `rv` and opened its watch at `t(0)`.
-fn listed(t: &Clock, rv: &str) -> Watcher {
+fn listed(t: &FakeClock, rv: &str) -> Watcher {
     let mut w = Watcher::new(P);
     assert_eq!(w.state(), &WatchState::Listing);
     assert_eq!(
@@ -49,7 +49,7 @@ fn listed(t: &Clock, rv: &str) -> Watcher {
 
 #[test]
 fn a_watch_that_worked_resumes_at_once_from_its_last_resource_version() {
-    let t = Clock::new();
+    let t = FakeClock::new();
     let mut w = listed(&t, "5");
     let next = w.step(ended(WatchEnd::Closed, "9"), t.at(30_000));
     assert_eq!(next, Action::Watch("9".into()));
@@ -59,7 +59,7 @@ fn a_watch_that_worked_resumes_at_once_from_its_last_resource_version() {
 
 #[test]
 fn an_expired_watch_lists_again() {
-    let t = Clock::new();
+    let t = FakeClock::new();
     let mut w = listed(&t, "5");
     assert_eq!(
         w.step(ended(WatchEnd::Expired, "7"), t.at(5_000)),
@@ -76,7 +76,7 @@ fn an_expired_watch_lists_again() {
 /// then goes where it would have gone at once.
 #[test]
 fn a_short_watch_backs_off_then_goes_on() {
-    let t = Clock::new();
+    let t = FakeClock::new();
     let mut w = listed(&t, "5");
     let a = w.step(ended(WatchEnd::Closed, "6"), t.at(100));
     assert!(a.delay() >= Duration::from_millis(50), "{a:?}");
@@ -99,7 +99,7 @@ fn a_short_watch_backs_off_then_goes_on() {
 
 #[test]
 fn garbage_backs_off_even_after_a_long_watch() {
-    let t = Clock::new();
+    let t = FakeClock::new();
     let mut w = listed(&t, "5");
     let a = w.step(ended(WatchEnd::Broken, "8"), t.at(100_000));
     assert!(matches!(a, Action::Wait(_)), "{a:?}");
@@ -113,7 +113,7 @@ fn garbage_backs_off_even_after_a_long_watch() {
 /// resourceVersion, never sooner than the server's Retry-After.
 #[test]
 fn a_refused_watch_retries_from_the_same_resource_version() {
-    let t = Clock::new();
+    let t = FakeClock::new();
     let mut w = listed(&t, "5");
     let refused = WatchResult::WatchFailed {
         retry_after: Some(Duration::from_secs(3)),
@@ -128,7 +128,7 @@ fn a_refused_watch_retries_from_the_same_resource_version() {
 
 #[test]
 fn list_failures_back_off_and_a_list_past_its_bounds_waits_longest() {
-    let t = Clock::new();
+    let t = FakeClock::new();
     let mut w = Watcher::new(P);
     let failed = |retry_after| WatchResult::ListFailed {
         retry_after,
@@ -152,7 +152,7 @@ fn list_failures_back_off_and_a_list_past_its_bounds_waits_longest() {
 /// one, is retried at a slowing pace: every round waits, up to the cap.
 #[test]
 fn a_server_that_ends_every_watch_at_once_is_never_retried_hot() {
-    let t = Clock::new();
+    let t = FakeClock::new();
     let mut w = listed(&t, "1");
     let mut now = 0;
     let mut last = Duration::ZERO;
@@ -179,7 +179,7 @@ fn a_server_that_ends_every_watch_at_once_is_never_retried_hot() {
 /// list or a brief good watch does not.
 #[test]
 fn only_a_watch_that_stays_open_resets_the_failures() {
-    let t = Clock::new();
+    let t = FakeClock::new();
     let mut w = Watcher::new(P);
     for _ in 0..3 {
         let failed = WatchResult::ListFailed {
@@ -205,7 +205,7 @@ fn only_a_watch_that_stays_open_resets_the_failures() {
 /// An outcome the state did not ask for goes back to a list, backed off.
 #[test]
 fn an_outcome_out_of_turn_starts_over_from_a_list() {
-    let t = Clock::new();
+    let t = FakeClock::new();
     let mut w = Watcher::new(P);
     let a = w.step(ended(WatchEnd::Closed, "3"), t.at(0));
     assert!(matches!(a, Action::Wait(_)), "{a:?}");
