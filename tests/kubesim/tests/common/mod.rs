@@ -2,9 +2,10 @@
 //! sends them, every status code returned rather than raised.
 #![allow(dead_code)]
 
-use kubesim::Sim;
-use serde_json::Value;
+use kubesim::{Sim, SimConfig};
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
 
 pub struct Api {
     pub base: String,
@@ -130,4 +131,53 @@ impl Api {
             .map(|l| serde_json::from_str(&l).unwrap())
             .collect()
     }
+}
+
+// What the fidelity tests share (fidelity.rs, watches.rs, deployments.rs).
+
+pub const JSON: &str = "application/json";
+pub const SMP: &str = "application/strategic-merge-patch+json";
+pub const MERGE: &str = "application/merge-patch+json";
+pub const META_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+pub const META_ONE: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+pub const CMS: &str = "/api/v1/namespaces/default/configmaps";
+pub const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
+pub const EVENTS: &str = "/api/v1/namespaces/default/events";
+
+pub fn rv(o: &Value) -> u64 {
+    o["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A cluster whose Deployment controller and garbage collector stay idle
+/// (one tick at start, the next an hour later): only the API's own writes.
+/// Waits out that first tick, which runs when its thread gets going.
+pub fn quiet_sim() -> Sim {
+    let sim = Sim::start(SimConfig {
+        tick: Duration::from_secs(3600),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    sim
+}
+
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !done() {
+        assert!(t.elapsed() < Duration::from_secs(5), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn deployment(name: &str, env: Value) -> Value {
+    json!({"metadata": {"name": name}, "spec": {
+        "replicas": 0,
+        "selector": {"matchLabels": {"app": name}},
+        "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+            {"name": "app", "image": "i:1", "env": env}]}},
+    }})
 }
