@@ -21,8 +21,7 @@
 //!   `OMO_BENCH_PLAIN=1`: plain HTTP; `OMO_BENCH_LATENCY_MS`: every request
 //!   that slow.
 
-#[path = "common/operator.rs"]
-mod harness;
+use openmed_test_support as harness;
 
 use harness::*;
 use kubesim::{Sim, SimConfig};

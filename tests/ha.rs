@@ -9,8 +9,7 @@
 //!
 //! Timings are short here: lease 3 s, renew deadline 2 s, retry 1 s.
 
-#[path = "common/operator.rs"]
-mod harness;
+use openmed_test_support as harness;
 
 use harness::*;
 use kubesim::{CutOff, Sim};

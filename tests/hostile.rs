@@ -4,14 +4,18 @@
 //! that misbehaves on purpose. Bounds are generous: rates and counts, never
 //! tight timings.
 
-#[path = "common/operator.rs"]
-mod harness;
+use openmed_test_support as harness;
 
 use harness::*;
+
 use kubesim::{Sim, SimConfig};
+
 use std::io::{Read, Write};
+
 use std::net::{TcpListener, TcpStream};
+
 use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 /// kubesim without bookmarks: a quiet cluster sends nothing at all.
@@ -411,22 +415,6 @@ fn echo_server() -> String {
     format!("http://{addr}")
 }
 
-/// A request's line and headers, read a byte at a time (so nothing after
-/// them is taken: a CONNECT tunnel's first bytes stay in the socket); None
-/// if the client goes away or sends more than 8 KiB.
-fn read_head(conn: &mut TcpStream) -> Option<String> {
-    conn.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match conn.read(&mut b) {
-            Ok(1) if head.len() < 8192 => head.push(b[0]),
-            _ => return None,
-        }
-    }
-    Some(String::from_utf8_lossy(&head).to_string())
-}
-
 fn echo(mut conn: TcpStream) {
     let Some(text) = read_head(&mut conn) else {
         return;
@@ -509,132 +497,6 @@ fn the_initial_lists_run_one_at_a_time() {
     }
     sim.set_latency(Duration::ZERO);
     op.assert_clean_exit();
-}
-
-// ---- A fake API server that misbehaves on purpose. ----
-
-/// What the fake server does wrong.
-#[derive(Clone, Copy, Debug)]
-enum Misbehaviour {
-    /// Every watch is refused with HTTP 410 Gone.
-    Gone,
-    /// Every watch opens (200), sends one in-stream 410 and ends.
-    GoneInStream,
-    /// Every watch opens (200) and ends at once, cleanly.
-    CloseAtOnce,
-    /// Every watch opens (200), sends a line that is not JSON and ends.
-    Garbage,
-    /// Every list page hands back a new `continue` token, for ever.
-    EndlessPages,
-    /// As [`Misbehaviour::EndlessPages`], with 200 items of 2 KB a page.
-    EndlessLargePages,
-    /// Every watch opens (200) and then says nothing and never closes, as a
-    /// half-open connection behind NAT does.
-    Silent,
-}
-
-/// Requests the fake server has answered, by kind.
-#[derive(Default)]
-struct Seen {
-    lists: std::sync::atomic::AtomicUsize,
-    watches: std::sync::atomic::AtomicUsize,
-    /// When each watch was opened, and its request target.
-    opened: std::sync::Mutex<Vec<(Instant, String)>>,
-}
-
-/// Starts the fake server on 127.0.0.1; returns its URL and its counters.
-/// Lists are empty (or endless); every watch misbehaves as asked.
-fn fake_server(how: Misbehaviour) -> (String, std::sync::Arc<Seen>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = std::sync::Arc::new(Seen::default());
-    let counters = seen.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let seen = seen.clone();
-            std::thread::spawn(move || answer(conn, how, &seen));
-        }
-    });
-    (format!("http://{addr}"), counters)
-}
-
-/// Answers one request on `conn` and closes it.
-fn answer(mut conn: TcpStream, how: Misbehaviour, seen: &Seen) {
-    use std::sync::atomic::Ordering::Relaxed;
-    let Some(head) = read_head(&mut conn) else {
-        return;
-    };
-    let target = head.split_whitespace().nth(1).unwrap_or("/").to_string();
-    let (code, body) = if target.contains("watch=") {
-        seen.watches.fetch_add(1, Relaxed);
-        seen.opened
-            .lock()
-            .unwrap()
-            .push((Instant::now(), target.clone()));
-        if matches!(how, Misbehaviour::Silent) {
-            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
-            std::thread::sleep(Duration::from_secs(600));
-            return;
-        }
-        watch_answer(how)
-    } else {
-        let n = seen.lists.fetch_add(1, Relaxed);
-        (200, list_page(how, n))
-    };
-    let _ = write!(
-        conn,
-        "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-}
-
-fn watch_answer(how: Misbehaviour) -> (u16, String) {
-    let gone = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-        "message": "too old resource version: 1 (9)", "reason": "Expired", "code": 410});
-    match how {
-        Misbehaviour::Gone => (410, gone.to_string()),
-        Misbehaviour::GoneInStream => (
-            200,
-            format!("{}\n", serde_json::json!({"type": "ERROR", "object": gone})),
-        ),
-        Misbehaviour::Garbage => (200, "<html>502 Bad Gateway</html>\n".to_string()),
-        Misbehaviour::CloseAtOnce
-        | Misbehaviour::EndlessPages
-        | Misbehaviour::EndlessLargePages
-        | Misbehaviour::Silent => (200, String::new()),
-    }
-}
-
-/// An empty list; or, for [`Misbehaviour::EndlessPages`], 100 ConfigMaps
-/// with a `continue` token never seen before (200 of 2 KB each for
-/// [`Misbehaviour::EndlessLargePages`]).
-fn list_page(how: Misbehaviour, n: usize) -> String {
-    let (items, next) = match how {
-        Misbehaviour::EndlessLargePages => {
-            let data = "x".repeat(2000);
-            let items: Vec<serde_json::Value> = (0..200)
-                .map(|i| {
-                    serde_json::json!({"metadata": {"name": format!("cm-{n}-{i}"),
-                    "namespace": "x", "resourceVersion": "7", "uid": format!("u-{n}-{i}")},
-                    "data": {"big": data}})
-                })
-                .collect();
-            (items, Some(format!("page-{n}")))
-        }
-        Misbehaviour::EndlessPages => {
-            let items: Vec<serde_json::Value> = (0..100)
-                .map(|i| {
-                    serde_json::json!({"metadata": {"name": format!("cm-{n}-{i}"),
-                    "namespace": "x", "resourceVersion": "7", "uid": format!("u-{n}-{i}")}})
-                })
-                .collect();
-            (items, Some(format!("page-{n}")))
-        }
-        _ => (Vec::new(), None),
-    };
-    serde_json::json!({"kind": "List", "apiVersion": "v1",
-        "metadata": {"resourceVersion": "7", "continue": next}, "items": items})
-    .to_string()
 }
 
 /// Against a server that misbehaves on purpose, a 410 or an empty watch is
@@ -779,86 +641,6 @@ fn throttled_writes_do_not_put_the_workers_to_sleep() {
     op.assert_clean_exit();
 }
 
-// ---- A CONNECT proxy. ----
-
-const PROXY_USER: &str = "omo";
-const PROXY_PASSWORD: &str = "pr0xy-pa55word-7c1e";
-
-/// What the proxy was asked: one line per CONNECT.
-type Connects = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
-
-/// A CONNECT proxy on 127.0.0.1 that alone resolves `kubesim.test` (to
-/// 127.0.0.1) and asks for credentials; returns its port and its record.
-fn connect_proxy() -> (u16, Connects) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Connects::default();
-    let record = seen.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let seen = seen.clone();
-            std::thread::spawn(move || tunnel(conn, &seen));
-        }
-    });
-    (port, record)
-}
-
-fn tunnel(mut client: TcpStream, seen: &Connects) {
-    let Some(head) = read_head(&mut client) else {
-        return;
-    };
-    let target = head.split_whitespace().nth(1).unwrap_or("").to_string();
-    let auth = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Proxy-Authorization: "))
-        .unwrap_or("")
-        .to_string();
-    seen.lock().unwrap().push(format!("{target} {auth}"));
-    let want = format!(
-        "Basic {}",
-        base64(&format!("{PROXY_USER}:{PROXY_PASSWORD}"))
-    );
-    let upstream = match target.rsplit_once(':') {
-        _ if auth != want => None,
-        Some(("kubesim.test", port)) => TcpStream::connect(format!("127.0.0.1:{port}")).ok(),
-        _ => None,
-    };
-    let Some(upstream) = upstream else {
-        let _ = client
-            .write_all(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n");
-        return;
-    };
-    client.set_read_timeout(None).ok();
-    let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
-    let (mut c2, mut u2) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
-    let (mut client, mut upstream) = (client, upstream);
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut c2, &mut u2);
-        let _ = u2.shutdown(std::net::Shutdown::Write);
-    });
-    let _ = std::io::copy(&mut upstream, &mut client);
-    let _ = client.shutdown(std::net::Shutdown::Write);
-}
-
-fn base64(s: &str) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in s.as_bytes().chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            out.push(if i <= chunk.len() {
-                T[(n >> (18 - 6 * i) & 63) as usize] as char
-            } else {
-                '='
-            });
-        }
-    }
-    out
-}
-
 /// `HTTPS_PROXY` is honoured as client-go honours it
 /// (before, it was ignored). The API server's name resolves only at the
 /// proxy, so the operator converges only through the CONNECT tunnel, with
@@ -922,7 +704,7 @@ fn a_silent_watch_connection_is_given_up_within_about_a_minute() {
     let (url, seen) = fake_server(Misbehaviour::Silent);
     let dir = tmpdir("half-open");
     let mut op = Operator::start(&url, &dir, &[]);
-    let first = |seen: &Seen| seen.opened.lock().unwrap().first().cloned();
+    let first = |seen: &harness::FakeSeen| seen.opened.lock().unwrap().first().cloned();
     wait_until("a first watch", || first(&seen).is_some());
     let (t0, target) = first(&seen).unwrap();
     let path = target.split('?').next().unwrap_or("").to_string();

@@ -4,8 +4,7 @@
 //! admission check); the manifests are installed with `kubectl apply -k`
 //! and the operator runs with its ServiceAccount's token.
 
-#[path = "common/operator.rs"]
-mod harness;
+use openmed_test_support as harness;
 
 use harness::*;
 use kubesim::Sim;

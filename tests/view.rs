@@ -3,8 +3,7 @@
 //! viewer does not delay reconciling. (The browser test is
 //! tests/ui/view.test.mjs, run by scripts/ui-e2e.sh.)
 
-#[path = "common/operator.rs"]
-mod harness;
+use openmed_test_support as harness;
 
 use harness::*;
 use kubesim::Sim;

@@ -6,7 +6,7 @@
 //! assertion (`assert_status`, docs/contract.md §5) and the states the tests
 //! name. Included by `tests/reconcile/main.rs` as
 //! `#[path = "../common/world.rs"] mod world;`, beside `mod common;` (whose
-//! fixtures it builds on), like the end-to-end harness in `operator.rs`.
+//! fixtures it builds on).
 #![allow(dead_code)]
 
 use crate::common::{deployment, model, NAME};

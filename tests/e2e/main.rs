@@ -1,13 +1,12 @@
 //! End to end: the real operator binary against the simulated API server.
 //! Each test starts its own simulator (in process, 127.0.0.1, a free port)
-//! and operator process; the harness is in `tests/common/operator.rs`.
+//! and operator process; the harness is the `tests/support` crate.
 //!
 //! By subject: `rollout`, `targets`, `rollback`, `cluster` (many namespaces
 //! and resources), `faults` (the API misbehaving) and `process` (flags,
 //! logs, alert rules).
 
-#[path = "../common/operator.rs"]
-mod harness;
+use openmed_test_support as harness;
 
 mod cluster;
 mod faults;

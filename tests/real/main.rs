@@ -10,8 +10,7 @@
 //! `OMO_OPERATOR_BIN` (scripts/test.sh: the static musl build), else the
 //! debug build.
 
-#[path = "../common/operator.rs"]
-mod harness;
+use openmed_test_support as harness;
 
 mod access;
 mod bench;

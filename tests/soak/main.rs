@@ -83,8 +83,7 @@
 //! from `operations.rs`, `observe.rs` and `pool.rs`, on kubesim and on the
 //! real control plane.
 
-#[path = "../common/operator.rs"]
-mod harness;
+use openmed_test_support as harness;
 
 mod driver;
 mod invariants;
