@@ -181,6 +181,12 @@ fn election(
         namespace,
         identity,
         leadership.clone(),
+        Box::new(|why| {
+            log::error!(
+                "lost the leader lease ({why}); writes stopped; exiting to rejoin as a candidate"
+            );
+            std::process::exit(1)
+        }),
     );
     Ok((elector, leadership))
 }

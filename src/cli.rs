@@ -3,7 +3,7 @@
 //! flag table of docs/reference.md to it too.
 
 use crate::config::Config;
-use crate::controller::leader::{lease_name_for, ElectionConfig};
+use crate::config::{lease_name_for, ElectionConfig};
 use crate::kube::names::{is_dns_label, is_dns_subdomain};
 use crate::release::ReleaseArgs;
 use flags::FLAGS;

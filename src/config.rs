@@ -132,3 +132,10 @@ impl ElectionConfig {
         Ok(())
     }
 }
+
+/// The Lease of a shard given no `--lease-name`: one per selector, so each
+/// shard elects its own leader without a flag to forget.
+pub fn lease_name_for(selector: &str) -> String {
+    let digest = crate::model::canonical::sha256_hex(selector.as_bytes());
+    format!("openmed-operator-{}", &digest[..10])
+}

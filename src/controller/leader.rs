@@ -16,7 +16,7 @@
 //! lease duration later (client-go leaves both windows open).
 
 use crate::backoff::{jitter, random_u64};
-pub use crate::config::ElectionConfig;
+pub use crate::config::{lease_name_for, ElectionConfig};
 use crate::kube::path::LEASES;
 use crate::kube::{Client, Error, ResourcePath};
 use crate::lock::lock;
@@ -25,13 +25,6 @@ use crate::runtime::Stop;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// The Lease of a shard given no `--lease-name`: one per selector, so each
-/// shard elects its own leader without a flag to forget.
-pub fn lease_name_for(selector: &str) -> String {
-    let digest = crate::model::canonical::sha256_hex(selector.as_bytes());
-    format!("openmed-operator-{}", &digest[..10])
-}
 
 /// Who this process is: the pod's name (`POD_NAME`, else the host name)
 /// and a random suffix, so a restarted pod is a new candidate.
@@ -240,7 +233,13 @@ pub struct Elector {
     /// Kept for good: a process leads once, then exits.
     others_seen: bool,
     hold_off: Option<HoldOff>,
+    /// Told why, once leadership is lost (client-go's `OnStoppedLeading`):
+    /// the process decides what follows; the elector stops.
+    on_stopped_leading: StoppedLeading,
 }
+
+/// What to do once leadership is lost, given why.
+pub type StoppedLeading = Box<dyn Fn(&str) + Send + Sync>;
 
 /// The parts of a record whose change restarts the expiry clock.
 fn record_key(lease: &Value) -> (Value, Value, Value) {
@@ -259,8 +258,10 @@ impl Elector {
         namespace: String,
         identity: String,
         leadership: Arc<Leadership>,
+        on_stopped_leading: StoppedLeading,
     ) -> Elector {
         Elector {
+            on_stopped_leading,
             client,
             cfg,
             namespace,
@@ -480,7 +481,7 @@ impl Elector {
             let sent = Instant::now();
             match self.try_acquire_or_renew() {
                 Ok(Round::Held) => self.held(sent, was_leader),
-                Ok(Round::Lost(why)) => self.lost(why),
+                Ok(Round::Lost(why)) => return self.lost(why),
                 Ok(Round::Taken) => self.hold_off = None,
                 // A race or an error: a leader tries again until its
                 // renew deadline, as client-go's renew loop does.
@@ -488,7 +489,7 @@ impl Elector {
                 Err(e) => log::warn!("leader election: {e}"),
             }
             if was_leader && !self.leadership.may_write() {
-                self.lost("not renewed within the renew deadline");
+                return self.lost("not renewed within the renew deadline");
             }
             if stop.wait(jitter(self.cfg.retry_period)) {
                 break;
@@ -520,12 +521,11 @@ impl Elector {
         }
     }
 
-    fn lost(&self, why: &str) -> ! {
+    /// Writes stop at once; the owner is told why, and the elector ends.
+    fn lost(self, why: &str) -> Elector {
         self.leadership.step_down();
-        log::error!(
-            "lost the leader lease ({why}); writes stopped; exiting to rejoin as a candidate"
-        );
-        std::process::exit(1)
+        (self.on_stopped_leading)(why);
+        self
     }
 
     /// Step down and hand the lease over at once (holder cleared, duration

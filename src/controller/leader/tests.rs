@@ -137,7 +137,14 @@ fn the_gate_stays_shut_through_a_hold_off() {
     let endpoint = crate::kube::Endpoint::resolve(&opts, &|_| None).unwrap();
     let client = Client::new(endpoint, crate::kube::ClientConfig::default()).unwrap();
     let l = Arc::new(Leadership::new(&cfg, Arc::new(Metrics::default())));
-    let mut e = Elector::new(client, cfg, "ns".into(), "us".into(), l.clone());
+    let mut e = Elector::new(
+        client,
+        cfg,
+        "ns".into(),
+        "us".into(),
+        l.clone(),
+        Box::new(|_| {}),
+    );
     let until = Instant::now() + Duration::from_millis(80);
     e.hold_off = Some(HoldOff { until, told: false });
     e.held(Instant::now(), false);
@@ -166,7 +173,7 @@ fn a_stop_ends_the_lease_loop_at_once() {
     };
     let client = Client::new(endpoint, once).unwrap();
     let l = Arc::new(Leadership::new(&cfg, Arc::new(Metrics::default())));
-    let e = Elector::new(client, cfg, "ns".into(), "us".into(), l);
+    let e = Elector::new(client, cfg, "ns".into(), "us".into(), l, Box::new(|_| {}));
     let stop = Arc::new(Stop::new());
     let s = stop.clone();
     let lease_loop = std::thread::spawn(move || e.run(&s));
