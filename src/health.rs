@@ -48,8 +48,8 @@ pub struct Health {
 /// See [`Health::watch_lease`].
 pub type LeaseCheck = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
-impl Health {
-    pub fn register(&self, name: &str, max_silence: Duration) {
+impl crate::runtime::Liveness for Health {
+    fn register(&self, name: &str, max_silence: Duration) {
         let beat = Beat {
             last: Instant::now(),
             max: max_silence,
@@ -59,21 +59,17 @@ impl Health {
         lock(&self.beats).insert(name.to_string(), beat);
     }
 
-    /// The loop ended as it should (a worker no longer needed): no longer
-    /// watched.
-    pub fn unregister(&self, name: &str) {
+    fn unregister(&self, name: &str) {
         lock(&self.beats).remove(name);
     }
 
-    /// A sign of life: a list or watch that succeeded, work taken.
-    pub fn beat(&self, name: &str) {
+    fn beat(&self, name: &str) {
         if let Some(b) = lock(&self.beats).get_mut(name) {
             b.last = Instant::now();
         }
     }
 
-    /// The loop's watch opened (a sign of life) or ended.
-    pub fn watching(&self, name: &str, open: bool) {
+    fn watching(&self, name: &str, open: bool) {
         if let Some(b) = lock(&self.beats).get_mut(name) {
             let now = Instant::now();
             b.last = now;
@@ -82,30 +78,31 @@ impl Health {
         }
     }
 
-    /// The worker waits for work (alive without beats), or took some.
-    pub fn idle(&self, name: &str, idle: bool) {
+    fn idle(&self, name: &str, idle: bool) {
         self.watching(name, idle);
     }
 
+    fn died(&self, name: &str) {
+        lock(&self.dead).push(name.to_string());
+    }
+
+    fn list_failed(&self, name: &str) {
+        lock(&self.failing_lists).insert(name.to_string());
+    }
+
+    fn list_ok(&self, name: &str) {
+        lock(&self.failing_lists).remove(name);
+    }
+}
+
+impl Health {
     /// Make `check` part of liveness.
     pub fn watch_lease(&self, check: LeaseCheck) {
         *lock(&self.lease) = Some(check);
     }
 
-    pub fn died(&self, name: &str) {
-        lock(&self.dead).push(name.to_string());
-    }
-
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::SeqCst);
-    }
-
-    pub fn list_failed(&self, name: &str) {
-        lock(&self.failing_lists).insert(name.to_string());
-    }
-
-    pub fn list_ok(&self, name: &str) {
-        lock(&self.failing_lists).remove(name);
     }
 
     /// The probe of the API server's reads ([`Health::probe_api`]):
@@ -236,6 +233,7 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::Liveness;
 
     #[test]
     fn ready_only_when_synced_and_no_list_fails() {

@@ -51,6 +51,16 @@ pub struct Metrics {
     metrics_access: Mutex<BTreeMap<&'static str, u64>>,
 }
 
+impl crate::runtime::LoopMetrics for Metrics {
+    fn watch_restarted(&self, resource: &'static str) {
+        *lock(&self.watch_restarts).entry(resource).or_default() += 1;
+    }
+
+    fn relisted(&self, resource: &'static str) {
+        *lock(&self.relists).entry(resource).or_default() += 1;
+    }
+}
+
 impl Metrics {
     pub fn reconciled(&self, outcome: Outcome, took: Duration) {
         *lock(&self.reconciles).entry(outcome).or_default() += 1;
@@ -79,14 +89,6 @@ impl Metrics {
     fn queue_figures(&self) -> (usize, usize) {
         let source = lock(&self.queue).clone();
         source.map_or((0, 0), |f| f())
-    }
-
-    pub fn watch_restarted(&self, resource: &'static str) {
-        *lock(&self.watch_restarts).entry(resource).or_default() += 1;
-    }
-
-    pub fn relisted(&self, resource: &'static str) {
-        *lock(&self.relists).entry(resource).or_default() += 1;
     }
 
     pub fn api_request(&self, verb: &'static str, code: u16) {
@@ -340,6 +342,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::LoopMetrics;
 
     /// docs/reference.md names every metric the operator exports.
     #[test]

@@ -452,6 +452,7 @@ impl Controller {
             liveness_window: self.cfg.liveness_window,
             max: self.cfg.workers,
             retire_after: workers::RETIRE_AFTER,
+            on_long_wait: crate::memory::thread_idle,
         })
         .map_err(StartError::Thread)
     }

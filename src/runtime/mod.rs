@@ -8,6 +8,7 @@
 //! again ([`reconnect`]), and stops every loop at once ([`stop`]).
 
 pub mod object;
+pub mod probes;
 pub mod queue;
 pub mod reconnect;
 pub mod reflector;
@@ -17,5 +18,6 @@ pub mod watcher;
 pub mod workers;
 
 pub use object::{newer, regresses, Item, ObjectKey, Versioned};
+pub use probes::{Liveness, LoopMetrics};
 pub use stop::Stop;
 pub use store::{Change, Event, IndexFn, Reader, Stale, Store, StoreWriter};

@@ -4,16 +4,15 @@
 //! watched, with which selectors, and what a change wakes is the caller's
 //! (kube-runtime's watcher + reflector, client-go's Reflector).
 
+use super::probes::{Liveness, LoopMetrics};
 use super::reconnect::{Policy, WatchEnd};
 use super::stop::Stop;
 use super::store::{Change, Event, StoreWriter};
 use super::watcher::{Action, WatchResult, Watcher};
 use super::{Item, Versioned};
-use crate::health::Health;
 use crate::kube::client::random_watch_timeout;
 use crate::kube::fields::Decode;
 use crate::kube::{Client, Error, ListParams, ResourcePath, WatchEvent, WatchParams};
-use crate::metrics::Metrics;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,8 +28,8 @@ pub type OnChange<V> = Arc<dyn Fn(Change<V>) + Send + Sync>;
 #[derive(Clone)]
 pub struct Common {
     pub client: Arc<Client>,
-    pub metrics: Arc<Metrics>,
-    pub health: Arc<Health>,
+    pub metrics: Arc<dyn LoopMetrics>,
+    pub health: Arc<dyn Liveness>,
     /// The one stop token (SIGTERM/SIGINT), obeyed by every loop.
     pub stop: Arc<Stop>,
     /// How long a loop may go without a working list or watch before
@@ -52,8 +51,8 @@ pub struct Reflector<V, O = Value> {
     pub store: StoreWriter<V>,
     pub parse: fn(O) -> Option<V>,
     pub on_change: OnChange<V>,
-    pub metrics: Arc<Metrics>,
-    pub health: Arc<Health>,
+    pub metrics: Arc<dyn LoopMetrics>,
+    pub health: Arc<dyn Liveness>,
     pub stop: Arc<Stop>,
     pub liveness_window: Duration,
     pub reconnect: Policy,
@@ -169,7 +168,7 @@ where
         };
         let list = match self.client.list_all_as::<O>(&self.path, &params) {
             Ok(l) => l,
-            Err(e) => return list_failed(&self.health, name, machine, &e),
+            Err(e) => return list_failed(self.health.as_ref(), name, machine, &e),
         };
         self.health.list_ok(name);
         self.metrics.relisted(self.resource);
@@ -275,7 +274,7 @@ where
 /// A list failed: backed off, and reported to /readyz. (Apart from the
 /// generic loop: one copy for every kind.)
 #[inline(never)]
-fn list_failed(health: &Health, name: &str, machine: &mut Watcher, e: &Error) -> Action {
+fn list_failed(health: &dyn Liveness, name: &str, machine: &mut Watcher, e: &Error) -> Action {
     let failed = WatchResult::ListFailed {
         retry_after: e.retry_after(),
         too_big: matches!(e, Error::ListBound(_)),

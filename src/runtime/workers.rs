@@ -6,9 +6,9 @@
 //! for a while ends, so a quiet process keeps one thread, and the memory
 //! and wakes of one.
 
+use super::probes::Liveness;
 use super::queue::WorkQueue;
 use super::Stop;
-use crate::health::Health;
 use crate::lock::lock;
 use std::hash::Hash;
 use std::sync::{Arc, Condvar, Mutex};
@@ -27,7 +27,7 @@ pub type Job<K> = Arc<dyn Fn(&K) + Send + Sync>;
 pub struct WorkerSetup<K> {
     pub queue: Arc<WorkQueue<K>>,
     pub job: Job<K>,
-    pub health: Arc<Health>,
+    pub health: Arc<dyn Liveness>,
     pub stop: Arc<Stop>,
     /// A worker in one job longer than this is stuck (liveness).
     pub liveness_window: Duration,
@@ -35,16 +35,20 @@ pub struct WorkerSetup<K> {
     pub max: usize,
     /// How long a worker other than the last waits for work before it ends.
     pub retire_after: Duration,
+    /// Called by a worker about to wait long for work: the app gives back
+    /// what the thread keeps for its next burst.
+    pub on_long_wait: fn(),
 }
 
 /// What every worker shares.
 struct WorkerShared<K> {
     queue: Arc<WorkQueue<K>>,
     job: Job<K>,
-    health: Arc<Health>,
+    health: Arc<dyn Liveness>,
     stop: Arc<Stop>,
     liveness_window: Duration,
     retire_after: Duration,
+    on_long_wait: fn(),
     max: usize,
     slots: Mutex<Slots>,
     /// Signalled as each worker ends.
@@ -76,6 +80,7 @@ impl<K: Clone + Eq + Hash + Ord + Send + Sync + 'static> Workers<K> {
             stop: p.stop,
             liveness_window: p.liveness_window,
             retire_after: p.retire_after,
+            on_long_wait: p.on_long_wait,
             max,
             slots: Mutex::new(Slots {
                 used: vec![false; max],
@@ -197,7 +202,7 @@ impl<K: Clone + Eq + Hash + Ord + Send + Sync + 'static> WorkerShared<K> {
         if let Some(key) = self.queue.get(GIVE_BACK_AFTER) {
             return Some(key);
         }
-        crate::memory::thread_idle();
+        (self.on_long_wait)();
         loop {
             if self.stop.is_stopped() || self.queue.is_shut_down() {
                 return None;

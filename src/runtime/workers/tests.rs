@@ -1,5 +1,6 @@
 use super::*;
 use crate::backoff::Backoff;
+use crate::health::Health;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A pool of at most `max` over a fresh queue, each job running `job`.
@@ -21,6 +22,7 @@ fn pool(
         liveness_window: Duration::from_millis(300),
         max,
         retire_after,
+        on_long_wait: || {},
     })
     .unwrap();
     (workers, queue, health)

@@ -1,0 +1,29 @@
+//! What the runtime's loops report, as small interfaces the app implements
+//! (its health checks and its metrics), so that the runtime knows nothing of
+//! either.
+
+use std::time::Duration;
+
+/// A loop's signs of life, by its name: what the liveness probe judges.
+pub trait Liveness: Send + Sync {
+    /// Watch this loop: silent longer than `max_silence`, it is stuck.
+    fn register(&self, name: &str, max_silence: Duration);
+    /// The loop ended as it should (a worker no longer needed).
+    fn unregister(&self, name: &str);
+    /// A sign of life: a list or watch that succeeded, work taken.
+    fn beat(&self, name: &str);
+    /// The loop's watch opened (a sign of life) or ended.
+    fn watching(&self, name: &str, open: bool);
+    /// The worker waits for work (alive without beats), or took some.
+    fn idle(&self, name: &str, idle: bool);
+    /// The loop ended when it should not have.
+    fn died(&self, name: &str);
+    fn list_failed(&self, name: &str);
+    fn list_ok(&self, name: &str);
+}
+
+/// What the reflectors count, by resource.
+pub trait LoopMetrics: Send + Sync {
+    fn watch_restarted(&self, resource: &'static str);
+    fn relisted(&self, resource: &'static str);
+}
