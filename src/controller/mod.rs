@@ -20,6 +20,7 @@ pub mod error;
 pub mod events;
 pub mod index;
 pub mod leader;
+mod lister;
 pub mod sync;
 
 use crate::backoff::Backoff;
@@ -264,7 +265,7 @@ impl Controller {
         O: Decode + Item + Send + 'static,
     {
         let common = reflector::Common {
-            client: self.client.clone(),
+            client: Arc::new(lister::ApiLister(self.client.clone())),
             metrics: self.metrics.clone(),
             health: self.health.clone(),
             stop: self.stop.clone(),

@@ -18,6 +18,6 @@ pub mod watcher;
 pub mod workers;
 
 pub use object::{newer, regresses, Item, ObjectKey, Versioned};
-pub use probes::{Liveness, LoopMetrics};
+pub use probes::{ListerWatcher, Liveness, LoopMetrics};
 pub use stop::Stop;
 pub use store::{Change, Event, IndexFn, Reader, Stale, Store, StoreWriter};

@@ -1,8 +1,27 @@
-//! What the runtime's loops report, as small interfaces the app implements
-//! (its health checks and its metrics), so that the runtime knows nothing of
-//! either.
+//! What the runtime's loops need and report, as small interfaces the app
+//! implements (its API client, its health checks and its metrics), so that
+//! the runtime knows nothing of any of them.
 
+use crate::kube::fields::Decode;
+use crate::kube::{Error, ListParams, ObjectList, ResourcePath, WatchParams, WatchStream};
 use std::time::Duration;
+
+/// Lists and watches a collection, as client-go's Reflector takes a
+/// `ListerWatcher`: all a reflector asks of the API.
+pub trait ListerWatcher: Send + Sync + 'static {
+    /// Every object of `path`, page after page, at one resourceVersion.
+    fn list_all_as<O: Decode>(
+        &self,
+        path: &ResourcePath,
+        params: &ListParams,
+    ) -> Result<ObjectList<O>, Error>;
+    /// A watch of `path` from `params.resource_version`.
+    fn watch_as<O: Decode>(
+        &self,
+        path: &ResourcePath,
+        params: &WatchParams,
+    ) -> Result<WatchStream<O>, Error>;
+}
 
 /// A loop's signs of life, by its name: what the liveness probe judges.
 pub trait Liveness: Send + Sync {

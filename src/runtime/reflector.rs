@@ -4,7 +4,7 @@
 //! watched, with which selectors, and what a change wakes is the caller's
 //! (kube-runtime's watcher + reflector, client-go's Reflector).
 
-use super::probes::{Liveness, LoopMetrics};
+use super::probes::{ListerWatcher, Liveness, LoopMetrics};
 use super::reconnect::{Policy, WatchEnd};
 use super::stop::Stop;
 use super::store::{Change, Event, StoreWriter};
@@ -12,7 +12,7 @@ use super::watcher::{Action, WatchResult, Watcher};
 use super::{Item, Versioned};
 use crate::kube::client::random_watch_timeout;
 use crate::kube::fields::Decode;
-use crate::kube::{Client, Error, ListParams, ResourcePath, WatchEvent, WatchParams};
+use crate::kube::{Error, ListParams, ResourcePath, WatchEvent, WatchParams};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,8 +26,8 @@ pub type OnChange<V> = Arc<dyn Fn(Change<V>) + Send + Sync>;
 
 /// What every reflector shares.
 #[derive(Clone)]
-pub struct Common {
-    pub client: Arc<Client>,
+pub struct Common<L> {
+    pub client: Arc<L>,
     pub metrics: Arc<dyn LoopMetrics>,
     pub health: Arc<dyn Liveness>,
     /// The one stop token (SIGTERM/SIGINT), obeyed by every loop.
@@ -40,14 +40,14 @@ pub struct Common {
 
 /// Objects arrive decoded as `O` (a pruned `Value`, or a typed view:
 /// [`crate::kube::fields`]), and `parse` makes them views.
-pub struct Reflector<V, O = Value> {
+pub struct Reflector<V, L, O = Value> {
     /// For logs, metrics and health: the plural of what is watched.
     pub resource: &'static str,
     pub namespace: Option<String>,
     pub path: ResourcePath,
     pub label_selector: Option<String>,
     pub metadata_only: bool,
-    pub client: Arc<Client>,
+    pub client: Arc<L>,
     pub store: StoreWriter<V>,
     pub parse: fn(O) -> Option<V>,
     pub on_change: OnChange<V>,
@@ -61,22 +61,23 @@ pub struct Reflector<V, O = Value> {
 /// Consecutive failures after which a loop is reported not ready.
 const FAILING_AFTER: u32 = 3;
 
-impl<V, O> Reflector<V, O>
+impl<V, L, O> Reflector<V, L, O>
 where
     V: Clone + PartialEq + Versioned + Send + Sync + 'static,
+    L: ListerWatcher,
     O: Decode + Item + Send + 'static,
 {
     /// A reflector over every object of `path` (a collection); narrow it
     /// with [`Reflector::selecting`] or [`Reflector::metadata_only`].
     pub fn new(
-        common: &Common,
+        common: &Common<L>,
         resource: &'static str,
         path: ResourcePath,
         namespace: Option<String>,
         store: StoreWriter<V>,
         parse: fn(O) -> Option<V>,
         on_change: OnChange<V>,
-    ) -> Reflector<V, O> {
+    ) -> Reflector<V, L, O> {
         Reflector {
             resource,
             namespace,

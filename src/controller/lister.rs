@@ -1,0 +1,28 @@
+//! The API client as the runtime's [`ListerWatcher`] (client-go's
+//! `NewListWatchFromClient`): the one place the runtime meets the client.
+
+use crate::kube::fields::Decode;
+use crate::kube::{Client, Error, ListParams, ObjectList, ResourcePath, WatchParams, WatchStream};
+use crate::runtime::ListerWatcher;
+use std::sync::Arc;
+
+/// Lists and watches through the operator's client.
+pub struct ApiLister(pub Arc<Client>);
+
+impl ListerWatcher for ApiLister {
+    fn list_all_as<O: Decode>(
+        &self,
+        path: &ResourcePath,
+        params: &ListParams,
+    ) -> Result<ObjectList<O>, Error> {
+        self.0.list_all_as(path, params)
+    }
+
+    fn watch_as<O: Decode>(
+        &self,
+        path: &ResourcePath,
+        params: &WatchParams,
+    ) -> Result<WatchStream<O>, Error> {
+        self.0.watch_as(path, params)
+    }
+}
