@@ -183,6 +183,19 @@ fn snapshot(plane: &Plane, namespaces: &[&str]) -> Vec<String> {
     seen
 }
 
+/// The ConfigMaps the operator wrote in namespace `apps`, by name and uid.
+fn operators_config_maps(plane: &Plane) -> Vec<String> {
+    use crate::cluster::Cluster;
+    let mut out: Vec<String> = plane
+        .objects("", "configmaps", Some("apps"))
+        .iter()
+        .filter(|c| c["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "openmed-operator")
+        .map(|c| format!("{} {}", c["metadata"]["name"], c["metadata"]["uid"]))
+        .collect();
+    out.sort();
+    out
+}
+
 /// Long enough for a restarted operator to act on every model: several of
 /// the harness's 2 s resyncs.
 fn let_it_reconcile() {
@@ -297,6 +310,11 @@ fn helm_installs_upgrades_uninstalls_and_reinstalls() {
         "the CRD's upgrade restarted pods"
     );
 
+    let written = operators_config_maps(&plane);
+    assert!(
+        !written.is_empty(),
+        "the operator wrote no ConfigMap for model a"
+    );
     let out = plane
         .helm(&["uninstall", RELEASE, "-n", NS])
         .expect("helm uninstall");
@@ -311,6 +329,17 @@ fn helm_installs_upgrades_uninstalls_and_reinstalls() {
     wait_until("the release's Deployment to go", || {
         plane.request("GET", path, None).0 == 404
     });
+    let role = "/apis/rbac.authorization.k8s.io/v1/clusterroles/openmed-operator";
+    assert_eq!(
+        plane.request("GET", role, None).0,
+        404,
+        "the operator's ClusterRole stayed"
+    );
+    assert_eq!(
+        operators_config_maps(&plane),
+        written,
+        "what the operator wrote went"
+    );
     assert!(
         st.status("a")["phase"].is_string(),
         "model a went with the release"
