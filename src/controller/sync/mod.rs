@@ -200,7 +200,10 @@ impl Reconciler {
                 }
                 Err(e) => return Err(e.into()),
             };
-            self.post_owed_events(key)?;
+            if let Some(model) = self.models.get(key) {
+                let now = crate::time::now();
+                Writer::new(self, &model, &now)?.post_owed_events()?;
+            }
             return Ok(done);
         }
         Err(SyncError::NotSettled {

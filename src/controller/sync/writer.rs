@@ -147,43 +147,6 @@ impl Reconciler {
         }
     }
 
-    /// The Events the model's status says its last transition required
-    /// (`status.lastEvents`) and that were not posted for this object: a
-    /// post that failed, or a crash between the status write and the post.
-    pub(super) fn post_owed_events(&self, key: &ObjectKey) -> Result<(), Error> {
-        let Some(model) = self.models.get(key) else {
-            return Ok(());
-        };
-        let poster = Poster {
-            client: &self.client,
-            posted: &self.posted,
-        };
-        let now = crate::time::now();
-        // Under the generation of the transition that owed it, even when the
-        // spec has changed since without a new transition: the Event of the
-        // state the status shows is still owed (docs/contract.md §9.7), as
-        // after a status write whose answer a cut connection lost, then a
-        // spec change that kept the same block.
-        for owed in model.last_events() {
-            if owed.generation > model.generation
-                || poster.was_posted(&model, owed.reason, owed.tag.as_deref(), owed.generation)
-            {
-                continue;
-            }
-            log::info!(reason = owed.reason.as_str(); "{}: posting the owed Event {}", model.qualified_name(), owed.reason);
-            let tag = owed.tag.as_deref();
-            self.post_event(
-                &model,
-                owed.reason,
-                tag,
-                owed.generation,
-                &owed.message,
-                &now,
-            )?;
-        }
-        Ok(())
-    }
-
     /// A model as a write answered, decoded straight into its view.
     pub(super) fn remember_model(&self, m: ModelData) -> Option<String> {
         let m = m.view()?;
@@ -244,6 +207,40 @@ impl<'a> Writer<'a> {
             who: model.qualified_name(),
             now,
         })
+    }
+
+    /// The Events the model's status says its last transition required
+    /// (`status.lastEvents`) and that were not posted for this object: a
+    /// post that failed, or a crash between the status write and the post.
+    pub fn post_owed_events(&self) -> Result<(), Error> {
+        let (rc, model) = (self.reconciler, self.model);
+        let poster = Poster {
+            client: &rc.client,
+            posted: &rc.posted,
+        };
+        // Under the generation of the transition that owed it, even when the
+        // spec has changed since without a new transition: the Event of the
+        // state the status shows is still owed (docs/contract.md §9.7), as
+        // after a status write whose answer a cut connection lost, then a
+        // spec change that kept the same block.
+        for owed in model.last_events() {
+            if owed.generation > model.generation
+                || poster.was_posted(model, owed.reason, owed.tag.as_deref(), owed.generation)
+            {
+                continue;
+            }
+            log::info!(reason = owed.reason.as_str(); "{}: posting the owed Event {}", self.who, owed.reason);
+            let tag = owed.tag.as_deref();
+            rc.post_event(
+                model,
+                owed.reason,
+                tag,
+                owed.generation,
+                &owed.message,
+                self.now,
+            )?;
+        }
+        Ok(())
     }
 
     /// Carry `p` out. A ConfigMap the caches did not know is added to
