@@ -4,17 +4,20 @@
 //! The behaviour is specified in `docs/contract.md`; comments cite it by
 //! section: "§6.8" or "step 8" is one step of a reconcile pass, "9.21" or
 //! "§9.21" a deliberate improvement, "section 3" what the operator writes.
+//!
+//! Public: what the binary (`main.rs`) and the tests use. The rest is the
+//! crate's own.
 
 pub mod app;
 pub mod backoff;
-pub mod certificate;
+pub(crate) mod certificate;
 pub mod cli;
 pub mod config;
 pub mod controller;
-pub mod foreign;
-pub mod health;
+pub(crate) mod foreign;
+pub(crate) mod health;
 pub mod kube;
-pub mod live_view;
+pub(crate) mod live_view;
 mod lock;
 pub mod logging;
 pub mod memory;
@@ -22,10 +25,10 @@ pub mod metrics;
 pub mod model;
 pub mod outcome;
 pub mod reconcile;
-pub mod redact;
+pub(crate) mod redact;
 pub mod release;
 pub mod runtime;
-pub mod server;
+pub(crate) mod server;
 pub mod signals;
-pub mod time;
-pub mod token_access;
+pub(crate) mod time;
+pub(crate) mod token_access;

@@ -193,7 +193,8 @@ impl Hub {
         rows
     }
 
-    /// Viewers connected now.
+    /// Viewers connected now (the tests ask).
+    #[cfg(test)]
     pub fn viewers(&self) -> usize {
         lock(&self.state).viewers.len()
     }
