@@ -199,18 +199,21 @@ fn small_buffer_socket(addr: SocketAddr) -> TcpStream {
 
 /// Whether the view lets in `n` more viewers now and refuses the next.
 fn places_free(addr: SocketAddr, n: usize) -> bool {
-    let admitted: Vec<Option<TcpStream>> = (0..n)
-        .map(|_| {
-            let mut s = TcpStream::connect(addr).ok()?;
-            write!(s, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
-            s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-            let mut head = [0u8; 12];
-            s.read_exact(&mut head).ok()?;
-            (&head == b"HTTP/1.1 200").then_some(s)
-        })
-        .collect();
+    let admitted: Vec<Option<TcpStream>> = (0..n).map(|_| join_events(addr, b"200")).collect();
     let all = admitted.iter().all(Option::is_some);
-    all && http_get_at(addr, "/events").0 == 503
+    all && join_events(addr, b"503").is_some()
+}
+
+/// A request for `/events` whose answer starts with `status`, read as
+/// far as the status code only: an admitted stream never ends, so a probe
+/// must not read it to its end.
+fn join_events(addr: SocketAddr, status: &[u8; 3]) -> Option<TcpStream> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
+    write!(s, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    (head.starts_with(b"HTTP/1.1 ") && &head[9..] == status).then_some(s)
 }
 
 /// Everything left on `s` up to its end, or None if it has not ended
@@ -239,6 +242,11 @@ fn stuck_viewers_do_not_delay_the_operator(sim: &Sim, addr: SocketAddr) {
     // they fill the view's sixteen places, and a 17th is refused.
     let stuck: Vec<TcpStream> = (0..10).map(|_| stuck_viewer(addr)).collect();
     let readers: Vec<Viewer> = (0..5).map(|_| Viewer::connect(addr)).collect();
+    // A reader has its place once its head has come: the view joins a
+    // viewer before it answers.
+    for r in &readers {
+        r.wait(0, "HTTP/1.1 200");
+    }
     assert!(
         places_free(addr, 0),
         "a 17th viewer was let in: the stuck ones are not attached"

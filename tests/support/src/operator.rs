@@ -147,8 +147,18 @@ pub fn http_get_at(addr: SocketAddr, path: &str) -> (u16, String) {
     if write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
         return (0, String::new());
     }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
+    // A stream never ends: read until the server closes or 10 s pass.
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        let _ = s.set_read_timeout(Some(left.max(Duration::from_millis(1))));
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+    }
+    let out = String::from_utf8_lossy(&raw).into_owned();
     let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
     (status_of(&out), body)
 }
