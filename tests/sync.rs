@@ -82,7 +82,7 @@ impl Fixture {
             .iter()
             .map(|o| (key(o), ModelView::from_json(o).unwrap()))
             .collect();
-        self.rc.models.writer().replace(None, items);
+        self.rc.caches().writers().models.replace(None, items);
         let deployments = self.sim.objects("apps", "deployments", Some(NS));
         let metas = deployments
             .iter()
@@ -101,13 +101,21 @@ impl Fixture {
                 )
             })
             .collect();
-        self.rc.deployment_meta.writer().replace(None, metas);
+        self.rc
+            .caches()
+            .writers()
+            .deployment_meta
+            .replace(None, metas);
         let claimed = deployments
             .iter()
             .filter(|o| o["metadata"]["labels"]["openmed.ai/managed"] == "true")
             .map(|o| (key(o), DeploymentView::from_json(o).unwrap()))
             .collect();
-        self.rc.deployments.writer().replace(None, claimed);
+        self.rc
+            .caches()
+            .writers()
+            .deployments
+            .replace(None, claimed);
         let cms = self.sim.objects("", "configmaps", Some(NS));
         let ours = cms
             .iter()
@@ -116,7 +124,7 @@ impl Fixture {
             })
             .map(|o| (key(o), ConfigMapView::from_json(o).unwrap()))
             .collect();
-        self.rc.config_maps.writer().replace(None, ours);
+        self.rc.caches().writers().config_maps.replace(None, ours);
     }
 
     /// Set an annotation on the team's Deployment, as a person would.
@@ -421,7 +429,10 @@ fn an_event_name_held_by_another_object_is_never_bumped() {
 fn a_target_missing_from_the_caches_is_read_before_it_is_reported_absent() {
     let f = Fixture::new();
     // The metadata cache has not caught up with the Deployment.
-    f.rc.deployment_meta.writer().replace(None, vec![]);
+    f.rc.caches()
+        .writers()
+        .deployment_meta
+        .replace(None, vec![]);
     f.sync().unwrap();
     let status = &f
         .sim

@@ -16,6 +16,7 @@
 //! while their resourceVersion is unchanged.
 
 pub mod cache;
+pub mod caches;
 pub mod error;
 pub mod events;
 pub mod index;
@@ -38,7 +39,7 @@ use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::reflector::{self, Reflector};
 use crate::runtime::workers::{self, Workers};
-use crate::runtime::{reconnect, Change, Item, ObjectKey, Reader, Stop, Store, Versioned};
+use crate::runtime::{reconnect, Change, Item, ObjectKey, Reader, Stop, StoreWriter, Versioned};
 use cache::{AutoscalerView, DeploymentMeta, MetaView};
 use error::StartError;
 use index::{LookedUp, TargetIndex};
@@ -152,7 +153,7 @@ impl Controller {
         };
         let reconciler = sync::Reconciler::new(w.client.clone(), w.metrics.clone());
         let reconciler = Arc::new(reconciler.with_targets(targets));
-        let models = reconciler.models.reader();
+        let models = reconciler.caches().model_reader();
         w.metrics
             .set_phase_source(Arc::new(move || phase_counts(&models)));
         let queue = Arc::new(WorkQueue::new(RETRY));
@@ -180,8 +181,12 @@ impl Controller {
 
     /// The live view's rows, read from the caches.
     pub fn live_view_rows(&self) -> crate::live_view::Rows {
-        let r = &self.reconciler;
-        crate::live_view::Rows::new(r.models.reader(), r.deployments.reader(), r.recent.clone())
+        let c = self.reconciler.caches();
+        crate::live_view::Rows::new(
+            c.model_reader(),
+            c.deployment_reader(),
+            self.reconciler.recent(),
+        )
     }
 
     /// Stage 2: watch, wait until every cache has listed, start the
@@ -237,7 +242,7 @@ impl Controller {
             }
         }
         self.reconciler.unsettle_all();
-        for k in self.reconciler.models.keys() {
+        for k in self.reconciler.caches().model_keys() {
             self.queue.add(k);
         }
         true
@@ -256,7 +261,7 @@ impl Controller {
         &self,
         w: &Watch,
         scope: &Option<String>,
-        store: &Store<V>,
+        store: StoreWriter<V>,
         parse: fn(O) -> Option<V>,
         on_change: reflector::OnChange<V>,
     ) -> Result<(), StartError>
@@ -278,7 +283,7 @@ impl Controller {
             w.resource,
             path,
             scope.clone(),
-            store.writer(),
+            store,
             parse,
             on_change,
         );
@@ -298,8 +303,8 @@ impl Controller {
     /// the index and queues it; a change to a ConfigMap or Deployment wakes
     /// the models that look it up.
     fn start_watches(&self) -> Result<(), StartError> {
-        let r = &self.reconciler;
         for scope in &self.scopes() {
+            let feed = self.reconciler.caches().writers();
             let (q, idx) = (self.queue.clone(), self.index.clone());
             let on_model: reflector::OnChange<ModelView> = Arc::new(move |c: Change<ModelView>| {
                 // Looked up on a copy: the change shares the store's view,
@@ -309,19 +314,19 @@ impl Controller {
                 idx.update(&c.key, copy.as_ref().map(lookups).as_ref());
                 q.add(c.key);
             });
-            self.spawn(&MODELS, scope, &r.models, ModelData::view, on_model)?;
+            self.spawn(&MODELS, scope, feed.models, ModelData::view, on_model)?;
             let w = self.waker(LookedUp::ConfigMap);
             let on_cm: reflector::OnChange<ConfigMapView> = Arc::new(move |c| w(&c.key));
-            let cms = &r.config_maps;
+            let cms = feed.config_maps;
             self.spawn(&OUR_CONFIG_MAPS, scope, cms, Some, on_cm)?;
             let w = self.waker(LookedUp::Deployment);
             let on_deploy: reflector::OnChange<DeploymentView> = Arc::new(move |c| w(&c.key));
-            let ds = &r.deployments;
+            let ds = feed.deployments;
             self.spawn(&CLAIMED_DEPLOYMENTS, scope, ds, Some, on_deploy)?;
-            let meta = &r.deployment_meta;
+            let meta = feed.deployment_meta;
             let on_meta = self.on_deployment_meta();
             self.spawn(&ALL_DEPLOYMENTS, scope, meta, DeploymentMeta::view, on_meta)?;
-            let hpas = &r.autoscalers;
+            let hpas = feed.autoscalers;
             let on_hpa = self.on_autoscaler();
             let parse = |o: Value| AutoscalerView::from_json(&o);
             self.spawn(&AUTOSCALERS, scope, hpas, parse, on_hpa)?;
@@ -358,7 +363,7 @@ impl Controller {
         let reconciler = self.reconciler.clone();
         Arc::new(move |c: Change<MetaView>| {
             if c.new.is_none() {
-                reconciler.fetched.remove(&c.key);
+                reconciler.caches().forget_fetched(&c.key);
             }
             let unclaimed = c.new.as_ref().map(|n| !n.claimed).unwrap_or(true);
             if c.old.is_none() || unclaimed {
@@ -371,17 +376,8 @@ impl Controller {
     /// yet" for "absent": wait until every loop has listed. False if told
     /// to stop first.
     fn wait_for_sync(&self) -> bool {
-        let r = &self.reconciler;
-        let unsynced = || {
-            [
-                r.models.unsynced(),
-                r.deployments.unsynced(),
-                r.deployment_meta.unsynced(),
-                r.config_maps.unsynced(),
-                r.autoscalers.unsynced(),
-            ]
-            .concat()
-        };
+        let caches = self.reconciler.caches();
+        let unsynced = || caches.unsynced();
         let mut next_warning = Instant::now() + Duration::from_secs(30);
         loop {
             let waiting = unsynced();
@@ -400,11 +396,9 @@ impl Controller {
             }
         }
         self.health.set_ready();
+        let (models, deployments, config_maps) = caches.counts();
         log::info!(
-            "caches synced: {} OpenMedModels, {} claimed Deployments, {} managed ConfigMaps",
-            r.models.len(),
-            r.deployments.len(),
-            r.config_maps.len()
+            "caches synced: {models} OpenMedModels, {deployments} claimed Deployments, {config_maps} managed ConfigMaps"
         );
         true
     }
@@ -424,12 +418,7 @@ impl Controller {
             let listed = ResourcePath::collection(crate::kube::path::EVENTS, scope.as_deref())
                 .and_then(|path| self.client.list_all(&path, &params));
             match listed {
-                Ok(list) => {
-                    crate::lock::lock(&self.reconciler.posted).seed(&list.items);
-                    for e in &list.items {
-                        self.reconciler.recent.record_object(e);
-                    }
-                }
+                Ok(list) => self.reconciler.seed_posted(&list.items),
                 Err(e) => log::warn!("could not list earlier Events: {e}"),
             }
         }

@@ -6,19 +6,18 @@ mod observe;
 mod settled;
 mod writer;
 
-use super::cache::{AutoscalerView, Fetched, MetaView};
+use super::caches::{CacheRead, Caches};
 use super::error::SyncError;
 use super::events::Posted;
 use crate::kube::{Client, Error};
+use crate::live_view::RecentEvents;
 use crate::lock::lock;
 use crate::metrics::Metrics;
 use crate::outcome::Outcome;
-use crate::reconcile::{
-    decide, plan_refused, ConfigMapView, DeploymentView, ModelView, Plan, TargetPolicy,
-};
-use crate::runtime::{ObjectKey, Store};
-use observe::Observing;
-use settled::{CacheRead, Grounds, Settled};
+use crate::reconcile::{decide, plan_refused, ConfigMapView, ModelView, Plan, TargetPolicy};
+use crate::runtime::ObjectKey;
+use observe::{confirm_targets, refresh_model, Observer, Observing};
+use settled::{Grounds, Settled};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use writer::{Failed, Writer};
@@ -26,29 +25,18 @@ use writer::{Failed, Writer};
 /// The sync handler (sample-controller's `syncHandler`): one OpenMedModel
 /// from the caches to a plan, carried out.
 pub struct Reconciler {
-    pub client: Arc<Client>,
-    pub models: Arc<Store<ModelView>>,
-    /// Deployments the operator has claimed: full (compact) views.
-    pub deployments: Arc<Store<DeploymentView>>,
-    /// Every Deployment in scope, metadata only.
-    pub deployment_meta: Arc<Store<MetaView>>,
-    /// Unclaimed Deployments read on demand, reused while their
-    /// resourceVersion in `deployment_meta` is unchanged.
-    pub fetched: Fetched,
-    pub config_maps: Arc<Store<ConfigMapView>>,
-    /// HorizontalPodAutoscalers in scope: a Deployment one scales keeps its
-    /// replicas (the autoscaler's, not the spec's).
-    pub autoscalers: Arc<Store<AutoscalerView>>,
+    client: Arc<Client>,
+    caches: Caches,
     /// Events written, by (namespace, name), with their object's uid.
-    pub posted: Mutex<Posted>,
+    posted: Mutex<Posted>,
     /// The Events written lately, per model, for the live view.
-    pub recent: Arc<crate::live_view::RecentEvents>,
-    pub metrics: Arc<Metrics>,
+    recent: Arc<RecentEvents>,
+    metrics: Arc<Metrics>,
     /// The highest generation of each OpenMedModel (by uid) a pass has
     /// written for: a view older than that is never acted on (9.17).
-    pub acted: Mutex<HashMap<ObjectKey, (String, i64)>>,
+    acted: Mutex<HashMap<ObjectKey, (String, i64)>>,
     /// Which Deployments may become targets (9.8).
-    pub targets: TargetPolicy,
+    targets: TargetPolicy,
     /// Resources whose last pass changed nothing, with what it read
     /// ([`Reconciler::sync`]).
     settled: Mutex<HashMap<ObjectKey, Settled>>,
@@ -69,19 +57,6 @@ fn newly_blocked(model: &ModelView, p: &Plan) -> bool {
     ) && now != was
 }
 
-/// The owners a claimed Deployment names (metadata and pod template): the
-/// index by which a pass finds every Deployment its resource still claims.
-fn deployment_owners(d: &DeploymentView) -> Vec<String> {
-    let mut out: Vec<String> = d.owner.iter().chain(&d.template_owner).cloned().collect();
-    out.dedup();
-    out
-}
-
-/// The owner of one of our ConfigMaps.
-fn config_map_owner(c: &ConfigMapView) -> Vec<String> {
-    c.owner.iter().cloned().collect()
-}
-
 /// How many times a pass is replanned after a conflict before backing off.
 const MAX_REPLANS: usize = 4;
 
@@ -100,12 +75,7 @@ impl Reconciler {
     pub fn new(client: Arc<Client>, metrics: Arc<Metrics>) -> Reconciler {
         Reconciler {
             client,
-            models: Arc::new(Store::default()),
-            deployments: Arc::new(Store::indexed(deployment_owners)),
-            deployment_meta: Arc::new(Store::default()),
-            fetched: Fetched::default(),
-            config_maps: Arc::new(Store::indexed(config_map_owner)),
-            autoscalers: Arc::new(Store::default()),
+            caches: Caches::default(),
             posted: Mutex::new(Default::default()),
             recent: Default::default(),
             metrics,
@@ -119,6 +89,25 @@ impl Reconciler {
     pub fn with_targets(mut self, targets: TargetPolicy) -> Reconciler {
         self.targets = targets;
         self
+    }
+
+    /// The caches the watches fill and every pass reads.
+    pub fn caches(&self) -> &Caches {
+        &self.caches
+    }
+
+    /// The Events written lately, per model, for the live view.
+    pub fn recent(&self) -> Arc<RecentEvents> {
+        self.recent.clone()
+    }
+
+    /// The Events this operator wrote before (a previous run), so that a
+    /// restart neither repeats nor loses them.
+    pub fn seed_posted(&self, items: &[serde_json::Value]) {
+        lock(&self.posted).seed(items);
+        for e in items {
+            self.recent.record_object(e);
+        }
     }
 
     /// Reconcile one OpenMedModel. One whose last pass changed nothing is
@@ -145,16 +134,16 @@ impl Reconciler {
     pub fn is_settled(&self, key: &ObjectKey) -> bool {
         lock(&self.settled)
             .get(key)
-            .is_some_and(|s| self.holds(key, s))
+            .is_some_and(|s| s.holds(&self.caches, key))
     }
 
     /// Every resource that is not settled: what a resync queues. A settled
     /// one would sync to [`Outcome::Unchanged`] at once, so queueing it
     /// costs a worker's wake and nothing more (§6).
     pub fn unsettled_keys(&self) -> Vec<ObjectKey> {
-        let mut keys = self.models.keys();
+        let mut keys = self.caches.model_keys();
         let settled = lock(&self.settled);
-        keys.retain(|k| settled.get(k).is_none_or(|s| !self.holds(k, s)));
+        keys.retain(|k| settled.get(k).is_none_or(|s| !s.holds(&self.caches, k)));
         keys
     }
 
@@ -187,11 +176,11 @@ impl Reconciler {
                 Ok(Attempt::Again) => continue,
                 Err(e) if e.is_conflict() => {
                     log::debug!("{key}: conflict, re-reading: {e}");
-                    self.refresh_model(key)?;
+                    refresh_model(&self.client, &self.caches, key)?;
                     last_conflict = Some(e);
                     continue;
                 }
-                Err(e) if e.is_not_found() && !self.models.contains(key) => {
+                Err(e) if e.is_not_found() && !self.caches.recorder().has_model(key) => {
                     let gone = Settled {
                         grounds: Grounds::Caches,
                         reads: Box::new([CacheRead::Model(key.clone(), None)]),
@@ -200,7 +189,7 @@ impl Reconciler {
                 }
                 Err(e) => return Err(e.into()),
             };
-            if let Some(model) = self.models.get(key) {
+            if let Some(model) = self.caches.recorder().model(key) {
                 let now = crate::time::now();
                 Writer::new(self, &model, &now)?.post_owed_events()?;
             }
@@ -218,12 +207,16 @@ impl Reconciler {
         key: &ObjectKey,
         extra_cms: &mut Vec<ConfigMapView>,
     ) -> Result<Attempt, Error> {
-        let seen = match self.observe(key, extra_cms)? {
+        let observer = Observer::new(&self.client, self.caches.recorder());
+        let seen = match observer.observe(key, extra_cms, |m| self.is_behind(m))? {
             Observing::Gone => {
                 let gone = vec![CacheRead::Model(key.clone(), None)];
                 return Ok(Attempt::Quiet(Grounds::Caches, gone));
             }
-            Observing::Behind => return Ok(Attempt::Again),
+            Observing::Behind => {
+                refresh_model(&self.client, &self.caches, key)?;
+                return Ok(Attempt::Again);
+            }
             Observing::Found(o) => o,
         };
         let obs = seen.observed(&self.targets);
@@ -231,7 +224,9 @@ impl Reconciler {
         if p.is_noop() {
             return Ok(Attempt::Quiet(seen.grounds, seen.reads));
         }
-        if newly_blocked(&seen.model, &p) && self.confirm_targets(&seen.model, &seen.deployments)? {
+        let confirm =
+            || confirm_targets(&self.client, &self.caches, &seen.model, &seen.deployments);
+        if newly_blocked(&seen.model, &p) && confirm()? {
             // The caches were behind (9.14): plan again from what is there.
             return Ok(Attempt::Again);
         }
@@ -248,6 +243,25 @@ impl Reconciler {
                     .map_err(Failed::into_error)?;
                 Err(e)
             }
+        }
+    }
+
+    /// A view of `model` older than one a previous pass acted on.
+    fn is_behind(&self, model: &ModelView) -> bool {
+        lock(&self.acted)
+            .get(&model.key())
+            .is_some_and(|(uid, g)| *uid == model.uid && model.generation < *g)
+    }
+
+    /// Remember that a pass wrote for this generation of `model` (9.17).
+    fn remember_acted(&self, model: &ModelView) {
+        let k = model.key();
+        let mut acted = lock(&self.acted);
+        let newer = acted
+            .get(&k)
+            .is_none_or(|(uid, g)| *uid != model.uid || model.generation > *g);
+        if newer {
+            acted.insert(k, (model.uid.clone(), model.generation));
         }
     }
 }

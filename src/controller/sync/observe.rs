@@ -5,12 +5,10 @@
 //! The caches answer; the API is read only for what they do not hold (an
 //! unclaimed target, a foreign ConfigMap, an orphan's owner).
 
-use super::settled::CacheRead;
-use super::{Grounds, Reconciler};
-use crate::controller::cache::MetaView;
+use super::Grounds;
+use crate::controller::caches::{CacheRead, Caches, Recorder};
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
-use crate::kube::{Error, ResourcePath};
-use crate::lock::lock;
+use crate::kube::{Client, Error, ResourcePath};
 use crate::reconcile::{
     lookups, note_autoscaled, ConfigMapView, DeploymentView, ModelData, ModelView, Observed,
     TargetPolicy,
@@ -44,8 +42,8 @@ pub(super) struct Observation {
 pub(super) enum Observing {
     /// The model is not in its cache: nothing to do.
     Gone,
-    /// Its view was older than one already acted on, and has been read
-    /// afresh (9.17): observe again.
+    /// Its view is older than one already acted on (a lagging watch): read
+    /// it afresh and observe again, rather than apply an older spec (9.17).
     Behind,
     Found(Box<Observation>),
 }
@@ -64,83 +62,56 @@ impl Observation {
     }
 }
 
-impl Reconciler {
-    /// The observation a plan for `key` is made from, in one step.
-    /// `extra_cms`: ConfigMaps an earlier attempt found that the caches do
-    /// not hold.
-    pub(super) fn observe(
-        &self,
-        key: &ObjectKey,
-        extra_cms: &[ConfigMapView],
-    ) -> Result<Observing, Error> {
-        let Some((model, stamp)) = self.models.get_stamped(key) else {
-            return Ok(Observing::Gone);
-        };
-        if self.is_behind(&model) {
-            // An older view than one already acted on (a lagging watch):
-            // read the model afresh rather than apply an older spec (9.17).
-            self.refresh_model(key)?;
-            return Ok(Observing::Behind);
-        }
-        let mut reads = vec![CacheRead::Model(key.clone(), Some(stamp))];
-        let o = self.gather(model, extra_cms, &mut reads)?;
-        Ok(Observing::Found(Box::new(Observation { reads, ..o })))
+/// The one observer of a pass: it reads the caches only through its
+/// [`Recorder`], so every read is recorded, and the API for what they do not
+/// hold.
+pub(super) struct Observer<'a> {
+    client: &'a Client,
+    reads: Recorder<'a>,
+}
+
+impl<'a> Observer<'a> {
+    pub fn new(client: &'a Client, reads: Recorder<'a>) -> Observer<'a> {
+        Observer { client, reads }
     }
 
-    /// Read the model afresh into the cache (a conflict, or a lagging
-    /// watch: 9.17).
-    pub(super) fn refresh_model(&self, key: &ObjectKey) -> Result<(), Error> {
-        let path = ResourcePath::object(crate::model::RESOURCE, Some(key.namespace()), key.name())?;
-        match self.client.get_as::<ModelData>(&path) {
-            Ok(m) => {
-                if let Some(m) = m.view() {
-                    self.models.put_if_newer(m.key(), m);
-                }
-                Ok(())
-            }
-            Err(e) if e.is_not_found() => {
-                self.models.remove(key);
-                Ok(())
-            }
-            Err(e) => Err(e),
+    /// The observation a plan for `key` is made from, in one step.
+    /// `extra_cms`: ConfigMaps an earlier attempt found that the caches do
+    /// not hold. `is_behind`: whether a view is older than one acted on.
+    pub fn observe(
+        mut self,
+        key: &ObjectKey,
+        extra_cms: &[ConfigMapView],
+        is_behind: impl Fn(&ModelView) -> bool,
+    ) -> Result<Observing, Error> {
+        let Some(model) = self.reads.model(key) else {
+            return Ok(Observing::Gone);
+        };
+        if is_behind(&model) {
+            return Ok(Observing::Behind);
         }
+        let o = self.gather(model, extra_cms)?;
+        let reads = self.reads.into_reads();
+        Ok(Observing::Found(Box::new(Observation { reads, ..o })))
     }
 
     /// A Deployment by name: from the claimed cache, else (if the metadata
     /// watch says it exists) from the API, cached by resourceVersion.
-    fn deployment(
-        &self,
-        ns: &str,
-        name: &str,
-        reads: &mut Vec<CacheRead>,
-    ) -> Result<Option<DeploymentView>, Error> {
+    fn deployment(&mut self, ns: &str, name: &str) -> Result<Option<DeploymentView>, Error> {
         let k = ObjectKey::new(ns, name);
-        let claimed = self.deployments.get_stamped(&k);
-        reads.push(CacheRead::Deployment(
-            k.clone(),
-            claimed.as_ref().map(|c| c.1),
-        ));
-        if let Some((d, _)) = claimed {
-            // Claimed now: its read-on-demand copy is not needed again.
-            self.fetched.remove(&k);
+        if let Some(d) = self.reads.claimed_deployment(&k) {
             return Ok(Some(d));
         }
-        let meta = self.deployment_meta.get_stamped(&k);
-        reads.push(CacheRead::DeploymentMeta(
-            k.clone(),
-            meta.as_ref().map(|m| m.1),
-        ));
-        let Some((meta, _)) = meta else {
-            return Ok(None);
-        };
-        if let Some(d) = self.fetched.get(&k, &meta.resource_version) {
-            return Ok(Some(d));
+        match self.reads.unclaimed_deployment(&k) {
+            None => return Ok(None),
+            Some(Some(d)) => return Ok(Some(d)),
+            Some(None) => {}
         }
         let path = ResourcePath::object(DEPLOYMENTS, Some(ns), name)?;
         match self.client.get_as::<DeploymentView>(&path) {
             Ok(d) if d.name.is_empty() => Ok(None),
             Ok(d) => {
-                self.fetched.insert(k, d.clone());
+                self.reads.keep_fetched(d.clone());
                 Ok(Some(d))
             }
             Err(e) if e.is_not_found() => Ok(None),
@@ -152,10 +123,9 @@ impl Reconciler {
     /// name, every other one this owner still claims (to release them), and
     /// the owners named on them that are gone (orphans, to adopt).
     fn gather(
-        &self,
+        &mut self,
         seen: ModelView,
         extra_cms: &[ConfigMapView],
-        reads: &mut Vec<CacheRead>,
     ) -> Result<Observation, Error> {
         let model = &seen;
         let ns = model.namespace.as_str();
@@ -166,31 +136,26 @@ impl Reconciler {
         let l = lookups(model);
         let mut deployments = Vec::new();
         for name in &l.deployments {
-            if let Some(d) = self.deployment(ns, name, reads)? {
+            if let Some(d) = self.deployment(ns, name)? {
                 deployments.push(d);
             }
         }
-        let (claimed, stamp) = self.deployments.by_index_stamped(&owner, |d| {
+        let claimed = self.reads.deployments_of(&owner, |d| {
             d.namespace == ns && !deployments.iter().any(|x| x.name == d.name)
         });
-        reads.push(CacheRead::DeploymentsOfOwner(stamp));
         deployments.extend(claimed);
         let mut config_maps: Vec<ConfigMapView> = Vec::new();
         for n in &l.config_maps {
-            let k = ObjectKey::new(ns, n);
-            let cm = self.config_maps.get_stamped(&k);
-            reads.push(CacheRead::ConfigMap(k, cm.as_ref().map(|c| c.1)));
-            config_maps.extend(cm.map(|c| c.0));
+            config_maps.extend(self.reads.config_map(&ObjectKey::new(ns, n)));
         }
         for cm in extra_cms {
             if !config_maps.iter().any(|c| c.name == cm.name) {
                 config_maps.push(cm.clone());
             }
         }
-        let (extra, stamp) = self.config_maps.by_index_stamped(&owner, |c| {
+        let extra = self.reads.config_maps_of(&owner, |c| {
             c.namespace == ns && !config_maps.iter().any(|x| x.name == c.name)
         });
-        reads.push(CacheRead::ConfigMapsOfOwner(stamp));
         config_maps.extend(extra);
         let mut grounds = if extra_cms.is_empty() {
             Grounds::Caches
@@ -201,16 +166,15 @@ impl Reconciler {
             grounds = Grounds::ForeignConfigMap;
             for name in &l.config_maps {
                 if !config_maps.iter().any(|c| &c.name == name) {
-                    config_maps.extend(self.read_config_map(ns, name)?);
+                    config_maps.extend(read_config_map(self.client, ns, name)?);
                 }
             }
         }
-        reads.push(CacheRead::Autoscalers(self.autoscalers.changes()));
         for d in deployments.iter_mut() {
-            d.autoscaler = self.autoscaler_of(ns, &d.name);
+            d.autoscaler = self.reads.autoscaler_of(ns, &d.name);
         }
         note_autoscaled(model, &mut deployments);
-        let (orphans, read) = self.orphans(&owner, &deployments, reads)?;
+        let (orphans, read) = self.orphans(&owner, &deployments)?;
         if read && grounds == Grounds::Caches {
             grounds = Grounds::Reads;
         }
@@ -225,27 +189,13 @@ impl Reconciler {
         })
     }
 
-    /// The HorizontalPodAutoscaler scaling Deployment `ns/name`, as
-    /// `HorizontalPodAutoscaler/<name>` (the first by name if several).
-    fn autoscaler_of(&self, ns: &str, name: &str) -> Option<String> {
-        let mut by: Vec<String> = self
-            .autoscalers
-            .select(|k, a| k.namespace() == ns && a.deployment.as_deref() == Some(name))
-            .into_iter()
-            .map(|a| a.name)
-            .collect();
-        by.sort();
-        by.first().map(|n| format!("HorizontalPodAutoscaler/{n}"))
-    }
-
     /// Owners named on these Deployments, other than `owner`, whose
     /// OpenMedModel is gone: not in the cache and confirmed by a read; and
     /// whether any was read.
     fn orphans(
-        &self,
+        &mut self,
         owner: &str,
         deployments: &[DeploymentView],
-        reads: &mut Vec<CacheRead>,
     ) -> Result<(Vec<String>, bool), Error> {
         let mut out = Vec::new();
         let mut read = false;
@@ -260,13 +210,7 @@ impl Reconciler {
             let Some((ns, name)) = other.split_once('/') else {
                 continue;
             };
-            if ns.is_empty() || name.is_empty() {
-                continue;
-            }
-            let key = ObjectKey::new(ns, name);
-            let stamp = self.models.stamp(&key);
-            reads.push(CacheRead::Model(key, stamp));
-            if stamp.is_some() {
+            if ns.is_empty() || name.is_empty() || self.reads.has_model(&ObjectKey::new(ns, name)) {
                 continue;
             }
             let path = ResourcePath::object(crate::model::RESOURCE, Some(ns), name)?;
@@ -279,66 +223,73 @@ impl Reconciler {
         }
         Ok((out, read))
     }
+}
 
-    /// Before reporting a block the caches suggest (9.14), read the target
-    /// Deployments: true when what is there differs from what was seen
-    /// (the caches are put right).
-    pub(super) fn confirm_targets(
-        &self,
-        model: &ModelView,
-        seen: &[DeploymentView],
-    ) -> Result<bool, Error> {
-        let ns = model.namespace.as_str();
-        let mut changed = false;
-        for name in lookups(model).deployments {
-            let path = ResourcePath::object(DEPLOYMENTS, Some(ns), &name)?;
-            let was = seen.iter().find(|d| d.name == name);
-            let key = ObjectKey::new(ns, name.clone());
-            match self.client.get_as::<DeploymentView>(&path) {
-                Ok(d) if d.name.is_empty() => continue,
-                Ok(d) => {
-                    if was.is_none_or(|w| w.resource_version != d.resource_version) {
-                        let meta = MetaView {
-                            resource_version: d.resource_version.clone(),
-                            claimed: d.claimed,
-                        };
-                        self.deployment_meta.put_if_newer(key, meta);
-                        self.remember_deployment(d);
-                        changed = true;
-                    }
+/// Read the model afresh into the caches (a conflict, or a lagging watch:
+/// 9.17).
+pub(super) fn refresh_model(
+    client: &Client,
+    caches: &Caches,
+    key: &ObjectKey,
+) -> Result<(), Error> {
+    let path = ResourcePath::object(crate::model::RESOURCE, Some(key.namespace()), key.name())?;
+    match client.get_as::<ModelData>(&path) {
+        Ok(m) => {
+            caches.remember_model(m);
+            Ok(())
+        }
+        Err(e) if e.is_not_found() => {
+            caches.forget_model(key);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Before reporting a block the caches suggest (9.14), read the target
+/// Deployments: true when what is there differs from what was seen (the
+/// caches are put right).
+pub(super) fn confirm_targets(
+    client: &Client,
+    caches: &Caches,
+    model: &ModelView,
+    seen: &[DeploymentView],
+) -> Result<bool, Error> {
+    let ns = model.namespace.as_str();
+    let mut changed = false;
+    for name in lookups(model).deployments {
+        let path = ResourcePath::object(DEPLOYMENTS, Some(ns), &name)?;
+        let was = seen.iter().find(|d| d.name == name);
+        match client.get_as::<DeploymentView>(&path) {
+            Ok(d) if d.name.is_empty() => continue,
+            Ok(d) => {
+                if was.is_none_or(|w| w.resource_version != d.resource_version) {
+                    caches.remember_deployment(d, true);
+                    changed = true;
                 }
-                Err(e) if e.is_not_found() => {
-                    if let Some(w) = was {
-                        self.deployment_meta.remove_object(&key, &w.uid);
-                        self.deployments.remove_object(&key, &w.uid);
-                        self.fetched.remove(&key);
-                        changed = true;
-                    }
-                }
-                Err(e) => return Err(e),
             }
+            Err(e) if e.is_not_found() => {
+                if let Some(w) = was {
+                    caches.forget_deployment(&ObjectKey::new(ns, name.clone()), &w.uid);
+                    changed = true;
+                }
+            }
+            Err(e) => return Err(e),
         }
-        Ok(changed)
     }
+    Ok(changed)
+}
 
-    /// A view of `model` older than one a previous pass acted on.
-    fn is_behind(&self, model: &ModelView) -> bool {
-        lock(&self.acted)
-            .get(&model.key())
-            .is_some_and(|(uid, g)| *uid == model.uid && model.generation < *g)
-    }
-
-    /// Read one ConfigMap the caches do not hold (they hold only ours).
-    pub(super) fn read_config_map(
-        &self,
-        ns: &str,
-        name: &str,
-    ) -> Result<Option<ConfigMapView>, Error> {
-        let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
-        match self.client.get_as::<ConfigMapView>(&path) {
-            Ok(cm) => Ok(Some(cm).filter(|cm| !cm.name.is_empty())),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e),
-        }
+/// Read one ConfigMap the caches do not hold (they hold only ours).
+pub(super) fn read_config_map(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<Option<ConfigMapView>, Error> {
+    let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
+    match client.get_as::<ConfigMapView>(&path) {
+        Ok(cm) => Ok(Some(cm).filter(|cm| !cm.name.is_empty())),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
     }
 }

@@ -5,8 +5,7 @@
 //! convergence, a resync passes none of the resources that settled during
 //! it (docs/performance.md, idle CPU).
 
-use super::Reconciler;
-use crate::runtime::store::Stamp;
+use crate::controller::caches::{CacheRead, Caches};
 use crate::runtime::ObjectKey;
 
 /// What a pass that changed nothing was planned from.
@@ -22,22 +21,6 @@ pub(super) enum Grounds {
     ForeignConfigMap,
 }
 
-/// One cache read of a pass, with the stamp of what it saw (None: it was
-/// not there).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum CacheRead {
-    Model(ObjectKey, Option<Stamp>),
-    Deployment(ObjectKey, Option<Stamp>),
-    DeploymentMeta(ObjectKey, Option<Stamp>),
-    ConfigMap(ObjectKey, Option<Stamp>),
-    /// The claimed Deployments indexed under the resource's own name.
-    DeploymentsOfOwner(Option<Stamp>),
-    /// Our ConfigMaps indexed under the resource's own name.
-    ConfigMapsOfOwner(Option<Stamp>),
-    /// Every autoscaler: the store's change count.
-    Autoscalers(u64),
-}
-
 /// A resource whose last pass changed nothing, and what that pass read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Settled {
@@ -45,22 +28,9 @@ pub(super) struct Settled {
     pub reads: Box<[CacheRead]>,
 }
 
-impl Reconciler {
-    /// Whether a pass of `owner` would read now what `read` saw.
-    fn still(&self, owner: &ObjectKey, read: &CacheRead) -> bool {
-        match read {
-            CacheRead::Model(k, s) => self.models.stamp(k) == *s,
-            CacheRead::Deployment(k, s) => self.deployments.stamp(k) == *s,
-            CacheRead::DeploymentMeta(k, s) => self.deployment_meta.stamp(k) == *s,
-            CacheRead::ConfigMap(k, s) => self.config_maps.stamp(k) == *s,
-            CacheRead::DeploymentsOfOwner(s) => self.deployments.index_stamp(owner.as_str()) == *s,
-            CacheRead::ConfigMapsOfOwner(s) => self.config_maps.index_stamp(owner.as_str()) == *s,
-            CacheRead::Autoscalers(c) => self.autoscalers.changes() == *c,
-        }
-    }
-
-    /// Whether every read of `settled`, a pass of `owner`, still holds.
-    pub(super) fn holds(&self, owner: &ObjectKey, settled: &Settled) -> bool {
-        settled.reads.iter().all(|r| self.still(owner, r))
+impl Settled {
+    /// Whether every read of this pass of `owner` still holds.
+    pub fn holds(&self, caches: &Caches, owner: &ObjectKey) -> bool {
+        self.reads.iter().all(|r| caches.still(owner, r))
     }
 }

@@ -1,11 +1,11 @@
 //! How a sync writes: [`Writer`], the one path for a plan's writes and
 //! its Events, and what the answers teach the caches.
 
+use super::observe::read_config_map;
 use super::{Attempt, Reconciler};
 use crate::controller::events::Poster;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Error, PatchType, Preconditions, ResourcePath, Retry};
-use crate::lock::lock;
 use crate::outcome::Outcome;
 use crate::reconcile::patches::StatusPatch;
 use crate::reconcile::{
@@ -45,140 +45,6 @@ impl From<Error> for Failed {
     }
 }
 
-impl Reconciler {
-    fn remember_acted(&self, model: &ModelView) {
-        let k = model.key();
-        let mut acted = lock(&self.acted);
-        let newer = acted
-            .get(&k)
-            .is_none_or(|(uid, g)| *uid != model.uid || model.generation > *g);
-        if newer {
-            acted.insert(k, (model.uid.clone(), model.generation));
-        }
-    }
-
-    /// Create the ConfigMap. `Some(found)` when one of that name exists that
-    /// the caches (which hold only ours) did not know: plan again with it.
-    fn create_config_map(
-        &self,
-        ns: &str,
-        body: &Value,
-        who: &str,
-    ) -> Result<Option<ConfigMapView>, Failed> {
-        let name = body["metadata"]["name"].as_str().unwrap_or("");
-        match self
-            .client
-            .create_as(&ResourcePath::collection(CONFIG_MAPS, Some(ns))?, body)
-        {
-            Ok(resp) => {
-                self.remember_cm(resp);
-                log::info!("{who}: created ConfigMap {name}");
-                Ok(None)
-            }
-            Err(e) if e.is_already_exists() => {
-                // Gone again by now: the create is retried with the sync.
-                let found = self.read_config_map(ns, name)?;
-                Ok(Some(found.ok_or(e)?))
-            }
-            Err(e) => Err(Failed::of(e, RefusedWrite::ConfigMap)),
-        }
-    }
-
-    fn delete_config_map(&self, ns: &str, name: &str, uid: &str, who: &str) -> Result<(), Failed> {
-        let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
-        let pre = Preconditions {
-            uid: Some(uid.to_string()),
-            resource_version: None,
-        };
-        match self.client.delete(&path, Some(&pre)) {
-            Ok(_) => log::info!("{who}: deleted ConfigMap {name}"),
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
-        }
-        self.config_maps.remove(&ObjectKey::new(ns, name));
-        Ok(())
-    }
-
-    /// Post an Event for `model` in its current generation (see
-    /// `events.rs`). A failure is logged with the namespace, counted, and
-    /// returned: the sync is retried, the Event never dropped.
-    fn post_event(
-        &self,
-        model: &ModelView,
-        reason: crate::model::EventReason,
-        tag: Option<&str>,
-        generation: i64,
-        message: &str,
-        now: &str,
-    ) -> Result<(), Error> {
-        let level = if reason.is_warning() {
-            log::Level::Warn
-        } else {
-            log::Level::Info
-        };
-        log::log!(level, "{}: {reason}: {message}", model.qualified_name());
-        let poster = Poster {
-            client: &self.client,
-            posted: &self.posted,
-        };
-        match poster.post(model, reason, tag, generation, message, now) {
-            Ok((count, event_name)) => {
-                self.metrics.event_posted();
-                let event = crate::live_view::RecordedEvent {
-                    reason: reason.as_str(),
-                    type_: if reason.is_warning() {
-                        "Warning"
-                    } else {
-                        "Normal"
-                    },
-                    count,
-                    last: now,
-                    message,
-                };
-                self.recent
-                    .record(&model.namespace, &model.name, &event_name, event);
-                Ok(())
-            }
-            Err(e) => {
-                self.metrics.event_failed();
-                log::warn!(reason = reason.as_str(); "{}: could not post Event {reason}: {e}", model.qualified_name());
-                Err(e)
-            }
-        }
-    }
-
-    /// A model as a write answered, decoded straight into its view.
-    pub(super) fn remember_model(&self, m: ModelData) -> Option<String> {
-        let m = m.view()?;
-        let rv = m.resource_version.clone();
-        self.models.put_if_newer(m.key(), m);
-        Some(rv)
-    }
-
-    /// A ConfigMap as a write answered, decoded straight into its view.
-    pub(super) fn remember_cm(&self, cm: ConfigMapView) {
-        if cm.managed_by.as_deref() == Some(crate::model::MANAGED_BY_LABEL.1) && !cm.name.is_empty()
-        {
-            self.config_maps.put_if_newer(cm.key(), cm);
-        }
-    }
-
-    /// A Deployment as a write or a read answered, decoded straight into
-    /// its view.
-    pub(super) fn remember_deployment(&self, d: DeploymentView) {
-        if d.name.is_empty() {
-            return;
-        }
-        let k = d.key();
-        if d.claimed {
-            self.deployments.put_if_newer(k, d);
-        } else {
-            self.deployments.remove(&k);
-            self.fetched.insert(k, d);
-        }
-    }
-}
-
 /// The one path by which a sync writes, for one model: every write of a
 /// plan ([`execute`] orders them, docs/contract.md §6.16) and its Events,
 /// through the API client, which holds the leader's write gate, so each
@@ -209,6 +75,99 @@ impl<'a> Writer<'a> {
         })
     }
 
+    /// Create the ConfigMap. `Some(found)` when one of that name exists that
+    /// the caches (which hold only ours) did not know: plan again with it.
+    fn create_cm(&self, body: &Value) -> Result<Option<ConfigMapView>, Failed> {
+        let name = body["metadata"]["name"].as_str().unwrap_or("");
+        let ns = self.model.namespace.as_str();
+        match self
+            .reconciler
+            .client
+            .create_as(&ResourcePath::collection(CONFIG_MAPS, Some(ns))?, body)
+        {
+            Ok(resp) => {
+                self.reconciler.caches.remember_config_map(resp);
+                log::info!("{}: created ConfigMap {name}", self.who);
+                Ok(None)
+            }
+            Err(e) if e.is_already_exists() => {
+                // Gone again by now: the create is retried with the sync.
+                let found = read_config_map(&self.reconciler.client, ns, name)?;
+                Ok(Some(found.ok_or(e)?))
+            }
+            Err(e) => Err(Failed::of(e, RefusedWrite::ConfigMap)),
+        }
+    }
+
+    fn delete_cm(&self, name: &str, uid: &str) -> Result<(), Failed> {
+        let ns = self.model.namespace.as_str();
+        let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
+        let pre = Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        };
+        match self.reconciler.client.delete(&path, Some(&pre)) {
+            Ok(_) => log::info!("{}: deleted ConfigMap {name}", self.who),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.reconciler
+            .caches
+            .forget_config_map(&ObjectKey::new(ns, name));
+        Ok(())
+    }
+
+    /// Post an Event for `model` in its current generation (see
+    /// `events.rs`). A failure is logged with the namespace, counted, and
+    /// returned: the sync is retried, the Event never dropped.
+    fn post(
+        &self,
+        reason: crate::model::EventReason,
+        tag: Option<&str>,
+        generation: i64,
+        message: &str,
+        now: &str,
+    ) -> Result<(), Error> {
+        let level = if reason.is_warning() {
+            log::Level::Warn
+        } else {
+            log::Level::Info
+        };
+        log::log!(level, "{}: {reason}: {message}", self.who);
+        let poster = Poster {
+            client: &self.reconciler.client,
+            posted: &self.reconciler.posted,
+        };
+        match poster.post(self.model, reason, tag, generation, message, now) {
+            Ok((count, event_name)) => {
+                self.reconciler.metrics.event_posted();
+                let event = crate::live_view::RecordedEvent {
+                    reason: reason.as_str(),
+                    type_: if reason.is_warning() {
+                        "Warning"
+                    } else {
+                        "Normal"
+                    },
+                    count,
+                    last: now,
+                    message,
+                };
+                self.reconciler.recent.record(
+                    &self.model.namespace,
+                    &self.model.name,
+                    &event_name,
+                    event,
+                );
+                Ok(())
+            }
+            Err(e) => {
+                self.reconciler.metrics.event_failed();
+                log::warn!(reason = reason.as_str(); "{}: could not post Event {reason}: {e}", self.who);
+                Err(e)
+            }
+        }
+    }
+
     /// The Events the model's status says its last transition required
     /// (`status.lastEvents`) and that were not posted for this object: a
     /// post that failed, or a crash between the status write and the post.
@@ -231,14 +190,7 @@ impl<'a> Writer<'a> {
             }
             log::info!(reason = owed.reason.as_str(); "{}: posting the owed Event {}", self.who, owed.reason);
             let tag = owed.tag.as_deref();
-            rc.post_event(
-                model,
-                owed.reason,
-                tag,
-                owed.generation,
-                &owed.message,
-                self.now,
-            )?;
+            self.post(owed.reason, tag, owed.generation, &owed.message, self.now)?;
         }
         Ok(())
     }
@@ -290,19 +242,20 @@ impl Cluster for Writer<'_> {
             // The server deletes it now: the answer is a last view of a
             // gone object, never to be cached (docs/contract.md §9.17).
             let key = self.model.key();
-            self.reconciler.models.remove_object(&key, &self.model.uid);
+            let caches = &self.reconciler.caches;
+            caches.forget_model_object(&key, &self.model.uid);
             return Ok(None);
         }
         Ok(Some(
             self.reconciler
+                .caches
                 .remember_model(resp)
                 .unwrap_or_else(|| rv.to_string()),
         ))
     }
 
     fn create_config_map(&mut self, body: &Value) -> Result<Option<ConfigMapView>, Failed> {
-        self.reconciler
-            .create_config_map(&self.model.namespace, body, &self.who)
+        self.create_cm(body)
     }
 
     fn patch_config_map(&mut self, name: &str, body: &Value) -> Result<(), Failed> {
@@ -312,7 +265,7 @@ impl Cluster for Writer<'_> {
             .client
             .patch_as(&path, PatchType::Merge, body, Retry::Idempotent)
             .map_err(|e| Failed::of(e, RefusedWrite::ConfigMap))?;
-        self.reconciler.remember_cm(resp);
+        self.reconciler.caches.remember_config_map(resp);
         log::info!("{}: updated ConfigMap {name}", self.who);
         Ok(())
     }
@@ -325,7 +278,7 @@ impl Cluster for Writer<'_> {
             .patch_as(&path, PatchType::Strategic, body, Retry::Idempotent)
             .map_err(|e| Failed::of(e, RefusedWrite::Deployment))?;
         let generation = resp.generation;
-        self.reconciler.remember_deployment(resp);
+        self.reconciler.caches.remember_deployment(resp, false);
         log::info!(
             "{}: patched Deployment {name} (generation {generation})",
             self.who
@@ -334,8 +287,7 @@ impl Cluster for Writer<'_> {
     }
 
     fn delete_config_map(&mut self, name: &str, uid: &str) -> Result<(), Failed> {
-        self.reconciler
-            .delete_config_map(&self.model.namespace, name, uid, &self.who)
+        self.delete_cm(name, uid)
     }
 
     fn patch_status(&mut self, body: &StatusPatch) -> Result<(), Failed> {
@@ -344,7 +296,7 @@ impl Cluster for Writer<'_> {
             .reconciler
             .client
             .patch_as(&path, PatchType::Merge, body, Retry::Write)?;
-        self.reconciler.remember_model(resp);
+        self.reconciler.caches.remember_model(resp);
         self.reconciler.remember_acted(self.model);
         if let Some(phase) = body.get("phase").and_then(Value::as_str) {
             let reason = ready_reason(body).unwrap_or_default();
@@ -354,16 +306,14 @@ impl Cluster for Writer<'_> {
     }
 
     fn post_event(&mut self, e: &EventSpec) -> Result<(), Failed> {
-        self.reconciler
-            .post_event(
-                self.model,
-                e.reason,
-                e.tag.as_deref(),
-                self.model.generation,
-                &e.message,
-                self.now,
-            )
-            .map_err(Failed::Api)
+        self.post(
+            e.reason,
+            e.tag.as_deref(),
+            self.model.generation,
+            &e.message,
+            self.now,
+        )
+        .map_err(Failed::Api)
     }
 }
 

@@ -1,0 +1,319 @@
+//! The caches a sync reads, owned in one place: the stores the watches
+//! fill, the Deployments read on demand, and the index of what each owner
+//! claims. A pass reads them only through a [`Recorder`], which keeps the
+//! stamp of every read it makes: a read cannot go unrecorded, so a resource
+//! whose pass changed nothing is skipped only while nothing it read has
+//! changed (§6). Others get write-only handles ([`CacheWriters`], the
+//! watches' and the tests' door), readers for the live view, and the
+//! answers of the operator's own writes.
+
+use super::cache::{AutoscalerView, Fetched, MetaView};
+use crate::reconcile::{ConfigMapView, DeploymentView, ModelData, ModelView};
+use crate::runtime::store::Stamp;
+use crate::runtime::{ObjectKey, Reader, Store, StoreWriter};
+
+/// Every store of the controller.
+pub struct Caches {
+    models: Store<ModelView>,
+    /// Deployments the operator has claimed: full (compact) views.
+    deployments: Store<DeploymentView>,
+    /// Every Deployment in scope, metadata only.
+    deployment_meta: Store<MetaView>,
+    /// Unclaimed Deployments read on demand, reused while their
+    /// resourceVersion in `deployment_meta` is unchanged.
+    fetched: Fetched,
+    config_maps: Store<ConfigMapView>,
+    /// HorizontalPodAutoscalers in scope: a Deployment one scales keeps its
+    /// replicas (the autoscaler's, not the spec's).
+    autoscalers: Store<AutoscalerView>,
+}
+
+/// The write-only ends of the stores, for the watches that fill them and
+/// the tests that seed them.
+pub struct CacheWriters {
+    pub models: StoreWriter<ModelView>,
+    pub deployments: StoreWriter<DeploymentView>,
+    pub deployment_meta: StoreWriter<MetaView>,
+    pub config_maps: StoreWriter<ConfigMapView>,
+    pub autoscalers: StoreWriter<AutoscalerView>,
+}
+
+/// One cache read of a pass, with the stamp of what it saw (None: it was
+/// not there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheRead {
+    Model(ObjectKey, Option<Stamp>),
+    Deployment(ObjectKey, Option<Stamp>),
+    DeploymentMeta(ObjectKey, Option<Stamp>),
+    ConfigMap(ObjectKey, Option<Stamp>),
+    /// The claimed Deployments indexed under the resource's own name.
+    DeploymentsOfOwner(Option<Stamp>),
+    /// Our ConfigMaps indexed under the resource's own name.
+    ConfigMapsOfOwner(Option<Stamp>),
+    /// Every autoscaler: the store's change count.
+    Autoscalers(u64),
+}
+
+/// The owners a claimed Deployment names (metadata and pod template): the
+/// index by which a pass finds every Deployment its resource still claims.
+fn deployment_owners(d: &DeploymentView) -> Vec<String> {
+    let mut out: Vec<String> = d.owner.iter().chain(&d.template_owner).cloned().collect();
+    out.dedup();
+    out
+}
+
+/// The owner of one of our ConfigMaps.
+fn config_map_owner(c: &ConfigMapView) -> Vec<String> {
+    c.owner.iter().cloned().collect()
+}
+
+impl Default for Caches {
+    fn default() -> Caches {
+        Caches {
+            models: Store::default(),
+            deployments: Store::indexed(deployment_owners),
+            deployment_meta: Store::default(),
+            fetched: Fetched::default(),
+            config_maps: Store::indexed(config_map_owner),
+            autoscalers: Store::default(),
+        }
+    }
+}
+
+impl Caches {
+    /// A pass's way in: every read it makes is recorded.
+    pub fn recorder(&self) -> Recorder<'_> {
+        Recorder {
+            caches: self,
+            reads: Vec::new(),
+        }
+    }
+
+    pub fn writers(&self) -> CacheWriters {
+        CacheWriters {
+            models: self.models.writer(),
+            deployments: self.deployments.writer(),
+            deployment_meta: self.deployment_meta.writer(),
+            config_maps: self.config_maps.writer(),
+            autoscalers: self.autoscalers.writer(),
+        }
+    }
+
+    /// The models, for those that only look (metrics, the live view).
+    pub fn model_reader(&self) -> Reader<ModelView> {
+        self.models.reader()
+    }
+
+    /// The claimed Deployments, for the live view.
+    pub fn deployment_reader(&self) -> Reader<DeploymentView> {
+        self.deployments.reader()
+    }
+
+    /// Every model's key.
+    pub fn model_keys(&self) -> Vec<ObjectKey> {
+        self.models.keys()
+    }
+
+    /// The list/watch loops of any store that have not listed yet.
+    pub fn unsynced(&self) -> Vec<String> {
+        [
+            self.models.unsynced(),
+            self.deployments.unsynced(),
+            self.deployment_meta.unsynced(),
+            self.config_maps.unsynced(),
+            self.autoscalers.unsynced(),
+        ]
+        .concat()
+    }
+
+    /// How many models, claimed Deployments and our ConfigMaps are held.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (
+            self.models.len(),
+            self.deployments.len(),
+            self.config_maps.len(),
+        )
+    }
+
+    /// Whether a pass of `owner` would read now what `read` saw.
+    pub fn still(&self, owner: &ObjectKey, read: &CacheRead) -> bool {
+        match read {
+            CacheRead::Model(k, s) => self.models.stamp(k) == *s,
+            CacheRead::Deployment(k, s) => self.deployments.stamp(k) == *s,
+            CacheRead::DeploymentMeta(k, s) => self.deployment_meta.stamp(k) == *s,
+            CacheRead::ConfigMap(k, s) => self.config_maps.stamp(k) == *s,
+            CacheRead::DeploymentsOfOwner(s) => self.deployments.index_stamp(owner.as_str()) == *s,
+            CacheRead::ConfigMapsOfOwner(s) => self.config_maps.index_stamp(owner.as_str()) == *s,
+            CacheRead::Autoscalers(c) => self.autoscalers.changes() == *c,
+        }
+    }
+
+    /// A model as a write or a read answered, decoded straight into its
+    /// view; its resourceVersion.
+    pub fn remember_model(&self, m: ModelData) -> Option<String> {
+        let m = m.view()?;
+        let rv = m.resource_version.clone();
+        self.models.put_if_newer(m.key(), m);
+        Some(rv)
+    }
+
+    /// The model is gone (a read found none).
+    pub fn forget_model(&self, key: &ObjectKey) {
+        self.models.remove(key);
+    }
+
+    /// This incarnation of the model is being deleted by the server: its
+    /// last view is never to be cached (docs/contract.md §9.17).
+    pub fn forget_model_object(&self, key: &ObjectKey, uid: &str) {
+        self.models.remove_object(key, uid);
+    }
+
+    /// A ConfigMap as a write answered, kept if it is ours.
+    pub fn remember_config_map(&self, cm: ConfigMapView) {
+        if cm.managed_by.as_deref() == Some(crate::model::MANAGED_BY_LABEL.1) && !cm.name.is_empty()
+        {
+            self.config_maps.put_if_newer(cm.key(), cm);
+        }
+    }
+
+    pub fn forget_config_map(&self, key: &ObjectKey) {
+        self.config_maps.remove(key);
+    }
+
+    /// A Deployment as a write or a read answered: claimed, into its store;
+    /// else kept as read on demand. Its metadata too, when `with_meta`.
+    pub fn remember_deployment(&self, d: DeploymentView, with_meta: bool) {
+        if d.name.is_empty() {
+            return;
+        }
+        let k = d.key();
+        if with_meta {
+            let meta = MetaView {
+                resource_version: d.resource_version.clone(),
+                claimed: d.claimed,
+            };
+            self.deployment_meta.put_if_newer(k.clone(), meta);
+        }
+        if d.claimed {
+            self.deployments.put_if_newer(k, d);
+        } else {
+            self.deployments.remove(&k);
+            self.fetched.insert(k, d);
+        }
+    }
+
+    /// This incarnation of the Deployment is gone (a read found none).
+    pub fn forget_deployment(&self, key: &ObjectKey, uid: &str) {
+        self.deployment_meta.remove_object(key, uid);
+        self.deployments.remove_object(key, uid);
+        self.fetched.remove(key);
+    }
+
+    /// The metadata watch saw a Deployment go: its copy read on demand
+    /// goes too.
+    pub fn forget_fetched(&self, key: &ObjectKey) {
+        self.fetched.remove(key);
+    }
+}
+
+/// The reads of one pass, each kept with the stamp of what it saw.
+pub struct Recorder<'a> {
+    caches: &'a Caches,
+    reads: Vec<CacheRead>,
+}
+
+impl Recorder<'_> {
+    /// What was read, in order.
+    pub fn into_reads(self) -> Vec<CacheRead> {
+        self.reads
+    }
+
+    pub fn model(&mut self, key: &ObjectKey) -> Option<ModelView> {
+        let got = self.caches.models.get_stamped(key);
+        let stamp = got.as_ref().map(|g| g.1);
+        self.reads.push(CacheRead::Model(key.clone(), stamp));
+        got.map(|g| g.0)
+    }
+
+    /// Whether the model is cached, without a copy of it.
+    pub fn has_model(&mut self, key: &ObjectKey) -> bool {
+        let stamp = self.caches.models.stamp(key);
+        self.reads.push(CacheRead::Model(key.clone(), stamp));
+        stamp.is_some()
+    }
+
+    /// A claimed Deployment. Its copy read on demand, no longer needed,
+    /// goes.
+    pub fn claimed_deployment(&mut self, key: &ObjectKey) -> Option<DeploymentView> {
+        let got = self.caches.deployments.get_stamped(key);
+        let stamp = got.as_ref().map(|g| g.1);
+        self.reads.push(CacheRead::Deployment(key.clone(), stamp));
+        let (d, _) = got?;
+        self.caches.fetched.remove(key);
+        Some(d)
+    }
+
+    /// Whether the metadata watch shows the Deployment, and if it does, its
+    /// copy read on demand at that resourceVersion when one is held:
+    /// `Some(None)` says it must be read.
+    pub fn unclaimed_deployment(&mut self, key: &ObjectKey) -> Option<Option<DeploymentView>> {
+        let got = self.caches.deployment_meta.get_stamped(key);
+        let stamp = got.as_ref().map(|g| g.1);
+        self.reads
+            .push(CacheRead::DeploymentMeta(key.clone(), stamp));
+        let (meta, _) = got?;
+        Some(self.caches.fetched.get(key, &meta.resource_version))
+    }
+
+    /// A Deployment read on demand, kept while its resourceVersion stands.
+    pub fn keep_fetched(&self, d: DeploymentView) {
+        self.caches.fetched.insert(d.key(), d);
+    }
+
+    /// The claimed Deployments of `owner` that `keep` keeps.
+    pub fn deployments_of(
+        &mut self,
+        owner: &str,
+        keep: impl Fn(&DeploymentView) -> bool,
+    ) -> Vec<DeploymentView> {
+        let (got, stamp) = self.caches.deployments.by_index_stamped(owner, keep);
+        self.reads.push(CacheRead::DeploymentsOfOwner(stamp));
+        got
+    }
+
+    pub fn config_map(&mut self, key: &ObjectKey) -> Option<ConfigMapView> {
+        let got = self.caches.config_maps.get_stamped(key);
+        let stamp = got.as_ref().map(|g| g.1);
+        self.reads.push(CacheRead::ConfigMap(key.clone(), stamp));
+        got.map(|g| g.0)
+    }
+
+    /// Our ConfigMaps of `owner` that `keep` keeps.
+    pub fn config_maps_of(
+        &mut self,
+        owner: &str,
+        keep: impl Fn(&ConfigMapView) -> bool,
+    ) -> Vec<ConfigMapView> {
+        let (got, stamp) = self.caches.config_maps.by_index_stamped(owner, keep);
+        self.reads.push(CacheRead::ConfigMapsOfOwner(stamp));
+        got
+    }
+
+    /// The HorizontalPodAutoscaler scaling Deployment `ns/name`, as
+    /// `HorizontalPodAutoscaler/<name>` (the first by name if several).
+    pub fn autoscaler_of(&mut self, ns: &str, name: &str) -> Option<String> {
+        let changes = CacheRead::Autoscalers(self.caches.autoscalers.changes());
+        if !self.reads.contains(&changes) {
+            self.reads.push(changes);
+        }
+        let mut by: Vec<String> = self
+            .caches
+            .autoscalers
+            .select(|k, a| k.namespace() == ns && a.deployment.as_deref() == Some(name))
+            .into_iter()
+            .map(|a| a.name)
+            .collect();
+        by.sort();
+        by.first().map(|n| format!("HorizontalPodAutoscaler/{n}"))
+    }
+}
