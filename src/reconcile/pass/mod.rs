@@ -1,7 +1,10 @@
 //! One reconcile pass (docs/contract.md §6) as a pure function: from what
-//! was observed to the writes, status and Events that must follow. `run`
-//! dispatches to one method per step. The steps are child modules, so they
-//! share the pass's private state and import nothing from one another.
+//! was observed to the writes, status and Events that must follow. The
+//! steps are functions over the [`Pass`] in child modules; where the
+//! contract re-enters one step from another (a rollback over a failed
+//! rollout, a rollout when a rollback cannot be watched: §9.10), the step
+//! returns the [`Next`] one and [`Pass::run`] takes it, so the whole order
+//! reads here and the step modules call none of one another's steps.
 
 mod blocked;
 mod rollback;
@@ -11,8 +14,9 @@ mod targets;
 use super::block::{Block, RefusedWrite};
 use super::facts::before_rejection;
 use super::messages::NO_ROLLBACK;
-use super::observed::ModelView;
+use super::observed::{DeploymentView, ModelView};
 use super::plan::{Observed, Plan, Write};
+use crate::model::spec::DesiredSpec;
 use crate::model::status::{states, Cond, EventReason, Field, Messages, Phase, Reason};
 use crate::model::{FINALIZER, KOPF_FINALIZER};
 use serde_json::json;
@@ -30,7 +34,34 @@ struct Pass<'a> {
     kept: Option<(String, String)>,
 }
 
-impl Pass<'_> {
+/// A step the pass is handed to (§6), with what it needs beyond the
+/// desired spec.
+enum Next<'a> {
+    /// Steps 2-4 and §9.2: a block reported.
+    Blocked(Block),
+    /// Step 5: a manual rollback to the version named.
+    ManualRollback(String),
+    /// Steps 6-11: the desired spec judged against its Deployment.
+    Judge,
+    /// "Starting a rollout" of the desired spec.
+    StartRollout(Reason),
+    /// Step 8: an automatic rollback to the last successful spec.
+    AutomaticRollback(DesiredSpec),
+    /// Step 12 (§9.23): a rollback watched through.
+    MonitorRollback,
+    /// §9.21: the Deployment fails while nothing of ours rolls out.
+    TargetDegraded(&'a DeploymentView),
+}
+
+/// How a check within a step ended: not its case, the pass settled, or
+/// handed to another step.
+enum Flow<'a> {
+    Continue,
+    Settled,
+    Then(Next<'a>),
+}
+
+impl<'a> Pass<'a> {
     fn conds(&mut self, c: [Cond; 4]) {
         let g = self.m.generation;
         self.plan.new.set_conditions(c, g, self.obs.now);
@@ -79,17 +110,30 @@ impl Pass<'_> {
         self.set_str(Field::DesiredSpecHash, &hash);
         self.set_str(Field::ManifestHash, &s.manifest_hash());
 
-        // 2-4, and 9.2's foreign ConfigMap.
-        if let Some(b) = self.blocked(s) {
-            self.report_block(b);
-            return;
+        // 2-4, and 9.2's foreign ConfigMap; else 5, a manual rollback;
+        // else 6-11.
+        let mut next = Some(match (blocked::blocked(self, s), &m.rollback_to) {
+            (Some(b), _) => Next::Blocked(b),
+            (None, Some(target)) => Next::ManualRollback(target.clone()),
+            (None, None) => Next::Judge,
+        });
+        while let Some(step) = next {
+            next = self.take(step, s, &hash);
         }
-        // 5. Manual rollback.
-        if let Some(target) = m.rollback_to.clone() {
-            self.manual_rollback(s, &hash, &target);
-            return;
+    }
+
+    /// Run one step; the one it hands the pass to, if any.
+    fn take(&mut self, step: Next<'a>, s: &DesiredSpec, hash: &str) -> Option<Next<'a>> {
+        match step {
+            Next::Blocked(b) => blocked::report_block(self, b),
+            Next::ManualRollback(target) => return rollback::manual(self, s, hash, &target),
+            Next::Judge => return rollout::judge_desired(self, s, hash),
+            Next::StartRollout(reason) => rollout::start_rollout(self, s, hash, reason),
+            Next::AutomaticRollback(l) => rollback::automatic(self, s, hash, &l),
+            Next::MonitorRollback => return rollback::monitor_rollback(self, s),
+            Next::TargetDegraded(d) => rollout::target_degraded(self, d),
         }
-        self.judge_desired(s, &hash);
+        None
     }
 
     /// A transition's Events go into the status it writes (`lastEvents`),
@@ -161,7 +205,7 @@ fn plan_with(obs: Observed<'_>, refusal: Option<Block>) -> Plan {
         kept: None,
     };
     pass.run();
-    pass.release_others();
+    targets::release_others(&mut pass);
     pass.ensure_finalizer();
     pass.plan.new.stamp_generation(obs.model.generation);
     pass.record_owed_events();

@@ -2,7 +2,9 @@
 //! (step 5, 9.3, 9.22), watched until they serve or fail (step 12, 9.23),
 //! and the state a rejected annotation replaced (9.24).
 
-use super::Pass;
+use super::blocked::blocked;
+use super::targets::{apply, record_target};
+use super::{Next, Pass};
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{
     cond, states, stored_cond, ConditionType, EventReason, Field, Messages, Phase, Reason,
@@ -37,242 +39,254 @@ struct Degraded {
     message: String,
 }
 
-impl Pass<'_> {
-    /// Apply a retained spec instead of the desired one (steps 5 and 8).
-    pub(super) fn begin_rollback(&mut self, r: &DesiredSpec, desired_hash: &str, request: String) {
-        self.apply(r);
-        self.plan.new.set_phase(Phase::RolledBack);
-        self.set_str(Field::ActiveVersion, &r.version);
-        self.set_str(Field::AppliedSpecHash, &r.hash());
-        // A manual rollback is an override, not a verdict (9.22): only an
-        // automatic one records the desired spec as failed.
-        if request.starts_with("automatic:") {
-            self.set_str(Field::FailedSpecHash, desired_hash);
-        } else {
-            self.plan.new.clear(Field::FailedSpecHash);
+/// Step 8: the rollout of `s` missed its deadline; roll back to `l`, the
+/// last successful spec.
+pub(super) fn automatic(p: &mut Pass<'_>, s: &DesiredSpec, hash: &str, l: &DesiredSpec) {
+    begin_rollback(p, l, hash, format!("automatic:{}", s.version));
+    let msg = format!("rolling back to {}", l.version);
+    p.conds(states::AUTOMATIC_ROLLBACK_STARTED.with(Messages {
+        ready: format!("{} failed; rolling back to {}", s.version, l.version),
+        progressing: msg.clone(),
+        degraded: format!(
+            "{} missed the progress deadline of Deployment {}",
+            s.version, s.target.name
+        ),
+        rolled_back: msg,
+    }));
+}
+
+/// Apply a retained spec instead of the desired one (steps 5 and 8).
+fn begin_rollback(p: &mut Pass<'_>, r: &DesiredSpec, desired_hash: &str, request: String) {
+    apply(p, r);
+    p.plan.new.set_phase(Phase::RolledBack);
+    p.set_str(Field::ActiveVersion, &r.version);
+    p.set_str(Field::AppliedSpecHash, &r.hash());
+    // A manual rollback is an override, not a verdict (9.22): only an
+    // automatic one records the desired spec as failed.
+    if request.starts_with("automatic:") {
+        p.set_str(Field::FailedSpecHash, desired_hash);
+    } else {
+        p.plan.new.clear(Field::FailedSpecHash);
+    }
+    p.plan.new.clear(Field::BeforeRejection);
+    p.plan.new.set(Field::RollbackSpec, r.to_json());
+    p.set_str(Field::RollbackRequest, &request);
+    let count = p.plan.base.int(Field::RollbackCount).unwrap_or(0);
+    p.plan.new.set(Field::RollbackCount, json!(count + 1));
+    let msg = format!("Rolling back Deployment {} to {}", r.target.name, r.version);
+    rollback_event(p, EventReason::RollbackStarted, msg, r);
+}
+
+/// An Event of the rollback `rollbackRequest` names, to `r`: tagged
+/// with its kind and the first 10 hex of `r`'s spec hash, so that an
+/// automatic and a manual rollback, or two targets, in one generation
+/// are two records (§2.6).
+fn rollback_event(p: &mut Pass<'_>, reason: EventReason, message: String, r: &DesiredSpec) {
+    let request = p.plan.new.str(Field::RollbackRequest).unwrap_or("");
+    let kind = if request.starts_with("manual:") {
+        "manual"
+    } else {
+        "automatic"
+    };
+    let hash = r.hash();
+    let hex = hash.strip_prefix("sha256:").unwrap_or(&hash);
+    let tag = format!("{kind}-{}", &hex[..hex.len().min(10)]);
+    p.plan.push_tagged_event(reason, message, tag);
+}
+
+fn rollback_failed_conds(p: &mut Pass<'_>, r_version: &str, deployment: &str) {
+    let msg =
+        format!("rollback to {r_version} missed the progress deadline of Deployment {deployment}");
+    p.conds(states::ROLLBACK_FAILED.with(Messages::all(msg)));
+}
+
+/// Step 12 (and 9.23): watch a rollback through, judged on every pass.
+pub(super) fn monitor_rollback<'a>(p: &mut Pass<'a>, desired: &DesiredSpec) -> Option<Next<'a>> {
+    let Some(r) = p.plan.base.spec(Field::RollbackSpec, &p.m.name) else {
+        // A rollback with no readable rollbackSpec cannot be watched:
+        // go back to the desired spec.
+        return Some(Next::StartRollout(Reason::InitialRollout));
+    };
+    if let Some(b) = blocked(p, &r) {
+        return Some(Next::Blocked(b));
+    }
+    let d = p.obs.deployment(&r.target.name)?;
+    let base = p.plan.base.clone();
+    let gen = base.int(Field::TargetDeploymentGeneration).unwrap_or(0);
+    p.kept = Some((r.target.name.clone(), r.manifest_config_map_name.clone()));
+    let recreated = recreated(&base, d);
+    record_target(p, &base, d);
+    let degraded = degraded(&base, &r, desired);
+    let served = base.ready_reason() == Some(Reason::TargetDegraded)
+        || base.condition_reason(ConditionType::RolledBack) == Some(Reason::RollbackSucceeded);
+    p.plan.new.set_phase(Phase::RolledBack);
+    p.set_str(Field::ActiveVersion, &r.version);
+    if !recreated && !d.paused && judge::failed(d, gen) {
+        if served {
+            // The rollback had served: an outside failure (9.21).
+            return Some(Next::TargetDegraded(d));
         }
-        self.plan.new.clear(Field::BeforeRejection);
-        self.plan.new.set(Field::RollbackSpec, r.to_json());
-        self.set_str(Field::RollbackRequest, &request);
-        let count = self.plan.base.int(Field::RollbackCount).unwrap_or(0);
-        self.plan.new.set(Field::RollbackCount, json!(count + 1));
-        let msg = format!("Rolling back Deployment {} to {}", r.target.name, r.version);
-        self.rollback_event(EventReason::RollbackStarted, msg, r);
+        rollback_failed(p, &r);
+        return None;
     }
-
-    /// An Event of the rollback `rollbackRequest` names, to `r`: tagged
-    /// with its kind and the first 10 hex of `r`'s spec hash, so that an
-    /// automatic and a manual rollback, or two targets, in one generation
-    /// are two records (§2.6).
-    fn rollback_event(&mut self, reason: EventReason, message: String, r: &DesiredSpec) {
-        let request = self.plan.new.str(Field::RollbackRequest).unwrap_or("");
-        let kind = if request.starts_with("manual:") {
-            "manual"
-        } else {
-            "automatic"
-        };
-        let hash = r.hash();
-        let hex = hash.strip_prefix("sha256:").unwrap_or(&hash);
-        let tag = format!("{kind}-{}", &hex[..hex.len().min(10)]);
-        self.plan.push_tagged_event(reason, message, tag);
+    let drifted = !judge::matches(d, &r, &p.owner)
+        || !p
+            .obs
+            .config_map(&r.manifest_config_map_name)
+            .is_some_and(|cm| judge::cm_content_matches(cm, &r));
+    if !recreated && !drifted && judge::ready(d, r.replicas, gen) {
+        rollback_served(p, &r, degraded);
+        return None;
     }
+    if drifted || recreated {
+        // Someone changed what the rollback wrote, or the Deployment
+        // was created again: write it again and judge it afresh.
+        apply(p, &r);
+    }
+    rollback_in_progress(p, &r, d, degraded);
+    None
+}
 
-    fn rollback_failed_conds(&mut self, r_version: &str, deployment: &str) {
+fn rollback_failed(p: &mut Pass<'_>, r: &DesiredSpec) {
+    p.plan.new.set_phase(Phase::Failed);
+    rollback_failed_conds(p, &r.version, &r.target.name);
+    let msg = format!(
+        "Rollback of Deployment {} to {} missed its progress deadline",
+        r.target.name, r.version
+    );
+    rollback_event(p, EventReason::RollbackFailed, msg, r);
+}
+
+fn rollback_served(p: &mut Pass<'_>, r: &DesiredSpec, degraded: Degraded) {
+    let done = format!("rolled back to {}", r.version);
+    p.conds(states::rolled_back(degraded.manual).with(Messages {
+        ready: done.clone(),
+        progressing: format!("rollback to {} complete", r.version),
+        degraded: degraded.message,
+        rolled_back: done,
+    }));
+    // Serving again after an outside failure (9.21) is no new rollback.
+    if p.plan.base.ready_reason() != Some(Reason::TargetDegraded) {
         let msg = format!(
-            "rollback to {r_version} missed the progress deadline of Deployment {deployment}"
-        );
-        self.conds(states::ROLLBACK_FAILED.with(Messages::all(msg)));
-    }
-
-    /// Step 12 (and 9.23): watch a rollback through, judged on every pass.
-    pub(super) fn monitor_rollback(&mut self, desired: &DesiredSpec, hash: &str) {
-        let Some(r) = self.plan.base.spec(Field::RollbackSpec, &self.m.name) else {
-            // A rollback with no readable rollbackSpec cannot be watched:
-            // go back to the desired spec.
-            self.start_rollout(desired, hash, Reason::InitialRollout);
-            return;
-        };
-        if let Some(b) = self.blocked(&r) {
-            self.report_block(b);
-            return;
-        }
-        let Some(d) = self.obs.deployment(&r.target.name) else {
-            return;
-        };
-        let base = self.plan.base.clone();
-        let gen = base.int(Field::TargetDeploymentGeneration).unwrap_or(0);
-        self.kept = Some((r.target.name.clone(), r.manifest_config_map_name.clone()));
-        let recreated = recreated(&base, d);
-        self.record_target(&base, d);
-        let degraded = degraded(&base, &r, desired);
-        let served = base.ready_reason() == Some(Reason::TargetDegraded)
-            || base.condition_reason(ConditionType::RolledBack) == Some(Reason::RollbackSucceeded);
-        self.plan.new.set_phase(Phase::RolledBack);
-        self.set_str(Field::ActiveVersion, &r.version);
-        if !recreated && !d.paused && judge::failed(d, gen) {
-            if served {
-                // The rollback had served: an outside failure (9.21).
-                self.target_degraded(d);
-            } else {
-                self.rollback_failed(&r);
-            }
-            return;
-        }
-        let drifted = !judge::matches(d, &r, &self.owner)
-            || !self
-                .obs
-                .config_map(&r.manifest_config_map_name)
-                .is_some_and(|cm| judge::cm_content_matches(cm, &r));
-        if !recreated && !drifted && judge::ready(d, r.replicas, gen) {
-            self.rollback_served(&r, degraded);
-            return;
-        }
-        if drifted || recreated {
-            // Someone changed what the rollback wrote, or the Deployment
-            // was created again: write it again and judge it afresh.
-            self.apply(&r);
-        }
-        self.rollback_in_progress(&r, d, degraded);
-    }
-
-    fn rollback_failed(&mut self, r: &DesiredSpec) {
-        self.plan.new.set_phase(Phase::Failed);
-        self.rollback_failed_conds(&r.version, &r.target.name);
-        let msg = format!(
-            "Rollback of Deployment {} to {} missed its progress deadline",
+            "Deployment {} is serving {} again",
             r.target.name, r.version
         );
-        self.rollback_event(EventReason::RollbackFailed, msg, r);
+        rollback_event(p, EventReason::RollbackSucceeded, msg, r);
     }
+}
 
-    fn rollback_served(&mut self, r: &DesiredSpec, degraded: Degraded) {
-        let done = format!("rolled back to {}", r.version);
-        self.conds(states::rolled_back(degraded.manual).with(Messages {
-            ready: done.clone(),
-            progressing: format!("rollback to {} complete", r.version),
-            degraded: degraded.message,
-            rolled_back: done,
-        }));
-        // Serving again after an outside failure (9.21) is no new rollback.
-        if self.plan.base.ready_reason() != Some(Reason::TargetDegraded) {
-            let msg = format!(
-                "Deployment {} is serving {} again",
-                r.target.name, r.version
-            );
-            self.rollback_event(EventReason::RollbackSucceeded, msg, r);
+fn rollback_in_progress(p: &mut Pass<'_>, r: &DesiredSpec, d: &DeploymentView, degraded: Degraded) {
+    let progressing = if d.paused {
+        paused_message(d, &r.version)
+    } else {
+        format!("rolling back Deployment {} to {}", r.target.name, r.version)
+    };
+    let msg = format!("rolling back to {}", r.version);
+    let state = states::rolling_back(degraded.manual, d.paused);
+    p.conds(state.with(Messages {
+        ready: msg.clone(),
+        progressing,
+        degraded: degraded.message,
+        rolled_back: msg,
+    }));
+}
+
+/// Step 5: a manual rollback to `target`.
+pub(super) fn manual<'a>(
+    p: &mut Pass<'a>,
+    desired: &DesiredSpec,
+    hash: &str,
+    target: &str,
+) -> Option<Next<'a>> {
+    let request = format!("manual:{target}");
+    let same_request = p.plan.base.str(Field::RollbackRequest) == Some(request.as_str());
+    let phase = p.plan.base.phase();
+    let failed_rollback = phase == Some(Phase::Failed)
+        && matches!(
+            p.plan.base.ready_reason(),
+            Some(Reason::RollbackFailed | Reason::TargetDegraded)
+        );
+    // A rejected request keeps the phase it found (9.D16), so a
+    // `RolledBack` beside it is not this request's rollback.
+    let rejected = p.plan.base.get(Field::BeforeRejection).is_some();
+    if same_request && !rejected && (phase == Some(Phase::RolledBack) || failed_rollback) {
+        // A rollback under way, done, or failed: judged on every pass
+        // (9.23), so a failed one that later serves is RolledBack.
+        return monitor_rollback(p, desired);
+    }
+    // The last successful spec first, then the previous one.
+    let retained = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
+        .iter()
+        .filter_map(|f| p.plan.base.spec(*f, &p.m.name))
+        .find(|s| s.version == target);
+    match retained {
+        None => reject_rollback(p, target, request),
+        Some(r) if r.hash() == hash => {
+            // A rollback to the very spec the resource names is no
+            // rollback (9.10): judge the spec as it stands.
+            p.plan.new.clear(Field::BeforeRejection);
+            return Some(Next::Judge);
+        }
+        Some(r) => {
+            if let Some(b) = blocked(p, &r) {
+                return Some(Next::Blocked(b));
+            }
+            begin_rollback(p, &r, hash, request);
+            let msg = format!("rolling back to {}", r.version);
+            p.conds(states::MANUAL_ROLLBACK_STARTED.with(Messages {
+                ready: format!("manual rollback to {} requested", r.version),
+                progressing: msg.clone(),
+                degraded: format!("serving {} instead of {}", r.version, desired.version),
+                rolled_back: msg,
+            }));
         }
     }
+    None
+}
 
-    fn rollback_in_progress(&mut self, r: &DesiredSpec, d: &DeploymentView, degraded: Degraded) {
-        let progressing = if d.paused {
-            paused_message(d, &r.version)
-        } else {
-            format!("rolling back Deployment {} to {}", r.target.name, r.version)
-        };
-        let msg = format!("rolling back to {}", r.version);
-        let state = states::rolling_back(degraded.manual, d.paused);
-        self.conds(state.with(Messages {
-            ready: msg.clone(),
-            progressing,
-            degraded: degraded.message,
-            rolled_back: msg,
-        }));
-    }
-
-    /// Step 5.
-    pub(super) fn manual_rollback(&mut self, desired: &DesiredSpec, hash: &str, target: &str) {
-        let request = format!("manual:{target}");
-        let same_request = self.plan.base.str(Field::RollbackRequest) == Some(request.as_str());
-        let phase = self.plan.base.phase();
-        let failed_rollback = phase == Some(Phase::Failed)
-            && matches!(
-                self.plan.base.ready_reason(),
-                Some(Reason::RollbackFailed | Reason::TargetDegraded)
-            );
-        // A rejected request keeps the phase it found (9.D16), so a
-        // `RolledBack` beside it is not this request's rollback.
-        let rejected = self.plan.base.get(Field::BeforeRejection).is_some();
-        if same_request && !rejected && (phase == Some(Phase::RolledBack) || failed_rollback) {
-            // A rollback under way, done, or failed: judged on every pass
-            // (9.23), so a failed one that later serves is RolledBack.
-            self.monitor_rollback(desired, hash);
-            return;
+/// Step 5's rejection: `target` is no retained version. The version in
+/// spec still serves, so the phase, Ready and Progressing stay as they
+/// were; Degraded and RolledBack say the request was refused (9.D16).
+/// What the request replaces is kept, so removing or correcting it
+/// restores exactly that (9.3, 9.24).
+fn reject_rollback(p: &mut Pass<'_>, target: &str, request: String) {
+    let versions: Vec<String> = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
+        .iter()
+        .filter_map(|f| p.plan.base.get(*f))
+        .filter_map(|v| v["version"].as_str().map(str::to_string))
+        .collect();
+    let retained = if versions.is_empty() {
+        "none".to_string()
+    } else {
+        versions.join(", ")
+    };
+    let msg = format!("rollback target {target} is not a retained version (retained: {retained})");
+    let before = match p.plan.base.get(Field::BeforeRejection) {
+        Some(b) => b.clone(),
+        None => {
+            let snapshot = rejection_snapshot(&p.plan.base);
+            p.plan.new.set(Field::BeforeRejection, snapshot.clone());
+            snapshot
         }
-        // The last successful spec first, then the previous one.
-        let retained = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
-            .iter()
-            .filter_map(|f| self.plan.base.spec(*f, &self.m.name))
-            .find(|s| s.version == target);
-        match retained {
-            None => self.reject_rollback(target, request),
-            Some(r) if r.hash() == hash => {
-                // A rollback to the very spec the resource names is no
-                // rollback (9.10): judge the spec as it stands.
-                self.plan.new.clear(Field::BeforeRejection);
-                self.judge_desired(desired, hash);
-            }
-            Some(r) => {
-                if let Some(b) = self.blocked(&r) {
-                    self.report_block(b);
-                    return;
-                }
-                self.begin_rollback(&r, hash, request);
-                let msg = format!("rolling back to {}", r.version);
-                self.conds(states::MANUAL_ROLLBACK_STARTED.with(Messages {
-                    ready: format!("manual rollback to {} requested", r.version),
-                    progressing: msg.clone(),
-                    degraded: format!("serving {} instead of {}", r.version, desired.version),
-                    rolled_back: msg,
-                }));
-            }
+    };
+    p.set_str(Field::RollbackRequest, &request);
+    let kept = |i: usize| before["conditions"].get(i).and_then(stored_cond);
+    let phase = before["phase"].as_str().and_then(Phase::parse);
+    match (phase, kept(0), kept(1)) {
+        (Some(phase), Some(ready), Some(progressing)) => {
+            p.plan.new.set_phase(phase);
+            p.conds([
+                ready,
+                progressing,
+                cond(true, Reason::RollbackTargetUnavailable, msg.clone()),
+                cond(false, Reason::RollbackRejected, msg.clone()),
+            ]);
+        }
+        // Nothing served yet: nothing to keep.
+        _ => {
+            p.plan.new.set_phase(Phase::Failed);
+            p.conds(states::ROLLBACK_REJECTED.with(Messages::all(msg.clone())));
         }
     }
-
-    /// Step 5's rejection: `target` is no retained version. The version in
-    /// spec still serves, so the phase, Ready and Progressing stay as they
-    /// were; Degraded and RolledBack say the request was refused (9.D16).
-    /// What the request replaces is kept, so removing or correcting it
-    /// restores exactly that (9.3, 9.24).
-    fn reject_rollback(&mut self, target: &str, request: String) {
-        let versions: Vec<String> = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
-            .iter()
-            .filter_map(|f| self.plan.base.get(*f))
-            .filter_map(|v| v["version"].as_str().map(str::to_string))
-            .collect();
-        let retained = if versions.is_empty() {
-            "none".to_string()
-        } else {
-            versions.join(", ")
-        };
-        let msg =
-            format!("rollback target {target} is not a retained version (retained: {retained})");
-        let before = match self.plan.base.get(Field::BeforeRejection) {
-            Some(b) => b.clone(),
-            None => {
-                let snapshot = rejection_snapshot(&self.plan.base);
-                self.plan.new.set(Field::BeforeRejection, snapshot.clone());
-                snapshot
-            }
-        };
-        self.set_str(Field::RollbackRequest, &request);
-        let kept = |i: usize| before["conditions"].get(i).and_then(stored_cond);
-        let phase = before["phase"].as_str().and_then(Phase::parse);
-        match (phase, kept(0), kept(1)) {
-            (Some(phase), Some(ready), Some(progressing)) => {
-                self.plan.new.set_phase(phase);
-                self.conds([
-                    ready,
-                    progressing,
-                    cond(true, Reason::RollbackTargetUnavailable, msg.clone()),
-                    cond(false, Reason::RollbackRejected, msg.clone()),
-                ]);
-            }
-            // Nothing served yet: nothing to keep.
-            _ => {
-                self.plan.new.set_phase(Phase::Failed);
-                self.conds(states::ROLLBACK_REJECTED.with(Messages::all(msg.clone())));
-            }
-        }
-        self.event(EventReason::RollbackRejected, msg);
-    }
+    p.event(EventReason::RollbackRejected, msg);
 }
