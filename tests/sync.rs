@@ -350,6 +350,36 @@ fn an_event_whose_post_failed_is_posted_by_the_next_pass() {
     assert!(!f.requests().iter().any(|r| r.contains("events")));
 }
 
+/// A pass that changes nothing but owes an Event whose post fails again
+/// stays unsettled: the retry posts the Event, rather than skip the
+/// resource as settled (§6, §9.7).
+#[test]
+fn a_quiet_pass_whose_owed_event_fails_is_retried_until_it_posts() {
+    let f = Fixture::new();
+    // Every post fails until a pass writes nothing else: that pass is
+    // quiet, its only request the owed Event's post.
+    let mut quiet = false;
+    for _ in 0..5 {
+        f.requests();
+        f.sim.fail_next(Some("POST"), "/events$", 500, 1, None);
+        let failed = f.sync().unwrap_err();
+        assert!(
+            matches!(&failed, SyncError::Api(e) if e.code() == Some(500)),
+            "the failed post fails the sync: {failed}"
+        );
+        if f.requests() == [req("POST", "events", 500)] {
+            quiet = true;
+            break;
+        }
+    }
+    assert!(quiet, "no pass was quiet");
+    assert!(f.sim.objects("", "events", Some(NS)).is_empty());
+    f.sync().unwrap();
+    let reqs = f.requests();
+    assert_eq!(reqs, [req("POST", "events", 201)]);
+    assert_eq!(f.sim.objects("", "events", Some(NS)).len(), 1);
+}
+
 /// Found by the soak (seed 951881290): the post of a block's Event failed,
 /// then the spec changed while the block stayed. The status is not a new
 /// transition, so the Event owed under the first generation is still posted.

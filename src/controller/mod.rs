@@ -41,7 +41,7 @@ use crate::runtime::reflector::{self, Reflector};
 use crate::runtime::workers::{self, Workers};
 use crate::runtime::{reconnect, Change, Item, ObjectKey, Reader, Stop, StoreWriter, Versioned};
 use cache::{AutoscalerView, DeploymentMeta, MetaView};
-use error::StartError;
+use error::{StartError, SyncError};
 use index::{LookedUp, TargetIndex};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -487,8 +487,8 @@ impl Controller {
     }
 }
 
-/// Stage 3: sync one key, then forget its failures or retry it with
-/// backoff.
+/// Stage 3: sync one key, then forget its failures, or hand the error to
+/// [`error_policy`].
 fn sync_one(
     reconciler: &sync::Reconciler,
     queue: &WorkQueue<ObjectKey>,
@@ -503,15 +503,22 @@ fn sync_one(
         }
         Err(e) => {
             metrics.reconciled(Outcome::Error, started.elapsed());
-            metrics.error(&e.kind_label());
-            let delay = queue.add_rate_limited(key.clone(), e.retry_after());
-            log::warn!(
-                reason = e.kind_label().as_str();
-                "{key}: reconcile failed, retrying in {} ms: {e}",
-                delay.as_millis()
-            );
+            error_policy(queue, metrics, key, &e);
         }
     });
+}
+
+/// The one mapping from a failed sync to when its key comes back
+/// (kube-runtime's `error_policy`): the queue's per-key exponential
+/// backoff, or the server's `Retry-After` when it is longer.
+fn error_policy(queue: &WorkQueue<ObjectKey>, metrics: &Metrics, key: &ObjectKey, e: &SyncError) {
+    metrics.error(&e.kind_label());
+    let delay = queue.add_rate_limited(key.clone(), e.retry_after());
+    log::warn!(
+        reason = e.kind_label().as_str();
+        "{key}: reconcile failed, retrying in {} ms: {e}",
+        delay.as_millis()
+    );
 }
 
 /// Managed resources per phase, every phase present (0 included); a model

@@ -57,17 +57,33 @@ fn newly_blocked(model: &ModelView, p: &Plan) -> bool {
     ) && now != was
 }
 
-/// How many times a pass is replanned after a conflict before backing off.
+/// How many times a pass is planned again at once before the sync backs
+/// off (`SyncError::NotSettled`).
 const MAX_REPLANS: usize = 4;
 
-/// How one attempt at a model ended.
-enum Attempt {
+/// What a pass asks for next (kube-runtime's `Action`): the sync carries
+/// it out.
+#[derive(Debug)]
+pub enum Action {
+    /// Done: synced again when something it read changes (§6), or at a
+    /// resync. The core never waits on time: a rollout's deadline is the
+    /// Deployment controller's to judge, and its verdict arrives by watch.
     Done(Outcome),
-    /// The plan changed nothing; what it rests on and what it read.
-    Quiet(Grounds, Vec<CacheRead>),
-    /// A write met a newer object (409), a ConfigMap the caches did not
-    /// know, or the caches were behind: observe and plan again.
-    Again,
+    /// Plan again at once: what the pass acted on was not what is there.
+    Replan(Replan),
+}
+
+/// Why a pass is planned again at once.
+#[derive(Debug)]
+pub enum Replan {
+    /// A write met a newer object (409); the model has been read afresh.
+    Conflict(Error),
+    /// A ConfigMap of our name that the caches (which hold only ours) did
+    /// not know: the next pass is planned with it.
+    UnknownConfigMap(Box<ConfigMapView>),
+    /// The caches were behind what a read found, and have been put right
+    /// (§9.14, §9.17).
+    CachesBehind,
 }
 
 impl Reconciler {
@@ -110,23 +126,77 @@ impl Reconciler {
         }
     }
 
-    /// Reconcile one OpenMedModel. One whose last pass changed nothing is
-    /// not planned again until something it read in the caches changes: a pass is a
-    /// function of what they hold (docs/contract.md §6), so a resync of a
-    /// converged cluster costs next to nothing (docs/performance.md).
+    /// Reconcile one OpenMedModel: passes while one asks to be planned
+    /// again, at most [`MAX_REPLANS`], then the outcome, or the error the
+    /// worker's error policy backs off from.
+    pub fn sync(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
+        let mut known: Vec<ConfigMapView> = Vec::new();
+        let mut last = None;
+        for _ in 0..MAX_REPLANS {
+            match self.reconcile(key, &known)? {
+                Action::Done(outcome) => return Ok(outcome),
+                Action::Replan(Replan::Conflict(e)) => last = Some(e),
+                Action::Replan(Replan::UnknownConfigMap(cm)) => {
+                    known.retain(|c| c.name != cm.name);
+                    known.push(*cm);
+                }
+                Action::Replan(Replan::CachesBehind) => {}
+            }
+        }
+        Err(SyncError::NotSettled {
+            replans: MAX_REPLANS,
+            last,
+        })
+    }
+
+    /// One pass over one OpenMedModel (kube-runtime's `reconcile`). One
+    /// whose last pass changed nothing is not planned again until something
+    /// it read in the caches changes: a pass is a function of what they
+    /// hold (docs/contract.md §6), so a resync of a converged cluster costs
+    /// next to nothing (docs/performance.md).
     /// [`Reconciler::unsettle_reads`] forces full passes now and then of
     /// those whose pass also read what no cache shows (an owner in a
-    /// namespace not watched).
-    pub fn sync(&self, key: &ObjectKey) -> Result<Outcome, SyncError> {
+    /// namespace not watched). `known`: ConfigMaps an earlier pass found
+    /// that the caches do not hold.
+    pub fn reconcile(&self, key: &ObjectKey, known: &[ConfigMapView]) -> Result<Action, Error> {
         if self.is_settled(key) {
-            return Ok(Outcome::Unchanged);
+            return Ok(Action::Done(Outcome::Unchanged));
         }
         lock(&self.settled).remove(key);
-        let (out, quiet) = self.sync_now(key)?;
-        if let Some(s) = quiet.filter(|s| s.grounds != Grounds::ForeignConfigMap) {
-            lock(&self.settled).insert(key.clone(), s);
+        let action = match self.attempt(key, known) {
+            Ok(action) => action,
+            Err(e) if e.is_conflict() => {
+                log::debug!("{key}: conflict, re-reading: {e}");
+                refresh_model(&self.client, &self.caches, key)?;
+                return Ok(Action::Replan(Replan::Conflict(e)));
+            }
+            Err(e) if e.is_not_found() && !self.caches.recorder().has_model(key) => {
+                let gone = vec![CacheRead::Model(key.clone(), None)];
+                return Ok(self.settle(key, Grounds::Caches, gone));
+            }
+            Err(e) => return Err(e),
+        };
+        if let (Action::Done(_), Some(model)) = (&action, self.caches.recorder().model(key)) {
+            let now = crate::time::now();
+            let posted = Writer::new(self, &model, &now).and_then(|w| w.post_owed_events());
+            if let Err(e) = posted {
+                // An Event still owed (§9.7) leaves the resource unsettled:
+                // the retry posts it.
+                lock(&self.settled).remove(key);
+                return Err(e);
+            }
         }
-        Ok(out)
+        Ok(action)
+    }
+
+    /// A pass that changed nothing: settled on what it read, unless it
+    /// rests on a foreign ConfigMap that every pass reads again.
+    fn settle(&self, key: &ObjectKey, grounds: Grounds, reads: Vec<CacheRead>) -> Action {
+        if grounds != Grounds::ForeignConfigMap {
+            let reads = reads.into_boxed_slice();
+            lock(&self.settled).insert(key.clone(), Settled { grounds, reads });
+        }
+        Action::Done(Outcome::Unchanged)
     }
 
     /// Whether `key` is settled: its last pass changed nothing, and nothing
@@ -161,86 +231,40 @@ impl Reconciler {
         lock(&self.settled).retain(|_, s| s.grounds == Grounds::Caches);
     }
 
-    /// The outcome, and for a pass that changed nothing what it was
-    /// planned from.
-    fn sync_now(&self, key: &ObjectKey) -> Result<(Outcome, Option<Settled>), SyncError> {
-        let mut extra_cms: Vec<ConfigMapView> = Vec::new();
-        let mut last_conflict = None;
-        for _ in 0..MAX_REPLANS {
-            let done = match self.attempt(key, &mut extra_cms) {
-                Ok(Attempt::Done(o)) => (o, None),
-                Ok(Attempt::Quiet(grounds, reads)) => {
-                    let reads = reads.into_boxed_slice();
-                    (Outcome::Unchanged, Some(Settled { grounds, reads }))
-                }
-                Ok(Attempt::Again) => continue,
-                Err(e) if e.is_conflict() => {
-                    log::debug!("{key}: conflict, re-reading: {e}");
-                    refresh_model(&self.client, &self.caches, key)?;
-                    last_conflict = Some(e);
-                    continue;
-                }
-                Err(e) if e.is_not_found() && !self.caches.recorder().has_model(key) => {
-                    let gone = Settled {
-                        grounds: Grounds::Caches,
-                        reads: Box::new([CacheRead::Model(key.clone(), None)]),
-                    };
-                    return Ok((Outcome::Unchanged, Some(gone)));
-                }
-                Err(e) => return Err(e.into()),
-            };
-            if let Some(model) = self.caches.recorder().model(key) {
-                let now = crate::time::now();
-                Writer::new(self, &model, &now)?.post_owed_events()?;
-            }
-            return Ok(done);
-        }
-        Err(SyncError::NotSettled {
-            replans: MAX_REPLANS,
-            last: last_conflict,
-        })
-    }
-
     /// One attempt: one observation, one plan from it, carried out.
-    fn attempt(
-        &self,
-        key: &ObjectKey,
-        extra_cms: &mut Vec<ConfigMapView>,
-    ) -> Result<Attempt, Error> {
+    fn attempt(&self, key: &ObjectKey, known: &[ConfigMapView]) -> Result<Action, Error> {
         let observer = Observer::new(&self.client, self.caches.recorder());
-        let seen = match observer.observe(key, extra_cms, |m| self.is_behind(m))? {
+        let seen = match observer.observe(key, known, |m| self.is_behind(m))? {
             Observing::Gone => {
                 let gone = vec![CacheRead::Model(key.clone(), None)];
-                return Ok(Attempt::Quiet(Grounds::Caches, gone));
+                return Ok(self.settle(key, Grounds::Caches, gone));
             }
             Observing::Behind => {
                 refresh_model(&self.client, &self.caches, key)?;
-                return Ok(Attempt::Again);
+                return Ok(Action::Replan(Replan::CachesBehind));
             }
             Observing::Found(o) => o,
         };
         let obs = seen.observed(&self.targets);
         let p = decide(obs);
         if p.is_noop() {
-            return Ok(Attempt::Quiet(seen.grounds, seen.reads));
+            return Ok(self.settle(key, seen.grounds, seen.reads));
         }
         let confirm =
             || confirm_targets(&self.client, &self.caches, &seen.model, &seen.deployments);
         if newly_blocked(&seen.model, &p) && confirm()? {
             // The caches were behind (9.14): plan again from what is there.
-            return Ok(Attempt::Again);
+            return Ok(Action::Replan(Replan::CachesBehind));
         }
         let mut writer = Writer::new(self, &seen.model, &seen.now)?;
-        match writer.carry_out(&p, extra_cms) {
-            Ok(attempt) => Ok(attempt),
+        match writer.carry_out(&p) {
+            Ok(action) => Ok(action),
             Err(Failed::Api(e)) => Err(e),
             Err(Failed::Refused(what, e)) => {
                 // A write the API refuses every time (9.19): say so in status,
                 // then back off (the caller's error) instead of retrying at once.
                 let refused = plan_refused(obs, what, &e.to_string());
-                writer
-                    .carry_out(&refused, extra_cms)
-                    .map_err(Failed::into_error)?;
+                writer.carry_out(&refused).map_err(Failed::into_error)?;
                 Err(e)
             }
         }

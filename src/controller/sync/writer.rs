@@ -2,7 +2,7 @@
 //! its Events, and what the answers teach the caches.
 
 use super::observe::read_config_map;
-use super::{Attempt, Reconciler};
+use super::{Action, Reconciler, Replan};
 use crate::controller::events::Poster;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Error, PatchType, Preconditions, ResourcePath, Retry};
@@ -195,24 +195,16 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
-    /// Carry `p` out. A ConfigMap the caches did not know is added to
-    /// `extra_cms` for the next attempt.
-    pub fn carry_out(
-        &mut self,
-        p: &Plan,
-        extra_cms: &mut Vec<ConfigMapView>,
-    ) -> Result<Attempt, Failed> {
+    /// Carry `p` out: done, or planned again with a ConfigMap the caches
+    /// did not know.
+    pub fn carry_out(&mut self, p: &Plan) -> Result<Action, Failed> {
         if !p.writes.is_empty() {
             self.reconciler.remember_acted(self.model);
         }
         let rv = self.model.resource_version.clone();
         match execute(self, p, &rv)? {
-            Executed::Done => Ok(Attempt::Done(Outcome::Applied)),
-            Executed::Replan(cm) => {
-                extra_cms.retain(|c| c.name != cm.name);
-                extra_cms.push(*cm);
-                Ok(Attempt::Again)
-            }
+            Executed::Done => Ok(Action::Done(Outcome::Applied)),
+            Executed::Replan(cm) => Ok(Action::Replan(Replan::UnknownConfigMap(cm))),
         }
     }
 }
