@@ -7,11 +7,12 @@
 
 use crate::config::Config;
 use crate::controller::error::StartError;
-use crate::controller::leader::{self, ElectionConfig, Elector, Leadership};
+use crate::controller::lister::ApiLease;
 use crate::controller::{Controller, Wiring};
 use crate::health::Health;
 use crate::kube::{Client, ClientConfig, Endpoint, Error, ListParams, ResourcePath};
 use crate::metrics::Metrics;
+use crate::runtime::leader::{self, ElectionConfig, Elector, Leadership};
 use crate::runtime::Stop;
 use crate::server;
 use crate::token_access::{ApiReviewer, TokenAccess, METRICS_PATH, VIEW_PATH};
@@ -176,7 +177,7 @@ fn election(
     let check = leadership.clone();
     health.watch_lease(Arc::new(move || check.check()));
     let elector = Elector::new(
-        lease_client,
+        Box::new(ApiLease(lease_client)),
         e.clone(),
         namespace,
         identity,

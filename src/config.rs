@@ -93,45 +93,7 @@ impl Default for MetricsServing {
     }
 }
 
-/// `--leader-elect` and its timings (client-go's defaults: 15 s, 10 s, 2 s).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ElectionConfig {
-    pub lease_name: String,
-    /// None: the pod's namespace (`POD_NAMESPACE`, else the service
-    /// account's namespace file), found at start.
-    pub lease_namespace: Option<String>,
-    pub lease_duration: Duration,
-    pub renew_deadline: Duration,
-    pub retry_period: Duration,
-}
-
-impl Default for ElectionConfig {
-    fn default() -> Self {
-        ElectionConfig {
-            lease_name: "openmed-operator".into(),
-            lease_namespace: None,
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        }
-    }
-}
-
-impl ElectionConfig {
-    /// renew deadline < lease duration (the fencing margin), and a retry
-    /// period short enough to renew more than once per deadline.
-    pub fn check(&self) -> Result<(), String> {
-        if self.renew_deadline >= self.lease_duration {
-            return Err(
-                "--renew-deadline-seconds must be less than --lease-duration-seconds".into(),
-            );
-        }
-        if self.retry_period >= self.renew_deadline {
-            return Err("--retry-period-seconds must be less than --renew-deadline-seconds".into());
-        }
-        Ok(())
-    }
-}
+pub use crate::runtime::leader::ElectionConfig;
 
 /// The Lease of a shard given no `--lease-name`: one per selector, so each
 /// shard elects its own leader without a flag to forget.

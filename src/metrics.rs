@@ -51,6 +51,12 @@ pub struct Metrics {
     metrics_access: Mutex<BTreeMap<&'static str, u64>>,
 }
 
+impl crate::runtime::LeaderGauge for Metrics {
+    fn set_leader(&self, leading: bool) {
+        Metrics::set_leader(self, leading);
+    }
+}
+
 impl crate::runtime::LoopMetrics for Metrics {
     fn watch_restarted(&self, resource: &'static str) {
         *lock(&self.watch_restarts).entry(resource).or_default() += 1;

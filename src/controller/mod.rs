@@ -20,8 +20,7 @@ pub mod caches;
 pub mod error;
 pub mod events;
 pub mod index;
-pub mod leader;
-mod lister;
+pub(crate) mod lister;
 pub mod sync;
 
 use crate::backoff::Backoff;
@@ -36,6 +35,7 @@ use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::outcome::Outcome;
 use crate::reconcile::observed::ModelData;
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
+use crate::runtime::leader::{Elector, Leadership};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::reflector::{self, Reflector};
 use crate::runtime::workers::{self, Workers};
@@ -68,7 +68,7 @@ pub struct Wiring {
     pub client: Arc<Client>,
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
-    pub election: Option<(leader::Elector, Arc<leader::Leadership>)>,
+    pub election: Option<(Elector, Arc<Leadership>)>,
     pub stop: Arc<Stop>,
 }
 
@@ -85,8 +85,8 @@ pub struct Controller {
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     /// With `--leader-elect`: the lease loop, until it runs.
-    elector: Option<leader::Elector>,
-    leadership: Option<Arc<leader::Leadership>>,
+    elector: Option<Elector>,
+    leadership: Option<Arc<Leadership>>,
     stop: Arc<Stop>,
 }
 

@@ -7,6 +7,7 @@
 //! grows with the work ([`workers`]), decides when a loop tries
 //! again ([`reconnect`]), and stops every loop at once ([`stop`]).
 
+pub mod leader;
 pub mod object;
 pub mod probes;
 pub mod queue;
@@ -18,6 +19,6 @@ pub mod watcher;
 pub mod workers;
 
 pub use object::{newer, regresses, Item, ObjectKey, Versioned};
-pub use probes::{ListerWatcher, Liveness, LoopMetrics};
+pub use probes::{LeaderGauge, LeaseClient, ListerWatcher, Liveness, LoopMetrics};
 pub use stop::Stop;
 pub use store::{Change, Event, IndexFn, Reader, Stale, Store, StoreWriter};

@@ -4,6 +4,7 @@
 
 use crate::kube::fields::Decode;
 use crate::kube::{Error, ListParams, ObjectList, ResourcePath, WatchParams, WatchStream};
+use serde_json::Value;
 use std::time::Duration;
 
 /// Lists and watches a collection, as client-go's Reflector takes a
@@ -45,4 +46,17 @@ pub trait Liveness: Send + Sync {
 pub trait LoopMetrics: Send + Sync {
     fn watch_restarted(&self, resource: &'static str);
     fn relisted(&self, resource: &'static str);
+}
+
+/// Reads and writes one Lease object, as client-go's `LeaseLock` does:
+/// all leader election asks of the API.
+pub trait LeaseClient: Send + Sync {
+    fn get(&self, path: &ResourcePath) -> Result<Value, Error>;
+    fn create(&self, collection: &ResourcePath, lease: &Value) -> Result<Value, Error>;
+    fn update(&self, path: &ResourcePath, lease: &Value) -> Result<Value, Error>;
+}
+
+/// Whether this process leads, as the metrics show it.
+pub trait LeaderGauge: Send + Sync {
+    fn set_leader(&self, leading: bool);
 }

@@ -15,16 +15,55 @@
 //! candidate that re-creates a Lease it saw another hold writes only a
 //! lease duration later (client-go leaves both windows open).
 
+use super::probes::{LeaderGauge, LeaseClient};
+use super::Stop;
 use crate::backoff::{jitter, random_u64};
-pub use crate::config::{lease_name_for, ElectionConfig};
 use crate::kube::path::LEASES;
-use crate::kube::{Client, Error, ResourcePath};
+use crate::kube::{Error, ResourcePath};
 use crate::lock::lock;
-use crate::metrics::Metrics;
-use crate::runtime::Stop;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// `--leader-elect` and its timings (client-go's defaults: 15 s, 10 s, 2 s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectionConfig {
+    pub lease_name: String,
+    /// None: the pod's namespace (`POD_NAMESPACE`, else the service
+    /// account's namespace file), found at start.
+    pub lease_namespace: Option<String>,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl Default for ElectionConfig {
+    fn default() -> Self {
+        ElectionConfig {
+            lease_name: "openmed-operator".into(),
+            lease_namespace: None,
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl ElectionConfig {
+    /// renew deadline < lease duration (the fencing margin), and a retry
+    /// period short enough to renew more than once per deadline.
+    pub fn check(&self) -> Result<(), String> {
+        if self.renew_deadline >= self.lease_duration {
+            return Err(
+                "--renew-deadline-seconds must be less than --lease-duration-seconds".into(),
+            );
+        }
+        if self.retry_period >= self.renew_deadline {
+            return Err("--retry-period-seconds must be less than --renew-deadline-seconds".into());
+        }
+        Ok(())
+    }
+}
 
 /// Who this process is: the pod's name (`POD_NAME`, else the host name)
 /// and a random suffix, so a restarted pod is a new candidate.
@@ -42,7 +81,7 @@ pub struct Leadership {
     renew_deadline: Duration,
     lease_duration: Duration,
     state: Mutex<LeaseTerm>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn LeaderGauge>,
 }
 
 #[derive(Default)]
@@ -53,7 +92,7 @@ struct LeaseTerm {
 }
 
 impl Leadership {
-    pub fn new(cfg: &ElectionConfig, metrics: Arc<Metrics>) -> Leadership {
+    pub fn new(cfg: &ElectionConfig, metrics: Arc<dyn LeaderGauge>) -> Leadership {
         metrics.set_leader(false);
         Leadership {
             renew_deadline: cfg.renew_deadline,
@@ -219,7 +258,7 @@ struct HoldOff {
 /// The loop that acquires and renews the lease, on a client of its own
 /// (no write gate; requests as short as the retry period).
 pub struct Elector {
-    client: Client,
+    client: Box<dyn LeaseClient>,
     cfg: ElectionConfig,
     namespace: String,
     identity: String,
@@ -253,7 +292,7 @@ fn record_key(lease: &Value) -> (Value, Value, Value) {
 
 impl Elector {
     pub fn new(
-        client: Client,
+        client: Box<dyn LeaseClient>,
         cfg: ElectionConfig,
         namespace: String,
         identity: String,

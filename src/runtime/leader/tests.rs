@@ -2,6 +2,10 @@
 //! is not there.
 
 use super::*;
+use crate::config::lease_name_for;
+use crate::controller::lister::ApiLease as Api;
+use crate::kube::Client;
+use crate::metrics::Metrics;
 
 #[test]
 fn a_shard_lease_is_named_for_its_selector() {
@@ -138,7 +142,7 @@ fn the_gate_stays_shut_through_a_hold_off() {
     let client = Client::new(endpoint, crate::kube::ClientConfig::default()).unwrap();
     let l = Arc::new(Leadership::new(&cfg, Arc::new(Metrics::default())));
     let mut e = Elector::new(
-        client,
+        Box::new(Api(client)),
         cfg,
         "ns".into(),
         "us".into(),
@@ -173,7 +177,14 @@ fn a_stop_ends_the_lease_loop_at_once() {
     };
     let client = Client::new(endpoint, once).unwrap();
     let l = Arc::new(Leadership::new(&cfg, Arc::new(Metrics::default())));
-    let e = Elector::new(client, cfg, "ns".into(), "us".into(), l, Box::new(|_| {}));
+    let e = Elector::new(
+        Box::new(Api(client)),
+        cfg,
+        "ns".into(),
+        "us".into(),
+        l,
+        Box::new(|_| {}),
+    );
     let stop = Arc::new(Stop::new());
     let s = stop.clone();
     let lease_loop = std::thread::spawn(move || e.run(&s));
