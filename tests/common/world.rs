@@ -1,7 +1,8 @@
 //! The contract tests' in-memory cluster: a `World` holding one
 //! OpenMedModel, its Deployment (and others of the namespace) and its
-//! ConfigMaps, that runs a reconcile pass (`World::step`: plan, then the
-//! shell's executor against itself, with the simulated API server's merge
+//! ConfigMaps, that runs a reconcile pass (`World::step`: the shell's own
+//! observer over caches filled from the world, the plan, then the shell's
+//! executor against itself, with the simulated API server's merge
 //! implementations) and records what each pass wrote; with the whole-status
 //! assertion (`assert_status`, docs/contract.md §5) and the states the tests
 //! name. Included by `tests/reconcile/main.rs` as
@@ -11,13 +12,17 @@
 
 use crate::common::{deployment, model, NAME};
 use kubesim::patch::{merge_patch, strategic_merge};
+use openmed_operator::controller::cache::MetaView;
+use openmed_operator::controller::caches::Caches;
+use openmed_operator::controller::sync::observe::{ApiReads, Observation, Observer, Observing};
+use openmed_operator::kube::Error;
 use openmed_operator::model::names::{event_name, name_reason};
 use openmed_operator::model::status::{states, CondSet, Reason};
 use openmed_operator::model::{validate, EventReason};
 use openmed_operator::reconcile::patches::StatusPatch;
 use openmed_operator::reconcile::{
-    decide, execute, lookups, note_autoscaled, Cluster, ConfigMapView, DeploymentView, EventSpec,
-    Executed, ModelView, Observed, Plan, TargetPolicy,
+    decide, execute, Cluster, ConfigMapView, DeploymentView, EventSpec, Executed, ModelView, Plan,
+    TargetPolicy,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -78,35 +83,6 @@ impl World {
         self.rv.to_string()
     }
 
-    /// What the shell would observe: the objects the lookups name, and
-    /// every other Deployment or ConfigMap naming this owner.
-    pub fn view(&self) -> (ModelView, Vec<DeploymentView>, Vec<ConfigMapView>) {
-        let m = ModelView::from_json(&self.model).unwrap();
-        let l = lookups(&m);
-        let owner = m.qualified_name();
-        let mut ds: Vec<DeploymentView> = self
-            .deployment
-            .iter()
-            .chain(self.others.values())
-            .map(|d| DeploymentView::from_json(d).unwrap())
-            .filter(|d| {
-                l.deployments.contains(&d.name)
-                    || d.owner.as_deref() == Some(owner.as_str())
-                    || d.template_owner.as_deref() == Some(owner.as_str())
-            })
-            .collect();
-        note_autoscaled(&m, &mut ds);
-        let cms = self
-            .config_maps
-            .values()
-            .map(|c| ConfigMapView::from_json(c).unwrap())
-            .filter(|c| {
-                l.config_maps.contains(&c.name) || c.owner.as_deref() == Some(owner.as_str())
-            })
-            .collect();
-        (m, ds, cms)
-    }
-
     /// The Deployment of that name, wherever it is kept.
     pub fn deployment_named(&mut self, name: &str) -> &mut Value {
         if self
@@ -121,34 +97,76 @@ impl World {
             .expect("patch of a missing Deployment")
     }
 
+    /// The plan from what the shell's observer sees ([`World::observe`]).
     pub fn plan(&self) -> Plan {
-        let (m, ds, cms) = self.view();
-        let now = self.now();
-        decide(Observed {
-            model: &m,
-            deployments: &ds,
-            config_maps: &cms,
-            orphans: &self.orphans,
-            now: &now,
-            targets: &self.targets,
-        })
+        self.plan_knowing(&[])
+    }
+
+    /// [`World::plan`], with ConfigMaps a create found that no cache holds.
+    fn plan_knowing(&self, known: &[ConfigMapView]) -> Plan {
+        decide(self.observe(known).observed(&self.targets))
+    }
+
+    /// What the shell's observer sees: the caches as the watches would
+    /// fill them (the model, every Deployment's metadata, the claimed
+    /// Deployments in full, our ConfigMaps), the rest read from this world
+    /// as the API. `known`: ConfigMaps a create found.
+    pub fn observe(&self, known: &[ConfigMapView]) -> Box<Observation> {
+        let caches = Caches::default();
+        let feed = caches.writers();
+        let m = ModelView::from_json(&self.model).unwrap();
+        let key = m.key();
+        feed.models.replace(None, vec![(key.clone(), m)]);
+        let ds: Vec<DeploymentView> = self
+            .deployment
+            .iter()
+            .chain(self.others.values())
+            .map(|d| DeploymentView::from_json(d).unwrap())
+            .collect();
+        let meta = ds.iter().map(|d| {
+            let v = MetaView {
+                resource_version: d.resource_version.clone(),
+                claimed: d.claimed,
+            };
+            (d.key(), v)
+        });
+        feed.deployment_meta.replace(None, meta.collect());
+        let claimed = ds.into_iter().filter(|d| d.claimed).map(|d| (d.key(), d));
+        feed.deployments.replace(None, claimed.collect());
+        let ours = self
+            .config_maps
+            .values()
+            .map(|c| ConfigMapView::from_json(c).unwrap())
+            .filter(|c| c.managed_by.as_deref() == Some("openmed-operator"))
+            .map(|c| (c.key(), c));
+        feed.config_maps.replace(None, ours.collect());
+        let observer = Observer::new(self, caches.recorder());
+        let Observing::Found(mut o) = observer.observe(&key, known, |_| false).unwrap() else {
+            panic!("the world's model is not observed")
+        };
+        o.now = self.now();
+        o
     }
 
     /// One pass: plan, then carry it out as the controller would.
     pub fn step(&mut self) -> (Tags, Vec<EventReason>) {
         self.clock += 1;
-        let p = self.plan();
         self.tags.clear();
         self.posted.clear();
-        let rv = self.model["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        // The shell's executor, against this in-memory cluster.
-        match execute(self, &p, &rv) {
-            Ok(Executed::Done) => {}
-            Ok(Executed::Replan(cm)) => panic!("the world has no unknown ConfigMap: {cm:?}"),
-            Err(never) => match never {},
+        // The shell's executor, against this in-memory cluster; planned
+        // again, as the shell does, with a ConfigMap a create found.
+        let mut known = Vec::new();
+        for _ in 0..4 {
+            let p = self.plan_knowing(&known);
+            let rv = self.model["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            match execute(self, &p, &rv) {
+                Ok(Executed::Done) => break,
+                Ok(Executed::Replan(cm)) => known.push(*cm),
+                Err(never) => match never {},
+            }
         }
         (
             std::mem::take(&mut self.tags),
@@ -291,10 +309,10 @@ impl Cluster for World {
 
     fn create_config_map(&mut self, body: &Value) -> Result<Option<ConfigMapView>, Self::Error> {
         let name = body["metadata"]["name"].as_str().unwrap().to_string();
-        assert!(
-            !self.config_maps.contains_key(&name),
-            "create of an existing ConfigMap"
-        );
+        if let Some(found) = self.config_maps.get(&name) {
+            // AlreadyExists: the shell reads what is there and plans again.
+            return Ok(Some(ConfigMapView::from_json(found).unwrap()));
+        }
         self.uid_seq += 1;
         let mut cm = body.clone();
         cm["metadata"]["uid"] = json!(format!("cm-uid-{}", self.uid_seq));
@@ -560,4 +578,27 @@ pub fn other_deployment(name: &str) -> Value {
     d["metadata"]["name"] = json!(name);
     d["metadata"]["uid"] = json!(format!("{name}-uid"));
     d
+}
+
+/// The world as the API the observer reads what the caches do not hold.
+impl ApiReads for World {
+    fn deployment(&self, _ns: &str, name: &str) -> Result<Option<DeploymentView>, Error> {
+        let named = |d: &&Value| d["metadata"]["name"] == name;
+        let d = self
+            .deployment
+            .iter()
+            .chain(self.others.values())
+            .find(named);
+        Ok(d.map(|d| DeploymentView::from_json(d).unwrap()))
+    }
+
+    /// Every owner the world names exists, but those it says are gone.
+    fn model_exists(&self, ns: &str, name: &str) -> Result<bool, Error> {
+        Ok(!self.orphans.contains(&format!("{ns}/{name}")))
+    }
+
+    fn config_map(&self, _ns: &str, name: &str) -> Result<Option<ConfigMapView>, Error> {
+        let cm = self.config_maps.get(name);
+        Ok(cm.map(|c| ConfigMapView::from_json(c).unwrap()))
+    }
 }

@@ -165,8 +165,7 @@ fn lookups_cover_the_desired_and_every_retained_target() {
     moved["targetRef"] = json!({"name": "elsewhere"});
     moved["manifestConfigMapName"] = json!("other-cm");
     w.set_spec(moved);
-    let (m, _, _) = w.view();
-    let l = lookups(&m);
+    let l = lookups(&w.observe(&[]).model);
     assert_eq!(l.deployments, ["elsewhere", "openmed-service"]);
     assert_eq!(
         l.config_maps,

@@ -2,7 +2,7 @@
 //! from the core, then its writes carried out in order, then the status,
 //! then the Events ([`writer`]).
 
-mod observe;
+pub mod observe;
 mod settled;
 mod writer;
 
@@ -16,7 +16,7 @@ use crate::metrics::Metrics;
 use crate::outcome::Outcome;
 use crate::reconcile::{decide, plan_refused, ConfigMapView, ModelView, Plan, TargetPolicy};
 use crate::runtime::ObjectKey;
-use observe::{confirm_targets, refresh_model, Observer, Observing};
+use observe::{confirm_targets, refresh_model, Api, Observer, Observing};
 use settled::{Grounds, Settled};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -233,7 +233,8 @@ impl Reconciler {
 
     /// One attempt: one observation, one plan from it, carried out.
     fn attempt(&self, key: &ObjectKey, known: &[ConfigMapView]) -> Result<Action, Error> {
-        let observer = Observer::new(&self.client, self.caches.recorder());
+        let api = Api(&self.client);
+        let observer = Observer::new(&api, self.caches.recorder());
         let seen = match observer.observe(key, known, |m| self.is_behind(m))? {
             Observing::Gone => {
                 let gone = vec![CacheRead::Model(key.clone(), None)];

@@ -24,8 +24,48 @@ fn reports_config_map_conflict(model: &ModelView) -> bool {
     was == Some(ConfigMapConflict)
 }
 
+/// What the observer reads from the API when the caches do not hold it:
+/// through the shell's client ([`Api`]), or from the contract tests'
+/// in-memory World.
+pub trait ApiReads {
+    /// A Deployment by name (None: there is none).
+    fn deployment(&self, ns: &str, name: &str) -> Result<Option<DeploymentView>, Error>;
+    /// Whether an OpenMedModel of that name exists.
+    fn model_exists(&self, ns: &str, name: &str) -> Result<bool, Error>;
+    /// A ConfigMap by name (None: there is none).
+    fn config_map(&self, ns: &str, name: &str) -> Result<Option<ConfigMapView>, Error>;
+}
+
+/// The shell's API reads, through its client.
+pub struct Api<'a>(pub &'a Client);
+
+impl ApiReads for Api<'_> {
+    fn deployment(&self, ns: &str, name: &str) -> Result<Option<DeploymentView>, Error> {
+        let path = ResourcePath::object(DEPLOYMENTS, Some(ns), name)?;
+        match self.0.get_as::<DeploymentView>(&path) {
+            Ok(d) if d.name.is_empty() => Ok(None),
+            Ok(d) => Ok(Some(d)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn model_exists(&self, ns: &str, name: &str) -> Result<bool, Error> {
+        let path = ResourcePath::object(crate::model::RESOURCE, Some(ns), name)?;
+        match self.0.get(&path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn config_map(&self, ns: &str, name: &str) -> Result<Option<ConfigMapView>, Error> {
+        read_config_map(self.0, ns, name)
+    }
+}
+
 /// Everything one plan is made from (docs/contract.md §6).
-pub(super) struct Observation {
+pub struct Observation {
     pub model: ModelView,
     pub deployments: Vec<DeploymentView>,
     pub config_maps: Vec<ConfigMapView>,
@@ -33,13 +73,13 @@ pub(super) struct Observation {
     /// The time the plan stamps on what it writes.
     pub now: String,
     /// Whether it rests on the caches alone.
-    pub grounds: Grounds,
+    pub(super) grounds: Grounds,
     /// What it read from the caches, to tell later whether it still holds.
-    pub reads: Vec<CacheRead>,
+    pub(super) reads: Vec<CacheRead>,
 }
 
 /// What observing a key found.
-pub(super) enum Observing {
+pub enum Observing {
     /// The model is not in its cache: nothing to do.
     Gone,
     /// Its view is older than one already acted on (a lagging watch): read
@@ -65,14 +105,14 @@ impl Observation {
 /// The one observer of a pass: it reads the caches only through its
 /// [`Recorder`], so every read is recorded, and the API for what they do not
 /// hold.
-pub(super) struct Observer<'a> {
-    client: &'a Client,
+pub struct Observer<'a, A: ApiReads> {
+    api: &'a A,
     reads: Recorder<'a>,
 }
 
-impl<'a> Observer<'a> {
-    pub fn new(client: &'a Client, reads: Recorder<'a>) -> Observer<'a> {
-        Observer { client, reads }
+impl<'a, A: ApiReads> Observer<'a, A> {
+    pub fn new(api: &'a A, reads: Recorder<'a>) -> Observer<'a, A> {
+        Observer { api, reads }
     }
 
     /// The observation a plan for `key` is made from, in one step.
@@ -107,16 +147,11 @@ impl<'a> Observer<'a> {
             Some(Some(d)) => return Ok(Some(d)),
             Some(None) => {}
         }
-        let path = ResourcePath::object(DEPLOYMENTS, Some(ns), name)?;
-        match self.client.get_as::<DeploymentView>(&path) {
-            Ok(d) if d.name.is_empty() => Ok(None),
-            Ok(d) => {
-                self.reads.keep_fetched(d.clone());
-                Ok(Some(d))
-            }
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e),
+        let d = self.api.deployment(ns, name)?;
+        if let Some(d) = &d {
+            self.reads.keep_fetched(d.clone());
         }
+        Ok(d)
     }
 
     /// What one pass looks at: the Deployments and ConfigMaps its lookups
@@ -166,7 +201,7 @@ impl<'a> Observer<'a> {
             grounds = Grounds::ForeignConfigMap;
             for name in &l.config_maps {
                 if !config_maps.iter().any(|c| &c.name == name) {
-                    config_maps.extend(read_config_map(self.client, ns, name)?);
+                    config_maps.extend(self.api.config_map(ns, name)?);
                 }
             }
         }
@@ -213,12 +248,9 @@ impl<'a> Observer<'a> {
             if ns.is_empty() || name.is_empty() || self.reads.has_model(&ObjectKey::new(ns, name)) {
                 continue;
             }
-            let path = ResourcePath::object(crate::model::RESOURCE, Some(ns), name)?;
             read = true;
-            match self.client.get(&path) {
-                Err(e) if e.is_not_found() => out.push(other),
-                Err(e) => return Err(e),
-                Ok(_) => {}
+            if !self.api.model_exists(ns, name)? {
+                out.push(other);
             }
         }
         Ok((out, read))
