@@ -1,5 +1,5 @@
 //! The thin loop that drives a [`Watcher`]: it makes the request each
-//! [`Action`] asks for, feeds what comes back into a store's [`StoreWriter`],
+//! [`WatchStep`] asks for, feeds what comes back into a store's [`StoreWriter`],
 //! reports every change, and tells the machine how it went. What is
 //! watched, with which selectors, and what a change wakes is the caller's
 //! (kube-runtime's watcher + reflector, client-go's Reflector).
@@ -8,7 +8,7 @@ use super::probes::{ListerWatcher, Liveness, LoopMetrics};
 use super::reconnect::{Policy, WatchEnd};
 use super::stop::Stop;
 use super::store::{Change, Event, StoreWriter};
-use super::watcher::{Action, WatchResult, Watcher};
+use super::watcher::{WatchResult, WatchStep, Watcher};
 use super::{Item, Versioned};
 use crate::kube::client::random_watch_timeout;
 use crate::kube::fields::Decode;
@@ -135,15 +135,15 @@ where
     fn run(&self) {
         let name = self.loop_name();
         let mut machine = Watcher::new(self.reconnect);
-        let mut action = Action::List;
+        let mut action = WatchStep::List;
         while !self.stop.is_stopped() {
             action = match action {
-                Action::List => self.list(&name, &mut machine),
-                Action::Watch(rv) => match self.watch(&name, rv, &mut machine) {
+                WatchStep::List => self.list(&name, &mut machine),
+                WatchStep::Watch(rv) => match self.watch(&name, rv, &mut machine) {
                     Some(next) => next,
                     None => return,
                 },
-                Action::Wait(d) => {
+                WatchStep::Wait(d) => {
                     if self.stop.wait(d) {
                         return;
                     }
@@ -161,7 +161,7 @@ where
 
     /// One full list into the store (a failure is backed off, and reported
     /// to /readyz).
-    fn list(&self, name: &str, machine: &mut Watcher) -> Action {
+    fn list(&self, name: &str, machine: &mut Watcher) -> WatchStep {
         let params = ListParams {
             label_selector: self.label_selector.clone(),
             metadata_only: self.metadata_only,
@@ -187,7 +187,7 @@ where
     /// One watch from `rv`, its events applied until it ends (a 410, in
     /// the answer or in the stream, ends it too). None when the operator
     /// stops.
-    fn watch(&self, name: &str, mut rv: String, machine: &mut Watcher) -> Option<Action> {
+    fn watch(&self, name: &str, mut rv: String, machine: &mut Watcher) -> Option<WatchStep> {
         let wp = WatchParams {
             label_selector: self.label_selector.clone(),
             field_selector: None,
@@ -275,7 +275,7 @@ where
 /// A list failed: backed off, and reported to /readyz. (Apart from the
 /// generic loop: one copy for every kind.)
 #[inline(never)]
-fn list_failed(health: &dyn Liveness, name: &str, machine: &mut Watcher, e: &Error) -> Action {
+fn list_failed(health: &dyn Liveness, name: &str, machine: &mut Watcher, e: &Error) -> WatchStep {
     let failed = WatchResult::ListFailed {
         retry_after: e.retry_after(),
         too_big: matches!(e, Error::ListBound(_)),
@@ -297,7 +297,7 @@ fn watch_ended(
     end: WatchEnd,
     resource_version: String,
     opened: Instant,
-) -> Action {
+) -> WatchStep {
     let ended = WatchResult::WatchEnded {
         end,
         resource_version,

@@ -1,6 +1,6 @@
 //! The list/watch loop as a state machine: what happened (a [`WatchResult`])
 //! and the state it happened in give the next state and the next thing to
-//! do (an [`Action`]). No sockets and no clock: the driver
+//! do (an [`WatchStep`]). No sockets and no clock: the driver
 //! ([`super::reflector`]) makes the requests and passes the instant each
 //! outcome arrived, so every transition is tested on made-up instants.
 //!
@@ -45,7 +45,7 @@ pub enum Resume {
 
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum WatchStep {
     /// List everything and make it the store's whole truth.
     List,
     /// Open a watch from this resourceVersion and apply its events.
@@ -54,11 +54,11 @@ pub enum Action {
     Wait(Duration),
 }
 
-impl Action {
+impl WatchStep {
     /// How long this action waits before the next request (zero for one).
     pub fn delay(&self) -> Duration {
         match self {
-            Action::Wait(d) => *d,
+            WatchStep::Wait(d) => *d,
             _ => Duration::ZERO,
         }
     }
@@ -82,7 +82,7 @@ pub enum WatchResult {
         end: WatchEnd,
         resource_version: String,
     },
-    /// A [`Action::Wait`] ran its course.
+    /// A [`WatchStep::Wait`] ran its course.
     Waited,
 }
 
@@ -94,7 +94,7 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// A loop about to make its first list ([`Action::List`]).
+    /// A loop about to make its first list ([`WatchStep::List`]).
     pub fn new(policy: Policy) -> Watcher {
         Watcher {
             state: WatchState::Listing,
@@ -113,7 +113,7 @@ impl Watcher {
 
     /// The transition: `outcome`, arrived at `now`, moves the loop on;
     /// what to do next.
-    pub fn step(&mut self, outcome: WatchResult, now: Instant) -> Action {
+    pub fn step(&mut self, outcome: WatchResult, now: Instant) -> WatchStep {
         let state = std::mem::replace(&mut self.state, WatchState::Listing);
         let (next, action) = self.next(state, outcome, now);
         self.state = next;
@@ -125,7 +125,7 @@ impl Watcher {
         state: WatchState,
         outcome: WatchResult,
         now: Instant,
-    ) -> (WatchState, Action) {
+    ) -> (WatchState, WatchStep) {
         let r = &mut self.reconnect;
         match (state, outcome) {
             (WatchState::Listing, WatchResult::Listed(rv)) => resume(Resume::Watch(rv), now),
@@ -167,22 +167,22 @@ impl Watcher {
 }
 
 /// Wait `delay` first, unless it is zero.
-fn back_off(delay: Duration, then: Resume, now: Instant) -> (WatchState, Action) {
+fn back_off(delay: Duration, then: Resume, now: Instant) -> (WatchState, WatchStep) {
     if delay.is_zero() {
         return resume(then, now);
     }
-    (WatchState::BackingOff { then }, Action::Wait(delay))
+    (WatchState::BackingOff { then }, WatchStep::Wait(delay))
 }
 
-fn resume(then: Resume, now: Instant) -> (WatchState, Action) {
+fn resume(then: Resume, now: Instant) -> (WatchState, WatchStep) {
     match then {
-        Resume::List => (WatchState::Listing, Action::List),
+        Resume::List => (WatchState::Listing, WatchStep::List),
         Resume::Watch(rv) => (
             WatchState::Watching {
                 resource_version: rv.clone(),
                 opened: now,
             },
-            Action::Watch(rv),
+            WatchStep::Watch(rv),
         ),
     }
 }

@@ -101,7 +101,7 @@ pub type WriteGate = Arc<dyn Fn() -> Option<Duration> + Send + Sync>;
 
 /// Called once per HTTP exchange with its verb and status code (0 when no
 /// response came back).
-pub type Observer = Arc<dyn Fn(Verb, u16) + Send + Sync>;
+pub type RequestObserver = Arc<dyn Fn(Verb, u16) + Send + Sync>;
 
 #[derive(Debug, Clone, Default)]
 pub struct Preconditions {
@@ -116,7 +116,7 @@ pub struct Client {
     ca: Option<CaFile>,
     agent: Mutex<AgentState>,
     cfg: ClientConfig,
-    observer: Option<Observer>,
+    observer: Option<RequestObserver>,
     /// One list (all its pages) in flight at a time, across every loop: the
     /// initial lists of all kinds would otherwise hold several lists' items,
     /// each up to the bounds, at once.
@@ -183,7 +183,7 @@ impl Client {
         self
     }
 
-    pub fn with_observer(mut self, observer: Observer) -> Client {
+    pub fn with_observer(mut self, observer: RequestObserver) -> Client {
         self.observer = Some(observer);
         self
     }

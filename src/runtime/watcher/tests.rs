@@ -41,7 +41,7 @@ fn listed(t: &FakeClock, rv: &str) -> Watcher {
     assert_eq!(w.state(), &WatchState::Listing);
     assert_eq!(
         w.step(WatchResult::Listed(rv.into()), t.at(0)),
-        Action::Watch(rv.into())
+        WatchStep::Watch(rv.into())
     );
     assert_eq!(w.state(), &watching(rv, t.at(0)));
     w
@@ -52,7 +52,7 @@ fn a_watch_that_worked_resumes_at_once_from_its_last_resource_version() {
     let t = FakeClock::new();
     let mut w = listed(&t, "5");
     let next = w.step(ended(WatchEnd::Closed, "9"), t.at(30_000));
-    assert_eq!(next, Action::Watch("9".into()));
+    assert_eq!(next, WatchStep::Watch("9".into()));
     assert_eq!(w.state(), &watching("9", t.at(30_000)), "opened anew");
     assert_eq!(w.failures(), 0);
 }
@@ -63,12 +63,12 @@ fn an_expired_watch_lists_again() {
     let mut w = listed(&t, "5");
     assert_eq!(
         w.step(ended(WatchEnd::Expired, "7"), t.at(5_000)),
-        Action::List
+        WatchStep::List
     );
     assert_eq!(w.state(), &WatchState::Listing);
     assert_eq!(
         w.step(WatchResult::Listed("12".into()), t.at(5_100)),
-        Action::Watch("12".into())
+        WatchStep::Watch("12".into())
     );
 }
 
@@ -86,14 +86,14 @@ fn a_short_watch_backs_off_then_goes_on() {
     assert_eq!(w.state(), &back_to_watch);
     assert_eq!(
         w.step(WatchResult::Waited, t.at(400)),
-        Action::Watch("6".into())
+        WatchStep::Watch("6".into())
     );
     assert_eq!(w.state(), &watching("6", t.at(400)));
     let a = w.step(ended(WatchEnd::Expired, "6"), t.at(500));
     assert!(a.delay() > Duration::ZERO);
     let back_to_list = WatchState::BackingOff { then: Resume::List };
     assert_eq!(w.state(), &back_to_list);
-    assert_eq!(w.step(WatchResult::Waited, t.at(1_000)), Action::List);
+    assert_eq!(w.step(WatchResult::Waited, t.at(1_000)), WatchStep::List);
     assert_eq!(w.failures(), 2);
 }
 
@@ -102,10 +102,10 @@ fn garbage_backs_off_even_after_a_long_watch() {
     let t = FakeClock::new();
     let mut w = listed(&t, "5");
     let a = w.step(ended(WatchEnd::Broken, "8"), t.at(100_000));
-    assert!(matches!(a, Action::Wait(_)), "{a:?}");
+    assert!(matches!(a, WatchStep::Wait(_)), "{a:?}");
     assert_eq!(
         w.step(WatchResult::Waited, t.at(100_500)),
-        Action::Watch("8".into())
+        WatchStep::Watch("8".into())
     );
 }
 
@@ -122,7 +122,7 @@ fn a_refused_watch_retries_from_the_same_resource_version() {
     assert!(a.delay() >= Duration::from_secs(3), "{a:?}");
     assert_eq!(
         w.step(WatchResult::Waited, t.at(3_010)),
-        Action::Watch("5".into())
+        WatchStep::Watch("5".into())
     );
 }
 
@@ -136,10 +136,10 @@ fn list_failures_back_off_and_a_list_past_its_bounds_waits_longest() {
     };
     let first = w.step(failed(None), t.at(0));
     assert!(first.delay() <= Duration::from_millis(100), "{first:?}");
-    assert_eq!(w.step(WatchResult::Waited, t.at(100)), Action::List);
+    assert_eq!(w.step(WatchResult::Waited, t.at(100)), WatchStep::List);
     let a = w.step(failed(Some(Duration::from_secs(2))), t.at(200));
     assert!(a.delay() >= Duration::from_secs(2));
-    assert_eq!(w.step(WatchResult::Waited, t.at(2_200)), Action::List);
+    assert_eq!(w.step(WatchResult::Waited, t.at(2_200)), WatchStep::List);
     let too_big = WatchResult::ListFailed {
         retry_after: None,
         too_big: true,
@@ -164,10 +164,10 @@ fn a_server_that_ends_every_watch_at_once_is_never_retried_hot() {
         assert!(a.delay() <= Duration::from_secs(10));
         last = a.delay();
         now += last.as_millis() as u64;
-        if w.step(WatchResult::Waited, t.at(now)) == Action::List {
+        if w.step(WatchResult::Waited, t.at(now)) == WatchStep::List {
             assert_eq!(
                 w.step(WatchResult::Listed("1".into()), t.at(now)),
-                Action::Watch("1".into())
+                WatchStep::Watch("1".into())
             );
         }
     }
@@ -187,17 +187,17 @@ fn only_a_watch_that_stays_open_resets_the_failures() {
             too_big: false,
         };
         w.step(failed, t.at(0));
-        assert_eq!(w.step(WatchResult::Waited, t.at(0)), Action::List);
+        assert_eq!(w.step(WatchResult::Waited, t.at(0)), WatchStep::List);
     }
     w.step(WatchResult::Listed("4".into()), t.at(0));
     assert_eq!(
         w.step(ended(WatchEnd::Closed, "5"), t.at(3_000)),
-        Action::Watch("5".into())
+        WatchStep::Watch("5".into())
     );
     assert_eq!(w.failures(), 3);
     assert_eq!(
         w.step(ended(WatchEnd::Closed, "6"), t.at(33_000)),
-        Action::Watch("6".into())
+        WatchStep::Watch("6".into())
     );
     assert_eq!(w.failures(), 0);
 }
@@ -208,12 +208,12 @@ fn an_outcome_out_of_turn_starts_over_from_a_list() {
     let t = FakeClock::new();
     let mut w = Watcher::new(P);
     let a = w.step(ended(WatchEnd::Closed, "3"), t.at(0));
-    assert!(matches!(a, Action::Wait(_)), "{a:?}");
-    assert_eq!(w.step(WatchResult::Waited, t.at(200)), Action::List);
+    assert!(matches!(a, WatchStep::Wait(_)), "{a:?}");
+    assert_eq!(w.step(WatchResult::Waited, t.at(200)), WatchStep::List);
     let mut w = listed(&t, "5");
     assert!(matches!(
         w.step(WatchResult::Listed("6".into()), t.at(10)),
-        Action::Wait(_)
+        WatchStep::Wait(_)
     ));
     assert_eq!(w.state(), &WatchState::BackingOff { then: Resume::List });
 }
