@@ -20,30 +20,26 @@ pub mod caches;
 pub mod error;
 pub mod events;
 pub mod index;
+pub mod kinds;
 pub(crate) mod lister;
 pub mod sync;
 
 use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::health::Health;
-use crate::kube::fields::Decode;
-use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS};
 use crate::kube::{Client, ResourcePath};
 use crate::metrics::Metrics;
 use crate::model::status::Phase;
-use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::outcome::Outcome;
-use crate::reconcile::observed::ModelData;
-use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
+use crate::reconcile::ModelView;
 use crate::runtime::leader::{Elector, Leadership};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::reflector::{self, Reflector};
 use crate::runtime::workers::{self, Workers};
-use crate::runtime::{reconnect, Change, Item, ObjectKey, Reader, Stop, StoreWriter, Versioned};
-use cache::{AutoscalerView, DeploymentMeta, MetaView};
+use crate::runtime::{reconnect, ObjectKey, Reader, Stop};
 use error::{StartError, SyncError};
-use index::{LookedUp, TargetIndex};
-use serde_json::Value;
+use index::TargetIndex;
+use kinds::{Wake, WatchedKind};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,59 +85,6 @@ pub struct Controller {
     leadership: Option<Arc<Leadership>>,
     stop: Arc<Stop>,
 }
-
-/// One list+watch per watched namespace, declared once.
-struct Watch {
-    /// For logs, metrics and health.
-    resource: &'static str,
-    kind: crate::kube::ResourceType,
-    selector: Option<(&'static str, &'static str)>,
-    metadata_only: bool,
-    /// Narrowed further by `--selector` (the OpenMedModels of this shard).
-    sharded: bool,
-}
-
-const MODELS: Watch = Watch {
-    resource: "openmedmodels",
-    kind: crate::model::RESOURCE,
-    selector: None,
-    metadata_only: false,
-    sharded: true,
-};
-/// Only ConfigMaps with our managed-by label.
-const OUR_CONFIG_MAPS: Watch = Watch {
-    resource: "configmaps",
-    kind: CONFIG_MAPS,
-    selector: Some(MANAGED_BY_LABEL),
-    metadata_only: false,
-    sharded: false,
-};
-/// Deployments the operator has claimed, as compact full views.
-const CLAIMED_DEPLOYMENTS: Watch = Watch {
-    resource: "deployments",
-    kind: DEPLOYMENTS,
-    selector: Some(CLAIM_LABEL),
-    metadata_only: false,
-    sharded: false,
-};
-/// Every Deployment in scope, metadata only: a target appearing,
-/// disappearing or changing before it is claimed.
-const ALL_DEPLOYMENTS: Watch = Watch {
-    resource: "deployments-metadata",
-    kind: DEPLOYMENTS,
-    selector: None,
-    metadata_only: true,
-    sharded: false,
-};
-
-/// HorizontalPodAutoscalers: a Deployment one scales keeps its replicas.
-const AUTOSCALERS: Watch = Watch {
-    resource: "horizontalpodautoscalers",
-    kind: HORIZONTAL_POD_AUTOSCALERS,
-    selector: None,
-    metadata_only: false,
-    sharded: false,
-};
 
 impl Controller {
     /// Stage 1: the stores, the index and the queue over what the app
@@ -256,19 +199,10 @@ impl Controller {
         }
     }
 
-    /// A reflector for `w` in `scope`, filling `store`.
-    fn spawn<V, O>(
-        &self,
-        w: &Watch,
-        scope: &Option<String>,
-        store: StoreWriter<V>,
-        parse: fn(O) -> Option<V>,
-        on_change: reflector::OnChange<V>,
-    ) -> Result<(), StartError>
-    where
-        V: Clone + PartialEq + Versioned + Send + Sync + 'static,
-        O: Decode + Item + Send + 'static,
-    {
+    /// A reflector for kind `K` in `scope`, filling its store and waking
+    /// what its declaration says.
+    fn watch<K: WatchedKind>(&self, scope: &Option<String>, wake: &Wake) -> Result<(), StartError> {
+        let w = &K::WATCH;
         let common = reflector::Common {
             client: Arc::new(lister::ApiLister(self.client.clone())),
             metrics: self.metrics.clone(),
@@ -278,6 +212,8 @@ impl Controller {
             reconnect: reconnect::Policy::DEFAULT,
         };
         let path = ResourcePath::collection(w.kind, scope.as_deref())?;
+        let store = K::store(self.reconciler.caches());
+        let parse: fn(K::Object) -> Option<K::View> = K::view;
         let mut r = Reflector::new(
             &common,
             w.resource,
@@ -285,7 +221,7 @@ impl Controller {
             scope.clone(),
             store,
             parse,
-            on_change,
+            K::on_change(wake),
         );
         if let Some(sel) = w.selector {
             r = r.selecting(sel);
@@ -299,77 +235,22 @@ impl Controller {
         r.spawn().map_err(StartError::Thread)
     }
 
-    /// Every watch, in every namespace watched. A change to a model updates
-    /// the index and queues it; a change to a ConfigMap or Deployment wakes
-    /// the models that look it up.
+    /// Every watch, in every namespace watched, as [`kinds`] declares
+    /// them.
     fn start_watches(&self) -> Result<(), StartError> {
+        let wake = Wake {
+            index: self.index.clone(),
+            queue: self.queue.clone(),
+            reconciler: self.reconciler.clone(),
+        };
         for scope in &self.scopes() {
-            let feed = self.reconciler.caches().writers();
-            let (q, idx) = (self.queue.clone(), self.index.clone());
-            let on_model: reflector::OnChange<ModelView> = Arc::new(move |c: Change<ModelView>| {
-                // Looked up on a copy: the change shares the store's view,
-                // which must stay packed (a parse is kept with the view it
-                // was made on, `Parsed`).
-                let copy = c.new.as_deref().cloned();
-                idx.update(&c.key, copy.as_ref().map(lookups).as_ref());
-                q.add(c.key);
-            });
-            self.spawn(&MODELS, scope, feed.models, ModelData::view, on_model)?;
-            let w = self.waker(LookedUp::ConfigMap);
-            let on_cm: reflector::OnChange<ConfigMapView> = Arc::new(move |c| w(&c.key));
-            let cms = feed.config_maps;
-            self.spawn(&OUR_CONFIG_MAPS, scope, cms, Some, on_cm)?;
-            let w = self.waker(LookedUp::Deployment);
-            let on_deploy: reflector::OnChange<DeploymentView> = Arc::new(move |c| w(&c.key));
-            let ds = feed.deployments;
-            self.spawn(&CLAIMED_DEPLOYMENTS, scope, ds, Some, on_deploy)?;
-            let meta = feed.deployment_meta;
-            let on_meta = self.on_deployment_meta();
-            self.spawn(&ALL_DEPLOYMENTS, scope, meta, DeploymentMeta::view, on_meta)?;
-            let hpas = feed.autoscalers;
-            let on_hpa = self.on_autoscaler();
-            let parse = |o: Value| AutoscalerView::from_json(&o);
-            self.spawn(&AUTOSCALERS, scope, hpas, parse, on_hpa)?;
+            self.watch::<kinds::Models>(scope, &wake)?;
+            self.watch::<kinds::OurConfigMaps>(scope, &wake)?;
+            self.watch::<kinds::ClaimedDeployments>(scope, &wake)?;
+            self.watch::<kinds::AllDeployments>(scope, &wake)?;
+            self.watch::<kinds::Autoscalers>(scope, &wake)?;
         }
         Ok(())
-    }
-
-    /// An autoscaler appearing, going, or changing its target wakes the
-    /// models of the Deployments it scaled and scales.
-    fn on_autoscaler(&self) -> reflector::OnChange<AutoscalerView> {
-        let w = self.waker(LookedUp::Deployment);
-        Arc::new(move |c: Change<AutoscalerView>| {
-            let targets = [&c.old, &c.new].into_iter().flatten();
-            for d in targets.filter_map(|a| a.deployment.clone()) {
-                w(&ObjectKey::new(c.key.namespace(), d));
-            }
-        })
-    }
-
-    /// Queue the models that look up a `kind` object by this key.
-    fn waker(&self, kind: LookedUp) -> impl Fn(&ObjectKey) + Send + Sync + 'static {
-        let (index, queue) = (self.index.clone(), self.queue.clone());
-        move |key: &ObjectKey| {
-            for m in index.models_for(key.namespace(), kind, key.name()) {
-                queue.add(m);
-            }
-        }
-    }
-
-    /// Claimed Deployments are covered by their own watch; here only
-    /// appearance, disappearance and changes of unclaimed ones matter.
-    fn on_deployment_meta(&self) -> reflector::OnChange<MetaView> {
-        let w = self.waker(LookedUp::Deployment);
-        let reconciler = self.reconciler.clone();
-        Arc::new(move |c: Change<MetaView>| {
-            if c.new.is_none() {
-                reconciler.caches().forget_fetched(&c.key);
-            }
-            let unclaimed = c.new.as_ref().map(|n| !n.claimed).unwrap_or(true);
-            if c.old.is_none() || unclaimed {
-                w(&c.key);
-            }
-        })
     }
 
     /// Plans made before every cache is filled would mistake "not listed

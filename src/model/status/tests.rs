@@ -172,8 +172,8 @@ fn conditions_that_differ_in_one_field_everywhere_are_written_again() {
     let mut first = StatusDoc::default();
     first.set_conditions(four("a"), 3, "2026-01-01T00:00:00Z");
     let written = first.get(Field::Conditions).unwrap().clone();
-    type Change = fn(&Value) -> Value;
-    let changes: [(&str, Change); 4] = [
+    type Edit = fn(&Value) -> Value;
+    let changes: [(&str, Edit); 4] = [
         ("type", |_| json!("Other")),
         ("status", |v| {
             json!(if v == "True" { "False" } else { "True" })

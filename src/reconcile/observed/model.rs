@@ -201,14 +201,14 @@ const RECENT_PARTS: usize = 32;
 /// again (docs/performance.md). The texts themselves are the key, so a
 /// hit is exact.
 fn recent_parts(spec: Option<&RawJson>, status: Option<&RawJson>) -> std::sync::Arc<ParsedParts> {
-    type Entry = (
+    type RecentParse = (
         Option<RawJson>,
         Option<RawJson>,
         std::sync::Arc<ParsedParts>,
     );
-    static RECENT: std::sync::Mutex<std::collections::VecDeque<Entry>> =
+    static RECENT: std::sync::Mutex<std::collections::VecDeque<RecentParse>> =
         std::sync::Mutex::new(std::collections::VecDeque::new());
-    let same = |e: &&Entry| e.0.as_ref() == spec && e.1.as_ref() == status;
+    let same = |e: &&RecentParse| e.0.as_ref() == spec && e.1.as_ref() == status;
     if let Some(hit) = crate::lock::lock(&RECENT).iter().find(same) {
         return hit.2.clone();
     }
