@@ -47,6 +47,12 @@ impl Wake {
             }
         }
     }
+    /// A change to an object of `kind` queues the models that look it up
+    /// by its key.
+    fn by_lookup<V: 'static>(&self, kind: LookedUp) -> OnChange<V> {
+        let w = self.models_of(kind);
+        Arc::new(move |c: Change<V>| w(&c.key))
+    }
 }
 
 /// One watched kind.
@@ -123,8 +129,7 @@ impl WatchedKind for OurConfigMaps {
     }
 
     fn on_change(wake: &Wake) -> OnChange<ConfigMapView> {
-        let w = wake.models_of(LookedUp::ConfigMap);
-        Arc::new(move |c| w(&c.key))
+        wake.by_lookup(LookedUp::ConfigMap)
     }
 }
 
@@ -152,8 +157,7 @@ impl WatchedKind for ClaimedDeployments {
     }
 
     fn on_change(wake: &Wake) -> OnChange<DeploymentView> {
-        let w = wake.models_of(LookedUp::Deployment);
-        Arc::new(move |c| w(&c.key))
+        wake.by_lookup(LookedUp::Deployment)
     }
 }
 
