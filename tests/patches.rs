@@ -13,7 +13,6 @@ use openmed_operator::model::validate;
 use openmed_operator::reconcile::patches;
 use openmed_operator::reconcile::{ConfigMapView, ModelView};
 use serde_json::{json, Value};
-use std::borrow::Cow;
 
 fn accepted_by_api_server(group: &str, plural: &str, obj: &Value, old: &Value) {
     let def = Registry::builtin()
@@ -255,11 +254,13 @@ fn config_map_create_and_patch() {
 #[test]
 fn status_and_finalizer_patches_carry_the_resource_version() {
     let body = patches::StatusPatch {
-        resource_version: "123",
-        changes: vec![
-            ("phase", Cow::Owned(json!("Ready"))),
-            ("rollbackSpec", Cow::Owned(Value::Null)),
-        ],
+        metadata: patches::PatchMetadata {
+            resource_version: "123",
+        },
+        status: serde_json::Map::from_iter([
+            ("rollbackSpec".to_string(), Value::Null),
+            ("phase".to_string(), json!("Ready")),
+        ]),
     };
     assert_eq!(
         serde_json::to_string(&body).unwrap(),

@@ -13,7 +13,6 @@ pub mod hub;
 pub mod page;
 
 use crate::lock::lock;
-use crate::model::status::Field;
 use crate::reconcile::{DeploymentView, ModelView};
 use crate::runtime::{ObjectKey, Reader};
 use serde::Serialize;
@@ -110,14 +109,20 @@ fn text(v: &Value) -> String {
     v.as_str().map(bounded).unwrap_or_default()
 }
 
+/// The conditions as stored, whoever wrote them: the page shows what a
+/// `kubectl get -o yaml` would, known reasons or not.
+#[derive(serde::Deserialize)]
+struct Shown {
+    conditions: Vec<Value>,
+}
+
 /// The row of `model`, with its target from `deployments` (if claimed).
 pub fn row(model: &ModelView, deployment: Option<&DeploymentView>, events: Vec<EventRow>) -> Row {
     let spec = model.spec().cloned().unwrap_or(Value::Null);
     let status = model.status();
-    let conditions = status
-        .get(Field::Conditions)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
+    let conditions = model
+        .status_fields::<Shown>()
+        .map(|s| s.conditions)
         .unwrap_or_default();
     let since = conditions
         .iter()
@@ -131,7 +136,7 @@ pub fn row(model: &ModelView, deployment: Option<&DeploymentView>, events: Vec<E
         ready: d.ready_replicas,
         available: d.available_replicas,
     });
-    let str_of = |f| status.str(f).map(bounded).unwrap_or_default();
+    let str_of = |f: &Option<String>| f.as_deref().map(bounded).unwrap_or_default();
     Row {
         key: format!("{}/{}", model.namespace, model.name),
         namespace: model.namespace.clone(),
@@ -139,7 +144,7 @@ pub fn row(model: &ModelView, deployment: Option<&DeploymentView>, events: Vec<E
         family: text(&spec["family"]),
         tier: text(&spec["tier"]),
         desired: text(&spec["version"]),
-        active: str_of(Field::ActiveVersion),
+        active: str_of(&status.active_version),
         phase: model
             .phase
             .map(|p| p.as_str().to_string())
@@ -155,8 +160,8 @@ pub fn row(model: &ModelView, deployment: Option<&DeploymentView>, events: Vec<E
             .collect(),
         target: text(&spec["targetRef"]["name"]),
         progress,
-        rollbacks: status.int(Field::RollbackCount).unwrap_or(0),
-        rollback_request: str_of(Field::RollbackRequest),
+        rollbacks: status.rollback_count.unwrap_or(0),
+        rollback_request: str_of(&status.rollback_request),
         since,
         deleting: model.deleting,
         events,

@@ -8,7 +8,7 @@ pub mod spec;
 pub mod status;
 
 pub use spec::{validate, DesiredSpec, SpecError};
-pub use status::{EventReason, Phase, Reason, StatusDoc};
+pub use status::{EventReason, ModelStatus, Phase, Reason};
 
 pub const GROUP: &str = "openmed.ai";
 pub const VERSION: &str = "v1alpha1";

@@ -7,7 +7,7 @@ use super::observed::ModelView;
 use super::patches;
 use super::plan::{Observed, Plan, Write};
 use crate::model::spec::DesiredSpec;
-use crate::model::status::{EventReason, Field};
+use crate::model::status::EventReason;
 use crate::model::{FINALIZER, KOPF_FINALIZER};
 
 fn is_ours(f: &str) -> bool {
@@ -22,7 +22,7 @@ fn cleanup_spec(m: &ModelView) -> Option<DesiredSpec> {
     }
     let st = m.status();
     let stored = st.retained_specs(&m.name);
-    let applied = st.str(Field::AppliedSpecHash);
+    let applied = st.applied_spec_hash.as_deref();
     stored
         .iter()
         .find(|s| Some(s.hash().as_str()) == applied)

@@ -10,8 +10,7 @@ use crate::model::{
     MANIFEST_KEY, OWNER_ANNOTATION, PRELOAD_ENV,
 };
 use serde::Serialize;
-use serde_json::{json, Value};
-use std::borrow::Cow;
+use serde_json::{json, Map, Value};
 
 pub const COMPONENT: &str = "openmed-operator";
 
@@ -184,52 +183,29 @@ pub fn deployment_claim() -> Value {
 
 /// Merge patch for `/status`, conditional on the resourceVersion the plan
 /// was computed from, so a concurrent writer causes a retry, not a lost
-/// update. It borrows the changed fields from the plan's status: a pass
-/// that writes copies none of them (docs/performance.md, allocations).
-#[derive(Debug, Clone, PartialEq)]
+/// update.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusPatch<'a> {
+    pub metadata: PatchMetadata<'a>,
+    /// The changed fields in key order, `null` for one that goes away.
+    pub status: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PatchMetadata<'a> {
+    #[serde(rename = "resourceVersion")]
     pub resource_version: &'a str,
-    /// The changed fields in key order (as a JSON object writes them),
-    /// `null` for one that goes away.
-    pub changes: Vec<(&'a str, Cow<'a, Value>)>,
 }
 
 impl StatusPatch<'_> {
     /// What the patch sets `key` to, if it names it.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.changes
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.as_ref())
+        self.status.get(key)
     }
 
     /// The patch as a `Value`.
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-}
-
-impl Serialize for StatusPatch<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        #[derive(Serialize)]
-        struct Metadata<'a> {
-            #[serde(rename = "resourceVersion")]
-            resource_version: &'a str,
-        }
-        struct Fields<'a>(&'a [(&'a str, Cow<'a, Value>)]);
-        impl Serialize for Fields<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_map(self.0.iter().map(|(k, v)| (k, v.as_ref())))
-            }
-        }
-        let mut m = s.serialize_map(Some(2))?;
-        let metadata = Metadata {
-            resource_version: self.resource_version,
-        };
-        m.serialize_entry("metadata", &metadata)?;
-        m.serialize_entry("status", &Fields(&self.changes))?;
-        m.end()
     }
 }
 

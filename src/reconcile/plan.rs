@@ -6,11 +6,11 @@
 //! planned by `delete.rs`.
 
 use super::observed::{ConfigMapView, DeploymentView, ModelView};
-use super::patches::StatusPatch;
+use super::patches::{PatchMetadata, StatusPatch};
 use crate::model::spec::DesiredSpec;
-use crate::model::status::{EventReason, Field, StatusDoc};
+use crate::model::status::{EventReason, ModelStatus};
 use crate::model::AUTOSCALED_ANNOTATION;
-use serde_json::{json, Value};
+use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -151,11 +151,11 @@ pub struct Plan {
     /// The status as stored: what the status patch is computed against.
     /// (`old` and `base` are never edited; shared, a pass that looks at
     /// them from several steps does not copy them.)
-    pub(super) old: Arc<StatusDoc>,
+    pub(super) old: Arc<ModelStatus>,
     /// The status the pass reasons from: as stored, or as it was before a
     /// rejected `rollback-to` annotation that has since gone (9.3, 9.24).
-    pub(super) base: Arc<StatusDoc>,
-    pub(super) new: StatusDoc,
+    pub(super) base: Arc<ModelStatus>,
+    pub(super) new: ModelStatus,
     pub(super) target: TargetGen,
     /// Deletion posts its Event whatever happens to status.
     pub(super) events_always: bool,
@@ -168,14 +168,14 @@ pub struct Plan {
 impl Plan {
     /// The status after this pass, given the generation the Deployment
     /// patch returned (if one was sent).
-    pub fn status(&self, patched_generation: Option<i64>) -> Cow<'_, StatusDoc> {
+    pub fn status(&self, patched_generation: Option<i64>) -> Cow<'_, ModelStatus> {
         match self.target_generation(patched_generation) {
-            Some(g) => {
+            Some(g) if self.new.target_deployment_generation != Some(g) => {
                 let mut st = self.new.clone();
-                st.set(Field::TargetDeploymentGeneration, json!(g));
+                st.target_deployment_generation = Some(g);
                 Cow::Owned(st)
             }
-            None => Cow::Borrowed(&self.new),
+            _ => Cow::Borrowed(&self.new),
         }
     }
 
@@ -187,32 +187,9 @@ impl Plan {
         }
     }
 
-    /// What [`Plan::status`] changes of the stored status, without a copy
-    /// of it: it differs from `new` only in `targetDeploymentGeneration`.
-    fn status_changes(&self, patched_generation: Option<i64>) -> Vec<(&str, Cow<'_, Value>)> {
-        let mut changes = self.new.diff(&self.old);
-        if let Some(g) = self.target_generation(patched_generation) {
-            let key = Field::TargetDeploymentGeneration.key();
-            changes.retain(|(k, _)| *k != key);
-            if !self.old.reads(Field::TargetDeploymentGeneration, &json!(g)) {
-                let at = changes.partition_point(|(k, _)| *k < key);
-                changes.insert(at, (key, Cow::Owned(json!(g))));
-            }
-        }
-        changes
-    }
-
-    /// Whether [`Plan::status_changes`] with no patched generation names
-    /// anything (asked of every pass, so nothing is copied to answer).
-    fn status_changes_any(&self) -> bool {
-        let key = Field::TargetDeploymentGeneration.key();
-        match self.target_generation(None) {
-            Some(g) => {
-                self.new.differs(&self.old, Some(key))
-                    || !self.old.reads(Field::TargetDeploymentGeneration, &json!(g))
-            }
-            None => self.new.differs(&self.old, None),
-        }
+    /// What [`Plan::status`] changes of the stored status.
+    fn status_changes(&self, patched_generation: Option<i64>) -> Map<String, Value> {
+        self.status(patched_generation).patch_from(&self.old)
     }
 
     /// The `/status` merge patch, or None when the status would not change.
@@ -221,10 +198,10 @@ impl Plan {
         patched_generation: Option<i64>,
         resource_version: &'a str,
     ) -> Option<StatusPatch<'a>> {
-        let changes = self.status_changes(patched_generation);
-        (!changes.is_empty()).then_some(StatusPatch {
-            resource_version,
-            changes,
+        let status = self.status_changes(patched_generation);
+        (!status.is_empty()).then_some(StatusPatch {
+            metadata: PatchMetadata { resource_version },
+            status,
         })
     }
 
@@ -244,14 +221,14 @@ impl Plan {
 
     /// Nothing to write at all.
     pub fn is_noop(&self) -> bool {
-        self.writes.is_empty() && !self.status_changes_any()
+        self.writes.is_empty() && *self.status(None) == *self.old
     }
 
-    pub(crate) fn bare(old: Arc<StatusDoc>) -> Plan {
+    pub(crate) fn bare(old: Arc<ModelStatus>) -> Plan {
         Plan {
             writes: Vec::new(),
             events: Vec::new(),
-            new: StatusDoc::clone(&old),
+            new: ModelStatus::clone(&old),
             base: old.clone(),
             old,
             target: TargetGen::Unchanged,

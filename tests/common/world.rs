@@ -510,7 +510,10 @@ impl Labels for [&str; 4] {
 
 impl Labels for CondSet {
     fn labels4(self) -> [String; 4] {
-        self.labels()
+        let labels = self.labels();
+        labels
+            .try_into()
+            .unwrap_or_else(|l| panic!("the tests spell four conditions: {l:?}"))
     }
 }
 

@@ -397,7 +397,7 @@ fn a_refused_write_is_reported_with_the_api_message() {
         .writes
         .iter()
         .all(|w| !matches!(w, Write::PatchDeployment { .. })));
-    let st = p.status(None).normalized();
+    let st = p.status(None).to_value();
     let ready = &st["conditions"][0];
     assert_eq!(ready["reason"], "TargetPatchRejected");
     assert_eq!(st["conditions"][2]["status"], "True");

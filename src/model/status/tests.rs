@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::{json, Map, Value};
 
 #[test]
 fn vocabulary_round_trips() {
@@ -11,25 +12,29 @@ fn vocabulary_round_trips() {
     assert!(!EventReason::RollbackStarted.is_warning());
 }
 
-fn four(msg: &str) -> [Cond; 4] {
-    [
-        cond(true, Reason::RolloutSucceeded, msg),
-        cond(false, Reason::RolloutComplete, "x"),
-        cond(false, Reason::Healthy, "x"),
-        cond(false, Reason::NotRequested, "x"),
-    ]
+fn four(msg: &str) -> Conds {
+    PerCondition {
+        ready: cond(true, Reason::RolloutSucceeded, msg),
+        progressing: cond(false, Reason::RolloutComplete, "x"),
+        degraded: cond(false, Reason::Healthy, "x"),
+        rolled_back: cond(false, Reason::NotRequested, "x"),
+    }
+}
+
+fn conditions_of(s: &ModelStatus) -> Value {
+    s.to_value()["conditions"].clone()
 }
 
 #[test]
 fn transition_time_moves_only_on_change() {
-    let mut s = StatusDoc::default();
+    let mut s = ModelStatus::default();
     s.set_conditions(four("a"), 1, "2026-01-01T00:00:00Z");
     s.set_conditions(four("a"), 2, "2026-01-02T00:00:00Z");
-    let c = s.get(Field::Conditions).unwrap();
+    let c = conditions_of(&s);
     assert_eq!(c[0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
     assert_eq!(c[0]["observedGeneration"], 2);
     s.set_conditions(four("b"), 2, "2026-01-03T00:00:00Z");
-    let c = s.get(Field::Conditions).unwrap();
+    let c = conditions_of(&s);
     assert_eq!(c[0]["lastTransitionTime"], "2026-01-03T00:00:00Z");
     assert_eq!(c[1]["lastTransitionTime"], "2026-01-01T00:00:00Z");
     let types: Vec<&str> = c
@@ -43,27 +48,27 @@ fn transition_time_moves_only_on_change() {
 
 #[test]
 fn conditions_written_again_as_they_stand_change_nothing_and_foreign_keys_go() {
-    let mut first = StatusDoc::default();
+    let mut first = ModelStatus::default();
     first.set_conditions(four("a"), 3, "2026-01-01T00:00:00Z");
-    let stored = json!({"conditions": first.get(Field::Conditions).unwrap().clone()});
-    let old = StatusDoc::from_value(Some(&stored));
-    let mut again = StatusDoc::from_value(Some(&stored));
+    let stored = json!({"conditions": conditions_of(&first)});
+    let old = ModelStatus::from_value(Some(&stored));
+    let mut again = ModelStatus::from_value(Some(&stored));
     again.set_conditions(four("a"), 3, "2026-01-09T00:00:00Z");
-    assert!(again.diff(&old).is_empty(), "nothing to write");
+    assert!(again.patch_from(&old).is_empty(), "nothing to write");
     // A key no condition of ours has, or another generation: written anew.
     for (key, generation) in [("extra", 3), ("", 4)] {
         let mut foreign = stored.clone();
         if !key.is_empty() {
             foreign["conditions"][2][key] = json!("x");
         }
-        let old = StatusDoc::from_value(Some(&foreign));
-        let mut s = StatusDoc::from_value(Some(&foreign));
+        let old = ModelStatus::from_value(Some(&foreign));
+        let mut s = ModelStatus::from_value(Some(&foreign));
         s.set_conditions(four("a"), generation, "2026-01-09T00:00:00Z");
-        let c = s.get(Field::Conditions).unwrap();
+        let c = conditions_of(&s);
         assert_eq!(c[2].as_object().unwrap().len(), 6, "{c}");
         assert_eq!(c[2]["observedGeneration"], generation);
         assert_eq!(c[2]["lastTransitionTime"], "2026-01-01T00:00:00Z");
-        assert!(!s.diff(&old).is_empty());
+        assert!(!s.patch_from(&old).is_empty());
     }
 }
 
@@ -75,35 +80,27 @@ fn each_message_lands_on_its_own_condition() {
         degraded: "d".into(),
         rolled_back: "b".into(),
     });
-    let got: Vec<&str> = c.iter().map(|c| c.message.as_str()).collect();
+    let got: Vec<String> = c.into_each().map(|(_, c)| c.message).collect();
     assert_eq!(got, ["r", "p", "d", "b"]);
     let one = states::READY.with(Messages {
         rolled_back: "b".into(),
         ..Messages::all("m")
     });
-    let got: Vec<&str> = one.iter().map(|c| c.message.as_str()).collect();
+    let got: Vec<String> = one.into_each().map(|(_, c)| c.message).collect();
     assert_eq!(got, ["m", "m", "m", "b"]);
 }
 
 #[test]
-fn diff_reports_changes_and_removals() {
-    let old = StatusDoc::from_value(Some(
+fn the_patch_names_changes_and_removals() {
+    let old = ModelStatus::from_value(Some(
         &json!({"phase": "Ready", "rollbackSpec": {"a": 1}, "x": 1}),
     ));
     let mut new = old.clone();
-    assert!(new.diff(&old).is_empty());
-    assert!(!new.differs(&old, None));
-    new.set_phase(Phase::RollingOut);
-    assert!(new.differs(&old, None) && !new.differs(&old, Some("phase")));
-    new.clear(Field::RollbackSpec);
-    assert!(new.differs(&old, Some("phase")));
-    let d: Map<String, Value> = new
-        .diff(&old)
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.into_owned()))
-        .collect();
+    assert!(new.patch_from(&old).is_empty());
+    new.phase = Some(Phase::RollingOut);
+    new.rollback_spec = None;
     assert_eq!(
-        Value::Object(d),
+        Value::Object(new.patch_from(&old)),
         json!({"phase": "RollingOut", "rollbackSpec": null})
     );
 }
@@ -112,51 +109,43 @@ fn diff_reports_changes_and_removals() {
 #[test]
 fn the_reference_lists_every_status_field() {
     let reference = include_str!("../../../docs/reference.md");
-    // Exhaustive: a new field fails to compile here until it is listed.
-    let listed = |f: Field| match f {
-        Field::ObservedGeneration
-        | Field::Phase
-        | Field::DesiredVersion
-        | Field::ActiveVersion
-        | Field::DesiredSpecHash
-        | Field::ManifestHash
-        | Field::AppliedSpecHash
-        | Field::TargetDeploymentGeneration
-        | Field::TargetDeploymentUid
-        | Field::ReplicasManagedBy
-        | Field::FailedSpecHash
-        | Field::LastSuccessfulSpec
-        | Field::PreviousSuccessfulSpec
-        | Field::RollbackSpec
-        | Field::RollbackRequest
-        | Field::RollbackCount
-        | Field::Conditions
-        | Field::BeforeRejection
-        | Field::LastEvents => f.key(),
+    let cond = Condition {
+        type_: ConditionType::Ready,
+        status: CondStatus::True,
+        reason: Reason::Healthy,
+        message: String::new(),
+        observed_generation: None,
+        last_transition_time: None,
+        foreign: Map::new(),
     };
-    let all = [
-        Field::ObservedGeneration,
-        Field::Phase,
-        Field::DesiredVersion,
-        Field::ActiveVersion,
-        Field::DesiredSpecHash,
-        Field::ManifestHash,
-        Field::AppliedSpecHash,
-        Field::TargetDeploymentGeneration,
-        Field::TargetDeploymentUid,
-        Field::ReplicasManagedBy,
-        Field::FailedSpecHash,
-        Field::LastSuccessfulSpec,
-        Field::PreviousSuccessfulSpec,
-        Field::RollbackSpec,
-        Field::RollbackRequest,
-        Field::RollbackCount,
-        Field::Conditions,
-        Field::BeforeRejection,
-        Field::LastEvents,
-    ];
-    for f in all {
-        let key = listed(f);
+    // No `..Default::default()`: a new field fails to compile here until
+    // it is given, and then fails until it is listed.
+    let every = ModelStatus {
+        observed_generation: Some(1),
+        phase: Some(Phase::Ready),
+        desired_version: Some(String::new()),
+        active_version: Some(String::new()),
+        desired_spec_hash: Some(String::new()),
+        manifest_hash: Some(String::new()),
+        applied_spec_hash: Some(String::new()),
+        target_deployment_generation: Some(1),
+        target_deployment_uid: Some(String::new()),
+        replicas_managed_by: Some(String::new()),
+        failed_spec_hash: Some(String::new()),
+        last_successful_spec: Some(json!({})),
+        previous_successful_spec: Some(json!({})),
+        rollback_spec: Some(json!({})),
+        rollback_request: Some(String::new()),
+        rollback_count: Some(0),
+        conditions: Some(vec![cond]),
+        before_rejection: Some(ModelStatus::default().rejection_snapshot()),
+        last_events: Some(Vec::new()),
+    };
+    let Value::Object(fields) = every.to_value() else {
+        panic!("a status is an object")
+    };
+    assert_eq!(fields.len(), 19);
+    for key in fields.keys() {
         assert!(
             reference.contains(&format!("`{key}`")),
             "{key} not in docs/reference.md"
@@ -169,9 +158,9 @@ fn the_reference_lists_every_status_field() {
 /// message never stays in status (§5).
 #[test]
 fn conditions_that_differ_in_one_field_everywhere_are_written_again() {
-    let mut first = StatusDoc::default();
+    let mut first = ModelStatus::default();
     first.set_conditions(four("a"), 3, "2026-01-01T00:00:00Z");
-    let written = first.get(Field::Conditions).unwrap().clone();
+    let written = conditions_of(&first);
     type Edit = fn(&Value) -> Value;
     let changes: [(&str, Edit); 4] = [
         ("type", |_| json!("Other")),
@@ -186,9 +175,11 @@ fn conditions_that_differ_in_one_field_everywhere_are_written_again() {
         for c in stale.as_array_mut().unwrap() {
             c[key] = change(&c[key]);
         }
-        let mut s = StatusDoc::from_value(Some(&json!({ "conditions": stale })));
+        let stored = json!({ "conditions": stale });
+        let old = ModelStatus::from_value(Some(&stored));
+        let mut s = old.clone();
         s.set_conditions(four("a"), 3, "2026-01-09T00:00:00Z");
-        let got = s.get(Field::Conditions).unwrap();
+        let got = conditions_of(&s);
         for (g, w) in got
             .as_array()
             .unwrap()
@@ -197,41 +188,38 @@ fn conditions_that_differ_in_one_field_everywhere_are_written_again() {
         {
             assert_eq!(g[key], w[key], "a stale {key} stayed: {got}");
         }
+        assert_eq!(s.patch_from(&old)["conditions"], got, "{key}");
     }
 }
 
-/// The comparison every decoding test relies on tells apart two statuses
-/// that read differently: another value, another key, `null` and absent.
+/// Two statuses are equal only when every field reads the same.
 #[test]
 fn statuses_are_equal_only_when_every_field_reads_the_same() {
-    let doc = |v: Value| StatusDoc::from_value(Some(&v));
-    let a = doc(json!({"phase": "Ready", "x": 1}));
-    assert_eq!(a, doc(json!({"x": 1, "phase": "Ready"})));
+    let doc = |v: Value| ModelStatus::from_value(Some(&v));
+    let a = doc(json!({"phase": "Ready", "rollbackCount": 1}));
+    assert_eq!(a, doc(json!({"rollbackCount": 1, "phase": "Ready"})));
     for other in [
-        json!({"phase": "Failed", "x": 1}),
+        json!({"phase": "Failed", "rollbackCount": 1}),
         json!({"phase": "Ready"}),
-        json!({"phase": "Ready", "x": 1, "y": 2}),
-        json!({"phase": "Ready", "x": null}),
+        json!({"phase": "Ready", "rollbackCount": 1, "desiredVersion": "v"}),
+        json!({"phase": "Ready", "rollbackCount": 2}),
     ] {
         assert_ne!(a, doc(other.clone()), "{other}");
         assert_ne!(doc(other.clone()), a, "{other}");
     }
 }
 
-/// An edited status reads its stored fields and its edits, against any
-/// other status too (the status before a rejected annotation, §9.24).
+/// A patch against another status names what that one has and this one
+/// lacks (the status before a rejected annotation, §9.24).
 #[test]
-fn an_edited_status_reads_its_stored_fields_and_its_edits() {
-    let mut s = StatusDoc::from_value(Some(&json!({"phase": "Ready", "x": 1})));
-    s.set_phase(Phase::RollingOut);
-    assert_eq!(s.normalized(), json!({"phase": "RollingOut", "x": 1}));
-    let other = StatusDoc::from_value(Some(&json!({"phase": "Ready", "x": 1, "y": 2})));
-    let d: Map<String, Value> = s
-        .diff(&other)
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.into_owned()))
-        .collect();
-    assert_eq!(Value::Object(d), json!({"phase": "RollingOut", "y": null}));
+fn a_patch_against_another_status_clears_what_it_lacks() {
+    let mut s = ModelStatus::from_value(Some(&json!({"phase": "Ready"})));
+    s.phase = Some(Phase::RollingOut);
+    let other = ModelStatus::from_value(Some(&json!({"phase": "Ready", "desiredVersion": "v"})));
+    assert_eq!(
+        Value::Object(s.patch_from(&other)),
+        json!({"phase": "RollingOut", "desiredVersion": null})
+    );
 }
 
 /// A status whose condition strings arrive escaped (as another client may
@@ -240,16 +228,52 @@ fn an_edited_status_reads_its_stored_fields_and_its_edits() {
 fn escaped_condition_strings_read_as_plain_ones() {
     let plain = r#"{"conditions":[{"type":"Ready","status":"True","reason":"RolloutSucceeded"}]}"#;
     let escaped = r#"{"conditions":[{"type":"Re\u0061dy","status":"Tru\u0065","reason":"Rollout\u0053ucceeded"}]}"#;
-    let read = |t: &str| {
-        StatusDoc::from_text(t.to_string())
-            .transitions()
-            .iter()
-            .map(|t| t.clone().map(|s| s.into_owned()))
-            .collect::<Vec<_>>()
-    };
+    let read = |t: &str| ModelStatus::from_text(t).transitions();
     assert_eq!(read(escaped), read(plain));
     assert_eq!(
         read(plain),
-        [["Ready", "True", "RolloutSucceeded"].map(String::from)]
+        [(
+            ConditionType::Ready,
+            CondStatus::True,
+            Reason::RolloutSucceeded
+        )]
     );
+}
+
+/// A field that does not read as its type reads as absent, and only it:
+/// the others are kept, so one stray value costs no other field (§5).
+#[test]
+fn a_field_of_the_wrong_type_costs_only_itself() {
+    let text = r#"{"phase":"Sideways","rollbackCount":"three","desiredVersion":"v2","conditions":[{"type":"Ready","status":"True","reason":"Healthy"}]}"#;
+    let s = ModelStatus::from_text(text);
+    assert_eq!(s.phase, None);
+    assert_eq!(s.rollback_count, None);
+    assert_eq!(s.desired_version.as_deref(), Some("v2"));
+    assert_eq!(s.ready_reason(), Some(Reason::Healthy));
+    assert_eq!(ModelStatus::from_text("[1]"), ModelStatus::default());
+    assert_eq!(ModelStatus::from_text(""), ModelStatus::default());
+}
+
+/// A status as the operator has always written it reads back and writes
+/// again to the same JSON, key for key (the stored JSON is unchanged).
+#[test]
+fn a_status_written_before_reads_and_writes_the_same_json() {
+    let stored = json!({
+        "observedGeneration": 2, "phase": "RolledBack", "desiredVersion": "v2",
+        "activeVersion": "v1", "desiredSpecHash": "sha256:b", "manifestHash": "sha256:m",
+        "appliedSpecHash": "sha256:a", "targetDeploymentGeneration": 7,
+        "targetDeploymentUID": "u-1", "replicasManagedBy": "HorizontalPodAutoscaler/h",
+        "failedSpecHash": "sha256:b", "lastSuccessfulSpec": {"version": "v1", "replicas": 2},
+        "rollbackSpec": {"version": "v1"}, "rollbackRequest": "automatic:v2", "rollbackCount": 1,
+        "conditions": [{"type": "Ready", "status": "False", "reason": "RolledBack",
+            "message": "m", "observedGeneration": 2, "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        "beforeRejection": {"phase": null, "rollbackRequest": null, "conditions": null,
+            "lastEvents": null},
+        "lastEvents": [{"reason": "RollbackStarted", "generation": 2, "message": "m",
+            "tag": "automatic-0123456789"}, {"reason": "RolloutFailed", "generation": 2,
+            "message": "f"}],
+    });
+    let s = ModelStatus::from_text(&stored.to_string());
+    assert_eq!(s.to_value(), stored);
+    assert_eq!(s.to_value().to_string(), stored.to_string());
 }

@@ -377,7 +377,7 @@ pub mod shapes {
 pub(super) mod tests {
     use super::model::tests::converged;
     use super::*;
-    use crate::model::status::{Phase, StatusDoc};
+    use crate::model::status::{ModelStatus, Phase};
     use serde_json::json;
 
     /// `v` as the client decodes it for a resource of `shape`.
@@ -451,7 +451,10 @@ pub(super) mod tests {
         assert_eq!(Some(&decoded), whole.as_ref());
         assert_eq!(decoded.phase, Some(Phase::Ready));
         assert_eq!(decoded.spec(), Some(&m["spec"]));
-        assert_eq!(decoded.status(), &StatusDoc::from_value(Some(&m["status"])));
+        assert_eq!(
+            decoded.status(),
+            &ModelStatus::from_value(Some(&m["status"]))
+        );
         assert!(pm["metadata"].get("managedFields").is_none());
         let cm = full_config_map();
         let pc = pruned(&cm, &shapes::CONFIG_MAP);

@@ -5,7 +5,7 @@
 use super::{annotation, meta_str};
 use crate::foreign::bounded;
 use crate::memory::pack::{pack, unpack, Dictionary};
-use crate::model::status::{OwedEvent, Phase, StatusDoc, MAX_ROLLBACK_TARGET};
+use crate::model::status::{ModelStatus, OwedEvent, Phase, MAX_ROLLBACK_TARGET};
 use crate::model::{DesiredSpec, SpecError, AUTOSCALED_ANNOTATION, ROLLBACK_ANNOTATION};
 use serde_json::Value;
 
@@ -81,7 +81,7 @@ impl From<ModelData> for ModelView {
 #[derive(Debug, Default)]
 pub struct ParsedParts {
     spec: std::sync::OnceLock<Option<Value>>,
-    status: std::sync::OnceLock<std::sync::Arc<StatusDoc>>,
+    status: std::sync::OnceLock<std::sync::Arc<ModelStatus>>,
     /// The spec validated for the name of the first view that asked.
     desired: std::sync::OnceLock<(String, Result<DesiredSpec, SpecError>)>,
 }
@@ -281,16 +281,16 @@ impl ModelView {
     }
 
     /// `status`, parsed (once per copy).
-    pub fn status(&self) -> &StatusDoc {
+    pub fn status(&self) -> &ModelStatus {
         self.shared_status()
     }
 
     /// `status`, parsed, to share with a plan (which never edits it).
-    pub fn shared_status(&self) -> &std::sync::Arc<StatusDoc> {
+    pub fn shared_status(&self) -> &std::sync::Arc<ModelStatus> {
         let status = self.status.as_ref();
         self.parts().status.get_or_init(|| {
             let text = status.and_then(RawJson::text).unwrap_or_default();
-            std::sync::Arc::new(StatusDoc::from_text(text))
+            std::sync::Arc::new(ModelStatus::from_text(&text))
         })
     }
 
@@ -302,7 +302,7 @@ impl ModelView {
     }
 
     /// The valid specs status retains (`rollbackSpec`, `lastSuccessfulSpec`,
-    /// `previousSuccessfulSpec`), as [`StatusDoc::retained_specs`] reads
+    /// `previousSuccessfulSpec`), as [`ModelStatus::retained_specs`] reads
     /// them. Unless a pass has parsed the status already, only these three
     /// fields are: the index asks at every event of a model, and a whole
     /// status is most of a model's text (docs/performance.md).
@@ -332,25 +332,26 @@ impl ModelView {
     }
 
     /// The Events the last transition requires, as
-    /// [`StatusDoc::last_events`] reads them. Unless a pass has parsed the
+    /// `ModelStatus::last_events` holds them. Unless a pass has parsed the
     /// status, only `lastEvents` is: the writer asks after each status write,
     /// before any pass has parsed the status it wrote.
     pub fn last_events(&self) -> Vec<OwedEvent> {
         if let Some(st) = self.parts().status.get() {
-            return st.last_events();
+            return st.last_events.clone().unwrap_or_default();
         }
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Owed {
-            last_events: Option<Value>,
+            #[serde(default, deserialize_with = "crate::model::status::each_that_reads")]
+            last_events: Option<Vec<OwedEvent>>,
         }
         let owed = self.status_fields::<Owed>().and_then(|o| o.last_events);
-        OwedEvent::all_of(owed.as_ref())
+        owed.unwrap_or_default()
     }
 
     /// Some fields of the status, decoded from its text; the others are
     /// skipped without building anything.
-    fn status_fields<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+    pub fn status_fields<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
         let text = unpack(&self.status.as_ref()?.0, model_dictionary())?;
         serde_json::from_str(&text).ok()
     }
@@ -445,7 +446,10 @@ pub(super) mod tests {
             fresh.parts().status.get().is_none(),
             "the status was parsed"
         );
-        assert_eq!(from_text, fresh.status().last_events());
+        assert_eq!(
+            from_text,
+            fresh.status().last_events.clone().unwrap_or_default()
+        );
         assert_eq!(from_text.len(), 1);
         assert_eq!(from_text[0].message, "done");
     }
@@ -494,7 +498,7 @@ pub(super) mod tests {
         let m = converged();
         let view = ModelView::from_json(&m).unwrap();
         assert_eq!(view.spec(), Some(&m["spec"]));
-        assert_eq!(view.status(), &StatusDoc::from_value(Some(&m["status"])));
+        assert_eq!(view.status(), &ModelStatus::from_value(Some(&m["status"])));
         let text = m["spec"].to_string().len() + m["status"].to_string().len();
         let held = view.spec.as_ref().map_or(0, |r| r.0.len())
             + view.status.as_ref().map_or(0, |r| r.0.len());

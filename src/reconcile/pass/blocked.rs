@@ -83,7 +83,7 @@ pub(super) fn report_block(p: &mut Pass<'_>, b: Block) {
     } else {
         Phase::Failed
     };
-    p.plan.new.set_phase(phase);
+    p.plan.new.phase = Some(phase);
     p.conds(states::blocked(reason).with(Messages {
         rolled_back: NO_ROLLBACK.into(),
         ..Messages::all(msg.clone())

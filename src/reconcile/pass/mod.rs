@@ -17,9 +17,8 @@ use super::messages::NO_ROLLBACK;
 use super::observed::{DeploymentView, ModelView};
 use super::plan::{Observed, Plan, Write};
 use crate::model::spec::DesiredSpec;
-use crate::model::status::{states, Cond, EventReason, Field, Messages, Phase, Reason};
+use crate::model::status::{states, Conds, EventReason, Messages, OwedEvent, Phase, Reason};
 use crate::model::{FINALIZER, KOPF_FINALIZER};
-use serde_json::json;
 
 /// The state of one pass, its plan growing as the steps run.
 struct Pass<'a> {
@@ -62,7 +61,7 @@ enum Flow<'a> {
 }
 
 impl<'a> Pass<'a> {
-    fn conds(&mut self, c: [Cond; 4]) {
+    fn conds(&mut self, c: Conds) {
         let g = self.m.generation;
         self.plan.new.set_conditions(c, g, self.obs.now);
     }
@@ -71,24 +70,18 @@ impl<'a> Pass<'a> {
         self.plan.push_event(reason, message);
     }
 
-    fn set_str(&mut self, f: Field, v: &str) {
-        self.plan.new.set(f, json!(v));
-    }
-
     fn run(&mut self) {
         let m = self.m;
-        self.plan
-            .new
-            .set(Field::ObservedGeneration, json!(m.generation));
-        if self.plan.base.get(Field::RollbackCount).is_none() {
-            self.plan.new.set(Field::RollbackCount, json!(0));
+        self.plan.new.observed_generation = Some(m.generation);
+        if self.plan.base.rollback_count.is_none() {
+            self.plan.new.rollback_count = Some(0);
         }
         // 1. Invalid spec.
         let s = match m.desired() {
             Ok(s) => s,
             Err(e) => {
                 let msg = e.to_string();
-                self.plan.new.set_phase(Phase::Failed);
+                self.plan.new.phase = Some(Phase::Failed);
                 self.conds(states::INVALID_SPEC.with(Messages {
                     ready: msg.clone(),
                     progressing: "fix the spec to continue".into(),
@@ -99,16 +92,17 @@ impl<'a> Pass<'a> {
                 // edit that is invalid again is reported again.
                 let base = &self.plan.base;
                 let reported = base.ready_reason() == Some(Reason::InvalidSpec)
-                    && base.get(Field::ObservedGeneration) == Some(&json!(m.generation));
+                    && base.observed_generation == Some(m.generation);
                 self.plan.new_report |= !reported;
                 self.event(EventReason::InvalidSpec, msg);
                 return;
             }
         };
         let hash = s.hash();
-        self.set_str(Field::DesiredVersion, &s.version);
-        self.set_str(Field::DesiredSpecHash, &hash);
-        self.set_str(Field::ManifestHash, &s.manifest_hash());
+        let new = &mut self.plan.new;
+        new.desired_version = Some(s.version.clone());
+        new.desired_spec_hash = Some(hash.clone());
+        new.manifest_hash = Some(s.manifest_hash());
 
         // 2-4, and 9.2's foreign ConfigMap; else 5, a manual rollback;
         // else 6-11.
@@ -143,17 +137,16 @@ impl<'a> Pass<'a> {
         if events.is_empty() || self.plan.events_always {
             return;
         }
-        let owed: Vec<serde_json::Value> = events
+        let owed = events
             .iter()
-            .map(|e| {
-                let mut owed = json!({"reason": e.reason.as_str(), "generation": self.m.generation, "message": e.message});
-                if let Some(t) = &e.tag {
-                    owed["tag"] = json!(t);
-                }
-                owed
+            .map(|e| OwedEvent {
+                reason: e.reason,
+                generation: self.m.generation,
+                message: e.message.clone(),
+                tag: e.tag.clone(),
             })
             .collect();
-        self.plan.new.set(Field::LastEvents, json!(owed));
+        self.plan.new.last_events = Some(owed);
     }
 
     /// Keep a finalizer on every resource the operator acts on, added
@@ -164,7 +157,7 @@ impl<'a> Pass<'a> {
             .finalizers
             .iter()
             .any(|f| f == FINALIZER || f == KOPF_FINALIZER);
-        let acted = self.plan.base.get(Field::AppliedSpecHash).is_some();
+        let acted = self.plan.base.applied_spec_hash.is_some();
         if has || (self.plan.writes.is_empty() && !acted) {
             return;
         }

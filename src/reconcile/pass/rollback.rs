@@ -7,20 +7,20 @@ use super::targets::{apply, record_target};
 use super::{Next, Pass};
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{
-    cond, states, stored_cond, ConditionType, EventReason, Field, Messages, Phase, Reason,
-    StatusDoc,
+    cond, spec_of, states, ConditionType, EventReason, Messages, ModelStatus, PerCondition, Phase,
+    Reason,
 };
-use crate::reconcile::facts::{recreated, rejection_snapshot};
+use crate::reconcile::facts::recreated;
 use crate::reconcile::judge;
 use crate::reconcile::messages::paused_message;
 use crate::reconcile::observed::DeploymentView;
-use serde_json::json;
 
 /// Degraded while rolled back: a manual rollback is an override, not a
 /// verdict (9.22); an automatic one says the desired version failed.
-fn degraded(base: &StatusDoc, r: &DesiredSpec, desired: &DesiredSpec) -> Degraded {
+fn degraded(base: &ModelStatus, r: &DesiredSpec, desired: &DesiredSpec) -> Degraded {
     let manual = base
-        .str(Field::RollbackRequest)
+        .rollback_request
+        .as_deref()
         .is_some_and(|q| q.starts_with("manual:"));
     let message = if manual {
         format!(
@@ -58,21 +58,21 @@ pub(super) fn automatic(p: &mut Pass<'_>, s: &DesiredSpec, hash: &str, l: &Desir
 /// Apply a retained spec instead of the desired one (steps 5 and 8).
 fn begin_rollback(p: &mut Pass<'_>, r: &DesiredSpec, desired_hash: &str, request: String) {
     apply(p, r);
-    p.plan.new.set_phase(Phase::RolledBack);
-    p.set_str(Field::ActiveVersion, &r.version);
-    p.set_str(Field::AppliedSpecHash, &r.hash());
+    p.plan.new.phase = Some(Phase::RolledBack);
+    p.plan.new.active_version = Some(r.version.to_string());
+    p.plan.new.applied_spec_hash = Some(r.hash().to_string());
     // A manual rollback is an override, not a verdict (9.22): only an
     // automatic one records the desired spec as failed.
     if request.starts_with("automatic:") {
-        p.set_str(Field::FailedSpecHash, desired_hash);
+        p.plan.new.failed_spec_hash = Some(desired_hash.to_string());
     } else {
-        p.plan.new.clear(Field::FailedSpecHash);
+        p.plan.new.failed_spec_hash = None;
     }
-    p.plan.new.clear(Field::BeforeRejection);
-    p.plan.new.set(Field::RollbackSpec, r.to_json());
-    p.set_str(Field::RollbackRequest, &request);
-    let count = p.plan.base.int(Field::RollbackCount).unwrap_or(0);
-    p.plan.new.set(Field::RollbackCount, json!(count + 1));
+    p.plan.new.before_rejection = None;
+    p.plan.new.rollback_spec = Some(r.to_json());
+    p.plan.new.rollback_request = Some(request.to_string());
+    let count = p.plan.base.rollback_count.unwrap_or(0);
+    p.plan.new.rollback_count = Some(count + 1);
     let msg = format!("Rolling back Deployment {} to {}", r.target.name, r.version);
     rollback_event(p, EventReason::RollbackStarted, msg, r);
 }
@@ -82,7 +82,7 @@ fn begin_rollback(p: &mut Pass<'_>, r: &DesiredSpec, desired_hash: &str, request
 /// automatic and a manual rollback, or two targets, in one generation
 /// are two records (§2.6).
 fn rollback_event(p: &mut Pass<'_>, reason: EventReason, message: String, r: &DesiredSpec) {
-    let request = p.plan.new.str(Field::RollbackRequest).unwrap_or("");
+    let request = p.plan.new.rollback_request.as_deref().unwrap_or("");
     let kind = if request.starts_with("manual:") {
         "manual"
     } else {
@@ -102,7 +102,7 @@ fn rollback_failed_conds(p: &mut Pass<'_>, r_version: &str, deployment: &str) {
 
 /// Step 12 (and 9.23): watch a rollback through, judged on every pass.
 pub(super) fn monitor_rollback<'a>(p: &mut Pass<'a>, desired: &DesiredSpec) -> Option<Next<'a>> {
-    let Some(r) = p.plan.base.spec(Field::RollbackSpec, &p.m.name) else {
+    let Some(r) = spec_of(&p.plan.base.rollback_spec, &p.m.name) else {
         // A rollback with no readable rollbackSpec cannot be watched:
         // go back to the desired spec.
         return Some(Next::StartRollout(Reason::InitialRollout));
@@ -112,15 +112,15 @@ pub(super) fn monitor_rollback<'a>(p: &mut Pass<'a>, desired: &DesiredSpec) -> O
     }
     let d = p.obs.deployment(&r.target.name)?;
     let base = p.plan.base.clone();
-    let gen = base.int(Field::TargetDeploymentGeneration).unwrap_or(0);
+    let gen = base.target_deployment_generation.unwrap_or(0);
     p.kept = Some((r.target.name.clone(), r.manifest_config_map_name.clone()));
     let recreated = recreated(&base, d);
     record_target(p, &base, d);
     let degraded = degraded(&base, &r, desired);
     let served = base.ready_reason() == Some(Reason::TargetDegraded)
         || base.condition_reason(ConditionType::RolledBack) == Some(Reason::RollbackSucceeded);
-    p.plan.new.set_phase(Phase::RolledBack);
-    p.set_str(Field::ActiveVersion, &r.version);
+    p.plan.new.phase = Some(Phase::RolledBack);
+    p.plan.new.active_version = Some(r.version.to_string());
     if !recreated && !d.paused && judge::failed(d, gen) {
         if served {
             // The rollback had served: an outside failure (9.21).
@@ -148,7 +148,7 @@ pub(super) fn monitor_rollback<'a>(p: &mut Pass<'a>, desired: &DesiredSpec) -> O
 }
 
 fn rollback_failed(p: &mut Pass<'_>, r: &DesiredSpec) {
-    p.plan.new.set_phase(Phase::Failed);
+    p.plan.new.phase = Some(Phase::Failed);
     rollback_failed_conds(p, &r.version, &r.target.name);
     let msg = format!(
         "Rollback of Deployment {} to {} missed its progress deadline",
@@ -199,8 +199,8 @@ pub(super) fn manual<'a>(
     target: &str,
 ) -> Option<Next<'a>> {
     let request = format!("manual:{target}");
-    let same_request = p.plan.base.str(Field::RollbackRequest) == Some(request.as_str());
-    let phase = p.plan.base.phase();
+    let same_request = p.plan.base.rollback_request.as_deref() == Some(request.as_str());
+    let phase = p.plan.base.phase;
     let failed_rollback = phase == Some(Phase::Failed)
         && matches!(
             p.plan.base.ready_reason(),
@@ -208,23 +208,24 @@ pub(super) fn manual<'a>(
         );
     // A rejected request keeps the phase it found (9.D16), so a
     // `RolledBack` beside it is not this request's rollback.
-    let rejected = p.plan.base.get(Field::BeforeRejection).is_some();
+    let rejected = p.plan.base.before_rejection.is_some();
     if same_request && !rejected && (phase == Some(Phase::RolledBack) || failed_rollback) {
         // A rollback under way, done, or failed: judged on every pass
         // (9.23), so a failed one that later serves is RolledBack.
         return monitor_rollback(p, desired);
     }
     // The last successful spec first, then the previous one.
-    let retained = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
-        .iter()
-        .filter_map(|f| p.plan.base.spec(*f, &p.m.name))
+    let base = &p.plan.base;
+    let retained = [&base.last_successful_spec, &base.previous_successful_spec]
+        .into_iter()
+        .filter_map(|v| spec_of(v, &p.m.name))
         .find(|s| s.version == target);
     match retained {
         None => reject_rollback(p, target, request),
         Some(r) if r.hash() == hash => {
             // A rollback to the very spec the resource names is no
             // rollback (9.10): judge the spec as it stands.
-            p.plan.new.clear(Field::BeforeRejection);
+            p.plan.new.before_rejection = None;
             return Some(Next::Judge);
         }
         Some(r) => {
@@ -250,9 +251,10 @@ pub(super) fn manual<'a>(
 /// What the request replaces is kept, so removing or correcting it
 /// restores exactly that (9.3, 9.24).
 fn reject_rollback(p: &mut Pass<'_>, target: &str, request: String) {
-    let versions: Vec<String> = [Field::LastSuccessfulSpec, Field::PreviousSuccessfulSpec]
-        .iter()
-        .filter_map(|f| p.plan.base.get(*f))
+    let base = &p.plan.base;
+    let versions: Vec<String> = [&base.last_successful_spec, &base.previous_successful_spec]
+        .into_iter()
+        .flatten()
         .filter_map(|v| v["version"].as_str().map(str::to_string))
         .collect();
     let retained = if versions.is_empty() {
@@ -261,30 +263,33 @@ fn reject_rollback(p: &mut Pass<'_>, target: &str, request: String) {
         versions.join(", ")
     };
     let msg = format!("rollback target {target} is not a retained version (retained: {retained})");
-    let before = match p.plan.base.get(Field::BeforeRejection) {
+    let before = match p.plan.base.before_rejection.as_ref() {
         Some(b) => b.clone(),
         None => {
-            let snapshot = rejection_snapshot(&p.plan.base);
-            p.plan.new.set(Field::BeforeRejection, snapshot.clone());
+            let snapshot = p.plan.base.rejection_snapshot();
+            p.plan.new.before_rejection = Some(snapshot.clone());
             snapshot
         }
     };
-    p.set_str(Field::RollbackRequest, &request);
-    let kept = |i: usize| before["conditions"].get(i).and_then(stored_cond);
-    let phase = before["phase"].as_str().and_then(Phase::parse);
-    match (phase, kept(0), kept(1)) {
+    p.plan.new.rollback_request = Some(request);
+    let kept = |ty: ConditionType| {
+        let c = before.conditions.iter().flatten().find(|c| c.type_ == ty)?;
+        Some(cond(c.status, c.reason, c.message.clone()))
+    };
+    let ready = kept(ConditionType::Ready);
+    match (before.phase, ready, kept(ConditionType::Progressing)) {
         (Some(phase), Some(ready), Some(progressing)) => {
-            p.plan.new.set_phase(phase);
-            p.conds([
+            p.plan.new.phase = Some(phase);
+            p.conds(PerCondition {
                 ready,
                 progressing,
-                cond(true, Reason::RollbackTargetUnavailable, msg.clone()),
-                cond(false, Reason::RollbackRejected, msg.clone()),
-            ]);
+                degraded: cond(true, Reason::RollbackTargetUnavailable, msg.clone()),
+                rolled_back: cond(false, Reason::RollbackRejected, msg.clone()),
+            });
         }
         // Nothing served yet: nothing to keep.
         _ => {
-            p.plan.new.set_phase(Phase::Failed);
+            p.plan.new.phase = Some(Phase::Failed);
             p.conds(states::ROLLBACK_REJECTED.with(Messages::all(msg.clone())));
         }
     }

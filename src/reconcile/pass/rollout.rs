@@ -5,7 +5,7 @@ use super::blocked::blocked;
 use super::targets::{apply, claim_if_needed, record_target};
 use super::{Flow, Next, Pass};
 use crate::model::spec::DesiredSpec;
-use crate::model::status::{states, EventReason, Field, Messages, Phase, Reason};
+use crate::model::status::{spec_of, states, EventReason, Messages, Phase, Reason};
 use crate::reconcile::block::is_block_reason;
 use crate::reconcile::facts::{has_served, recreated};
 use crate::reconcile::judge;
@@ -32,7 +32,7 @@ pub(super) fn judge_desired<'a>(p: &mut Pass<'a>, s: &DesiredSpec, hash: &str) -
     }
     p.kept = Some((s.target.name.clone(), s.manifest_config_map_name.clone()));
     record_target(p, &base, d);
-    let gen = base.int(Field::TargetDeploymentGeneration).unwrap_or(0);
+    let gen = base.target_deployment_generation.unwrap_or(0);
     match rollout_failed(p, s, hash, d, gen) {
         Flow::Continue => {}
         Flow::Settled => return None,
@@ -48,16 +48,16 @@ pub(super) fn judge_desired<'a>(p: &mut Pass<'a>, s: &DesiredSpec, hash: &str) -
 /// (or a failed one, 9.23) is watched, a cleared block shows it again.
 fn failed_spec<'a>(p: &mut Pass<'a>, s: &DesiredSpec, hash: &str) -> Flow<'a> {
     let base = &p.plan.base;
-    let phase = base.phase();
+    let phase = base.phase;
     let failed = matches!(phase, Some(Phase::Failed) | Some(Phase::RolledBack))
-        && base.str(Field::FailedSpecHash) == Some(hash);
+        && base.failed_spec_hash.as_deref() == Some(hash);
     if !failed {
         return Flow::Continue;
     }
     // Failed, unless RolledBack (which is watched whatever its reason).
     let unblocked = is_block_reason(base.ready_reason());
     let failed_rollback = base.ready_reason() == Some(Reason::RollbackFailed);
-    let rollback = base.get(Field::RollbackSpec).is_some();
+    let rollback = base.rollback_spec.is_some();
     if phase == Some(Phase::RolledBack) || ((unblocked || failed_rollback) && rollback) {
         return Flow::Then(Next::MonitorRollback);
     }
@@ -72,10 +72,10 @@ fn failed_spec<'a>(p: &mut Pass<'a>, s: &DesiredSpec, hash: &str) -> Flow<'a> {
 /// applied, is judged as it stands instead (9.2, 9.3).
 fn new_spec(p: &mut Pass<'_>, s: &DesiredSpec, hash: &str) -> bool {
     let base = &p.plan.base;
-    let old_hash = base.str(Field::DesiredSpecHash);
+    let old_hash = base.desired_spec_hash.as_deref();
     let resumed =
-        is_block_reason(base.ready_reason()) && base.str(Field::AppliedSpecHash) == Some(hash);
-    let idle = !matches!(base.phase(), Some(Phase::RollingOut) | Some(Phase::Ready));
+        is_block_reason(base.ready_reason()) && base.applied_spec_hash.as_deref() == Some(hash);
+    let idle = !matches!(base.phase, Some(Phase::RollingOut) | Some(Phase::Ready));
     if old_hash == Some(hash) && (!idle || resumed) {
         return false;
     }
@@ -98,14 +98,14 @@ fn rollout_failed<'a>(
     gen: i64,
 ) -> Flow<'a> {
     let base = p.plan.base.clone();
-    let ours = base.get(Field::TargetDeploymentGeneration).is_some();
+    let ours = base.target_deployment_generation.is_some();
     // A failure of a template someone else wrote is not our rollout
     // failing (§6.8): the drift is put right instead (§6.11).
     let template = judge::template_ours(d, s, &p.owner);
     if !ours || d.paused || !template || !judge::failed(d, gen) {
         return Flow::Continue;
     }
-    if base.phase() == Some(Phase::Ready) || has_served(&base, hash, &p.m.name) {
+    if base.phase == Some(Phase::Ready) || has_served(&base, hash, &p.m.name) {
         return Flow::Then(Next::TargetDegraded(d));
     }
     p.event(
@@ -115,13 +115,13 @@ fn rollout_failed<'a>(
             s.version, s.target.name
         ),
     );
-    match base.spec(Field::LastSuccessfulSpec, &p.m.name) {
+    match spec_of(&base.last_successful_spec, &p.m.name) {
         Some(l) if s.rollout.rollback_on_failure && blocked(p, &l).is_none() => {
             Flow::Then(Next::AutomaticRollback(l))
         }
         _ => {
-            p.plan.new.set_phase(Phase::Failed);
-            p.set_str(Field::FailedSpecHash, hash);
+            p.plan.new.phase = Some(Phase::Failed);
+            p.plan.new.failed_spec_hash = Some(hash.to_string());
             rollout_failed_conds(p, s);
             Flow::Settled
         }
@@ -151,7 +151,7 @@ fn ready_or_in_progress(
     let matches = judge::matches(d, s, &p.owner);
     let staged = !matches && judge::resize_held(d, s, &p.owner, gen);
     if matches && judge::ready(d, s.replicas, gen) {
-        if p.plan.base.phase() != Some(Phase::Ready) {
+        if p.plan.base.phase != Some(Phase::Ready) {
             mark_ready(p, s);
         }
     } else if !matches && !staged {
@@ -170,15 +170,9 @@ fn ready_or_in_progress(
 pub(super) fn start_rollout(p: &mut Pass<'_>, s: &DesiredSpec, hash: &str, reason: Reason) {
     let before = p.plan.writes.len();
     apply(p, s);
-    p.plan.new.set_phase(Phase::RollingOut);
-    p.set_str(Field::AppliedSpecHash, hash);
-    for f in [
-        Field::FailedSpecHash,
-        Field::RollbackSpec,
-        Field::RollbackRequest,
-    ] {
-        p.plan.new.clear(f);
-    }
+    p.plan.new.phase = Some(Phase::RollingOut);
+    p.plan.new.applied_spec_hash = Some(hash.to_string());
+    p.plan.new.forget_rollback();
     // 9.11: nothing to write means no rollout to start: judge the
     // Deployment as it stands, in this very pass.
     let wrote = p.plan.writes.len() > before;
@@ -193,7 +187,8 @@ pub(super) fn start_rollout(p: &mut Pass<'_>, s: &DesiredSpec, hash: &str, reaso
             let rolled = p
                 .plan
                 .base
-                .str(Field::ActiveVersion)
+                .active_version
+                .as_deref()
                 .is_some_and(|v| v != s.version);
             if rolled {
                 announce_rollout(p, s, reason);
@@ -203,7 +198,7 @@ pub(super) fn start_rollout(p: &mut Pass<'_>, s: &DesiredSpec, hash: &str, reaso
             rolling_out(p, s, d);
             // A replica that wrote this rollout's patch died before its
             // status and Event (§9.7): it is under way, so announce it.
-            if p.plan.base.str(Field::AppliedSpecHash) != Some(hash) {
+            if p.plan.base.applied_spec_hash.as_deref() != Some(hash) {
                 announce_rollout(p, s, reason);
             }
         }
@@ -251,22 +246,16 @@ fn rollout_failed_conds(p: &mut Pass<'_>, s: &DesiredSpec) {
 /// Step 10's transition: the desired spec serves.
 fn mark_ready(p: &mut Pass<'_>, s: &DesiredSpec) {
     let base = p.plan.base.clone();
-    p.plan.new.set_phase(Phase::Ready);
-    p.set_str(Field::ActiveVersion, &s.version);
+    p.plan.new.phase = Some(Phase::Ready);
+    p.plan.new.active_version = Some(s.version.to_string());
     let spec_json = s.to_json();
-    if let Some(last) = base.get(Field::LastSuccessfulSpec) {
+    if let Some(last) = base.last_successful_spec.as_ref() {
         if *last != spec_json {
-            p.plan.new.set(Field::PreviousSuccessfulSpec, last.clone());
+            p.plan.new.previous_successful_spec = Some(last.clone());
         }
     }
-    p.plan.new.set(Field::LastSuccessfulSpec, spec_json);
-    for f in [
-        Field::FailedSpecHash,
-        Field::RollbackSpec,
-        Field::RollbackRequest,
-    ] {
-        p.plan.new.clear(f);
-    }
+    p.plan.new.last_successful_spec = Some(spec_json);
+    p.plan.new.forget_rollback();
     p.conds(states::READY.with(Messages {
         ready: format!("{} is serving", s.version),
         progressing: format!("rollout of {} complete", s.version),
@@ -287,19 +276,14 @@ fn mark_ready(p: &mut Pass<'_>, s: &DesiredSpec) {
 /// Whether the last transition that required Events required this one,
 /// in this generation: `lastEvents` keeps them until the next (§9.7).
 fn announced(p: &Pass<'_>, reason: EventReason, message: &str) -> bool {
-    let last = p.plan.base.get(Field::LastEvents);
-    last.and_then(|v| v.as_array()).is_some_and(|evs| {
-        evs.iter().any(|e| {
-            e["reason"] == reason.as_str()
-                && e["generation"] == p.m.generation
-                && e["message"] == message
-        })
-    })
+    let last = p.plan.base.last_events.iter().flatten();
+    last.into_iter()
+        .any(|e| e.reason == reason && e.generation == p.m.generation && e.message == message)
 }
 
 /// Step 11's state: the rollout of `s` is under way.
 fn rolling_out(p: &mut Pass<'_>, s: &DesiredSpec, d: &DeploymentView) {
-    p.plan.new.set_phase(Phase::RollingOut);
+    p.plan.new.phase = Some(Phase::RollingOut);
     let (state, progressing) = if d.paused {
         (states::ROLLING_OUT_PAUSED, paused_message(d, &s.version))
     } else {
@@ -332,8 +316,8 @@ pub(super) fn target_degraded(p: &mut Pass<'_>, d: &DeploymentView) {
         "Deployment {} reports {why}; nothing of ours is rolling out, so nothing is rolled back",
         d.name
     );
-    p.plan.new.set_phase(Phase::Failed);
-    let rolled_back = p.plan.base.get(Field::RollbackSpec).is_some();
+    p.plan.new.phase = Some(Phase::Failed);
+    let rolled_back = p.plan.base.rollback_spec.is_some();
     let last = if rolled_back {
         "the rollback had completed"
     } else {

@@ -4,11 +4,10 @@
 
 use super::Pass;
 use crate::model::spec::DesiredSpec;
-use crate::model::status::{EventReason, Field, StatusDoc};
+use crate::model::status::{EventReason, ModelStatus};
 use crate::reconcile::observed::DeploymentView;
 use crate::reconcile::plan::{TargetGen, Write};
 use crate::reconcile::{judge, patches};
-use serde_json::json;
 
 /// Section 3: plan the ConfigMap and Deployment writes for `s`.
 pub(super) fn apply(p: &mut Pass<'_>, s: &DesiredSpec) {
@@ -27,9 +26,7 @@ pub(super) fn apply(p: &mut Pass<'_>, s: &DesiredSpec) {
     let Some(d) = p.obs.deployment(&s.target.name) else {
         return;
     };
-    p.plan
-        .new
-        .set(Field::TargetDeploymentUid, json!(d.uid.clone()));
+    p.plan.new.target_deployment_uid = Some(d.uid.clone());
     record_replicas_owner(p, d);
     p.kept = Some((s.target.name.clone(), s.manifest_config_map_name.clone()));
     if let Some(orphan) = orphaned_owner(p, d) {
@@ -66,11 +63,9 @@ fn orphaned_owner(p: &Pass<'_>, d: &DeploymentView) -> Option<String> {
 
 /// What status records of the target judged: its uid, when status
 /// from before 9.18 has none, and who owns its replicas.
-pub(super) fn record_target(p: &mut Pass<'_>, old: &StatusDoc, d: &DeploymentView) {
-    if old.get(Field::TargetDeploymentUid).is_none() && !d.uid.is_empty() {
-        p.plan
-            .new
-            .set(Field::TargetDeploymentUid, json!(d.uid.clone()));
+pub(super) fn record_target(p: &mut Pass<'_>, old: &ModelStatus, d: &DeploymentView) {
+    if old.target_deployment_uid.is_none() && !d.uid.is_empty() {
+        p.plan.new.target_deployment_uid = Some(d.uid.clone());
     }
     record_replicas_owner(p, d);
 }
@@ -78,10 +73,7 @@ pub(super) fn record_target(p: &mut Pass<'_>, old: &StatusDoc, d: &DeploymentVie
 /// `replicasManagedBy`: the autoscaler that sets the target's replicas,
 /// absent when the operator sets them from the spec.
 fn record_replicas_owner(p: &mut Pass<'_>, d: &DeploymentView) {
-    match &d.autoscaler {
-        Some(by) => p.plan.new.set(Field::ReplicasManagedBy, json!(by)),
-        None => p.plan.new.clear(Field::ReplicasManagedBy),
-    }
+    p.plan.new.replicas_managed_by = d.autoscaler.clone();
 }
 
 /// A Deployment we own but have not labelled (adopted from the
