@@ -12,30 +12,61 @@ use crate::reconcile::{ConfigMapView, DeploymentView, ModelData, ModelView};
 use crate::runtime::store::Stamp;
 use crate::runtime::{ObjectKey, Reader, Store, StoreWriter};
 
-/// Every store of the controller.
-pub struct Caches {
-    models: Store<ModelView>,
-    /// Deployments the operator has claimed: full (compact) views.
-    deployments: Store<DeploymentView>,
-    /// Every Deployment in scope, metadata only.
-    deployment_meta: Store<MetaView>,
-    /// Unclaimed Deployments read on demand, reused while their
-    /// resourceVersion in `deployment_meta` is unchanged.
-    fetched: Fetched,
-    config_maps: Store<ConfigMapView>,
-    /// HorizontalPodAutoscalers in scope: a Deployment one scales keeps its
-    /// replicas (the autoscaler's, not the spec's).
-    autoscalers: Store<AutoscalerView>,
+/// Declares every store once: its field, the view it keeps and how it is
+/// made (indexed or not). The controller's [`Caches`], the write-only
+/// [`CacheWriters`], and the readiness wait's [`Caches::unsynced`] follow
+/// from the one list, so a store added there is in all three.
+macro_rules! stores {
+    ($($(#[$doc:meta])* $field:ident: $view:ty = $make:expr;)*) => {
+        /// Every store of the controller, and the Deployments read on
+        /// demand.
+        pub struct Caches {
+            $($(#[$doc])* $field: Store<$view>,)*
+            /// Unclaimed Deployments read on demand, reused while their
+            /// resourceVersion in `deployment_meta` is unchanged.
+            fetched: Fetched,
+        }
+
+        /// The write-only ends of the stores, for the watches that fill
+        /// them and the tests that seed them.
+        pub struct CacheWriters {
+            $(pub $field: StoreWriter<$view>,)*
+        }
+
+        impl Default for Caches {
+            fn default() -> Caches {
+                Caches {
+                    $($field: $make,)*
+                    fetched: Fetched::default(),
+                }
+            }
+        }
+
+        impl Caches {
+            pub fn writers(&self) -> CacheWriters {
+                CacheWriters {
+                    $($field: self.$field.writer(),)*
+                }
+            }
+
+            /// The list/watch loops of any store that have not listed yet.
+            pub fn unsynced(&self) -> Vec<String> {
+                [$(self.$field.unsynced()),*].concat()
+            }
+        }
+    };
 }
 
-/// The write-only ends of the stores, for the watches that fill them and
-/// the tests that seed them.
-pub struct CacheWriters {
-    pub models: StoreWriter<ModelView>,
-    pub deployments: StoreWriter<DeploymentView>,
-    pub deployment_meta: StoreWriter<MetaView>,
-    pub config_maps: StoreWriter<ConfigMapView>,
-    pub autoscalers: StoreWriter<AutoscalerView>,
+stores! {
+    models: ModelView = Store::default();
+    /// Deployments the operator has claimed: full (compact) views.
+    deployments: DeploymentView = Store::indexed(deployment_owners);
+    /// Every Deployment in scope, metadata only.
+    deployment_meta: MetaView = Store::default();
+    config_maps: ConfigMapView = Store::indexed(config_map_owner);
+    /// HorizontalPodAutoscalers in scope: a Deployment one scales keeps its
+    /// replicas (the autoscaler's, not the spec's).
+    autoscalers: AutoscalerView = Store::default();
 }
 
 /// One cache read of a pass, with the stamp of what it saw (None: it was
@@ -67,35 +98,12 @@ fn config_map_owner(c: &ConfigMapView) -> Vec<String> {
     c.owner.iter().cloned().collect()
 }
 
-impl Default for Caches {
-    fn default() -> Caches {
-        Caches {
-            models: Store::default(),
-            deployments: Store::indexed(deployment_owners),
-            deployment_meta: Store::default(),
-            fetched: Fetched::default(),
-            config_maps: Store::indexed(config_map_owner),
-            autoscalers: Store::default(),
-        }
-    }
-}
-
 impl Caches {
     /// A pass's way in: every read it makes is recorded.
     pub fn recorder(&self) -> Recorder<'_> {
         Recorder {
             caches: self,
             reads: Vec::new(),
-        }
-    }
-
-    pub fn writers(&self) -> CacheWriters {
-        CacheWriters {
-            models: self.models.writer(),
-            deployments: self.deployments.writer(),
-            deployment_meta: self.deployment_meta.writer(),
-            config_maps: self.config_maps.writer(),
-            autoscalers: self.autoscalers.writer(),
         }
     }
 
@@ -112,18 +120,6 @@ impl Caches {
     /// Every model's key.
     pub fn model_keys(&self) -> Vec<ObjectKey> {
         self.models.keys()
-    }
-
-    /// The list/watch loops of any store that have not listed yet.
-    pub fn unsynced(&self) -> Vec<String> {
-        [
-            self.models.unsynced(),
-            self.deployments.unsynced(),
-            self.deployment_meta.unsynced(),
-            self.config_maps.unsynced(),
-            self.autoscalers.unsynced(),
-        ]
-        .concat()
     }
 
     /// How many models, claimed Deployments and our ConfigMaps are held.
