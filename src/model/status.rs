@@ -5,7 +5,7 @@ mod owed;
 mod record;
 
 pub use owed::OwedEvent;
-pub use record::{each_that_reads, spec_of, BeforeRejection, Condition, ModelStatus};
+pub use record::{each_that_reads, spec_of, BeforeRejection, Condition, ModelStatus, Snapshot};
 
 macro_rules! vocabulary {
     ($(#[$m:meta])* $name:ident { $($variant:ident),* $(,)? }) => {

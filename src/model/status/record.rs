@@ -7,7 +7,10 @@
 use super::{CondStatus, ConditionType, Conds, OwedEvent, Phase, Reason};
 use crate::model::DesiredSpec;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// `.status` of an OpenMedModel (§5.1). Fields another writer added are
 /// not kept here: a merge patch never names them, so they stay.
@@ -42,11 +45,11 @@ pub struct ModelStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_spec_hash: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_successful_spec: Option<Value>,
+    pub last_successful_spec: Option<Snapshot>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub previous_successful_spec: Option<Value>,
+    pub previous_successful_spec: Option<Snapshot>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rollback_spec: Option<Value>,
+    pub rollback_spec: Option<Snapshot>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollback_request: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -67,6 +70,48 @@ pub struct ModelStatus {
         deserialize_with = "each_that_reads"
     )]
     pub last_events: Option<Vec<OwedEvent>>,
+}
+
+/// A desired spec as status keeps it (§5.1: `lastSuccessfulSpec` and
+/// friends): its JSON text, shared by every copy of the status and parsed
+/// only when a pass asks for the spec.
+#[derive(Debug, Clone)]
+pub struct Snapshot(Arc<RawValue>);
+
+impl Snapshot {
+    /// The snapshot of a spec's JSON.
+    pub fn of(v: &Value) -> Snapshot {
+        Snapshot(Arc::from(
+            RawValue::from_string(v.to_string()).unwrap_or_default(),
+        ))
+    }
+
+    /// The JSON, parsed.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+}
+
+impl PartialEq for Snapshot {
+    /// The same JSON, however it was spelled (another writer's spacing or
+    /// escapes).
+    fn eq(&self, other: &Snapshot) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || self.0.get() == other.0.get()
+            || self.value() == other.value()
+    }
+}
+
+impl Serialize for Snapshot {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Snapshot {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Snapshot, D::Error> {
+        Box::<RawValue>::deserialize(d).map(|raw| Snapshot(Arc::from(raw)))
+    }
 }
 
 /// One element of `status.conditions`, kept by its type.
@@ -152,24 +197,34 @@ impl ModelStatus {
     }
 
     /// The merge patch turning `old` into `self`: each field that changes,
-    /// `null` for one that goes; empty when nothing changes.
+    /// `null` for one that goes; empty when nothing changes. Only the
+    /// fields that change are built as values (docs/performance.md).
     pub fn patch_from(&self, old: &ModelStatus) -> Map<String, Value> {
         if self == old {
             return Map::new();
         }
-        let (Value::Object(new), Value::Object(old)) = (self.to_value(), old.to_value()) else {
+        let (Ok(new_text), Ok(old_text)) =
+            (serde_json::to_string(self), serde_json::to_string(old))
+        else {
             return Map::new();
         };
-        let gone: Vec<String> = old
-            .keys()
-            .filter(|k| !new.contains_key(*k))
-            .cloned()
-            .collect();
+        let fields = |t| serde_json::from_str::<BTreeMap<&str, &RawValue>>(t).unwrap_or_default();
+        let (new, old) = (fields(&new_text), fields(&old_text));
+        let parse = |v: &RawValue| serde_json::from_str::<Value>(v.get()).unwrap_or(Value::Null);
         let mut patch: Map<String, Value> = new
-            .into_iter()
-            .filter(|(k, v)| old.get(k) != Some(v))
+            .iter()
+            .filter_map(|(k, v)| {
+                let was = old.get(k);
+                if was.is_some_and(|o| o.get() == v.get()) {
+                    return None;
+                }
+                // Spelled otherwise: another writer's spacing or escapes.
+                let now = parse(v);
+                (was.map(|o| parse(o)) != Some(now.clone())).then(|| (k.to_string(), now))
+            })
             .collect();
-        patch.extend(gone.into_iter().map(|k| (k, Value::Null)));
+        let gone = old.keys().filter(|k| !new.contains_key(*k));
+        patch.extend(gone.map(|k| (k.to_string(), Value::Null)));
         patch
     }
 
@@ -278,9 +333,9 @@ impl ModelStatus {
 
 /// A desired spec stored in status (lastSuccessfulSpec and friends), if it
 /// is there and still valid.
-pub fn spec_of(v: &Option<Value>, resource_name: &str) -> Option<DesiredSpec> {
+pub fn spec_of(v: &Option<Snapshot>, resource_name: &str) -> Option<DesiredSpec> {
     v.as_ref()
-        .and_then(|v| DesiredSpec::from_snapshot(resource_name, v))
+        .and_then(|v| DesiredSpec::from_snapshot(resource_name, &v.value()))
 }
 
 /// A status some field of which does not read: each field that reads on

@@ -132,9 +132,9 @@ fn the_reference_lists_every_status_field() {
         target_deployment_uid: Some(String::new()),
         replicas_managed_by: Some(String::new()),
         failed_spec_hash: Some(String::new()),
-        last_successful_spec: Some(json!({})),
-        previous_successful_spec: Some(json!({})),
-        rollback_spec: Some(json!({})),
+        last_successful_spec: Some(Snapshot::of(&json!({}))),
+        previous_successful_spec: Some(Snapshot::of(&json!({}))),
+        rollback_spec: Some(Snapshot::of(&json!({}))),
         rollback_request: Some(String::new()),
         rollback_count: Some(0),
         conditions: Some(vec![cond]),
@@ -276,4 +276,24 @@ fn a_status_written_before_reads_and_writes_the_same_json() {
     let s = ModelStatus::from_text(&stored.to_string());
     assert_eq!(s.to_value(), stored);
     assert_eq!(s.to_value().to_string(), stored.to_string());
+}
+
+/// A retained spec written again as it stands is no change, however the
+/// stored one was spelled (another writer's spacing or escapes); another
+/// spec is (§5.1).
+#[test]
+fn a_snapshot_spelled_otherwise_is_the_same_snapshot() {
+    let old =
+        ModelStatus::from_text(r#"{"lastSuccessfulSpec": {"version" : "v\u0031", "replicas":2}}"#);
+    let mut same = old.clone();
+    same.last_successful_spec = Some(Snapshot::of(&json!({"replicas": 2, "version": "v1"})));
+    assert_eq!(same, old);
+    assert!(same.patch_from(&old).is_empty());
+    let mut other = old.clone();
+    other.last_successful_spec = Some(Snapshot::of(&json!({"replicas": 3, "version": "v1"})));
+    assert_ne!(other, old);
+    assert_eq!(
+        Value::Object(other.patch_from(&old)),
+        json!({"lastSuccessfulSpec": {"replicas": 3, "version": "v1"}})
+    );
 }

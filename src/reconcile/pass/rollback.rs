@@ -8,7 +8,7 @@ use super::{Next, Pass};
 use crate::model::spec::DesiredSpec;
 use crate::model::status::{
     cond, spec_of, states, ConditionType, EventReason, Messages, ModelStatus, PerCondition, Phase,
-    Reason,
+    Reason, Snapshot,
 };
 use crate::reconcile::facts::recreated;
 use crate::reconcile::judge;
@@ -69,7 +69,7 @@ fn begin_rollback(p: &mut Pass<'_>, r: &DesiredSpec, desired_hash: &str, request
         p.plan.new.failed_spec_hash = None;
     }
     p.plan.new.before_rejection = None;
-    p.plan.new.rollback_spec = Some(r.to_json());
+    p.plan.new.rollback_spec = Some(Snapshot::of(&r.to_json()));
     p.plan.new.rollback_request = Some(request.to_string());
     let count = p.plan.base.rollback_count.unwrap_or(0);
     p.plan.new.rollback_count = Some(count + 1);
@@ -255,7 +255,7 @@ fn reject_rollback(p: &mut Pass<'_>, target: &str, request: String) {
     let versions: Vec<String> = [&base.last_successful_spec, &base.previous_successful_spec]
         .into_iter()
         .flatten()
-        .filter_map(|v| v["version"].as_str().map(str::to_string))
+        .filter_map(|v| v.value()["version"].as_str().map(str::to_string))
         .collect();
     let retained = if versions.is_empty() {
         "none".to_string()

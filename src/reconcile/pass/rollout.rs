@@ -5,7 +5,7 @@ use super::blocked::blocked;
 use super::targets::{apply, claim_if_needed, record_target};
 use super::{Flow, Next, Pass};
 use crate::model::spec::DesiredSpec;
-use crate::model::status::{spec_of, states, EventReason, Messages, Phase, Reason};
+use crate::model::status::{spec_of, states, EventReason, Messages, Phase, Reason, Snapshot};
 use crate::reconcile::block::is_block_reason;
 use crate::reconcile::facts::{has_served, recreated};
 use crate::reconcile::judge;
@@ -248,13 +248,17 @@ fn mark_ready(p: &mut Pass<'_>, s: &DesiredSpec) {
     let base = p.plan.base.clone();
     p.plan.new.phase = Some(Phase::Ready);
     p.plan.new.active_version = Some(s.version.to_string());
-    let spec_json = s.to_json();
-    if let Some(last) = base.last_successful_spec.as_ref() {
-        if *last != spec_json {
+    let spec = Snapshot::of(&s.to_json());
+    let last = match &base.last_successful_spec {
+        // The same spec again: the snapshot status holds stays.
+        Some(last) if *last == spec => last.clone(),
+        Some(last) => {
             p.plan.new.previous_successful_spec = Some(last.clone());
+            spec
         }
-    }
-    p.plan.new.last_successful_spec = Some(spec_json);
+        None => spec,
+    };
+    p.plan.new.last_successful_spec = Some(last);
     p.plan.new.forget_rollback();
     p.conds(states::READY.with(Messages {
         ready: format!("{} is serving", s.version),
