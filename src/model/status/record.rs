@@ -197,35 +197,47 @@ impl ModelStatus {
     }
 
     /// The merge patch turning `old` into `self`: each field that changes,
-    /// `null` for one that goes; empty when nothing changes. Only the
-    /// fields that change are built as values (docs/performance.md).
+    /// `null` for one that goes; empty when nothing changes. Fields are
+    /// compared as the text they serialize to, and only those that change
+    /// are built as values (docs/performance.md). A field that compares
+    /// equal serializes alike: a [`Snapshot`] the pass writes again as it
+    /// stands is the one status held ([`ModelStatus::keep_snapshot`]).
     pub fn patch_from(&self, old: &ModelStatus) -> Map<String, Value> {
         if self == old {
             return Map::new();
         }
-        let (Ok(new_text), Ok(old_text)) =
-            (serde_json::to_string(self), serde_json::to_string(old))
-        else {
+        let (Some(new_text), Some(old_text)) = (self.text(), old.text()) else {
             return Map::new();
         };
-        let fields = |t| serde_json::from_str::<BTreeMap<&str, &RawValue>>(t).unwrap_or_default();
+        let fields = |t| serde_json::from_slice::<BTreeMap<&str, &RawValue>>(t).unwrap_or_default();
         let (new, old) = (fields(&new_text), fields(&old_text));
-        let parse = |v: &RawValue| serde_json::from_str::<Value>(v.get()).unwrap_or(Value::Null);
         let mut patch: Map<String, Value> = new
             .iter()
-            .filter_map(|(k, v)| {
-                let was = old.get(k);
-                if was.is_some_and(|o| o.get() == v.get()) {
-                    return None;
-                }
-                // Spelled otherwise: another writer's spacing or escapes.
-                let now = parse(v);
-                (was.map(|o| parse(o)) != Some(now.clone())).then(|| (k.to_string(), now))
+            .filter(|(k, v)| old.get(*k).is_none_or(|o| o.get() != v.get()))
+            .map(|(k, v)| {
+                let v = serde_json::from_str(v.get()).unwrap_or(Value::Null);
+                (k.to_string(), v)
             })
             .collect();
         let gone = old.keys().filter(|k| !new.contains_key(*k));
         patch.extend(gone.map(|k| (k.to_string(), Value::Null)));
         patch
+    }
+
+    /// The status's JSON text, written into one buffer of about its size.
+    fn text(&self) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(2048);
+        serde_json::to_writer(&mut out, self).ok()?;
+        Some(out)
+    }
+
+    /// `snapshot`, or the one `held` already when it is the same spec, so
+    /// that writing a spec again as it stands changes nothing (§5.1).
+    pub fn keep_snapshot(held: &Option<Snapshot>, snapshot: Snapshot) -> Snapshot {
+        match held {
+            Some(h) if *h == snapshot => h.clone(),
+            _ => snapshot,
+        }
     }
 
     /// The conditions, none when absent.

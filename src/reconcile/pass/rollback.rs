@@ -69,7 +69,8 @@ fn begin_rollback(p: &mut Pass<'_>, r: &DesiredSpec, desired_hash: &str, request
         p.plan.new.failed_spec_hash = None;
     }
     p.plan.new.before_rejection = None;
-    p.plan.new.rollback_spec = Some(Snapshot::of(&r.to_json()));
+    let held = &p.plan.base.rollback_spec;
+    p.plan.new.rollback_spec = Some(ModelStatus::keep_snapshot(held, Snapshot::of(&r.to_json())));
     p.plan.new.rollback_request = Some(request.to_string());
     let count = p.plan.base.rollback_count.unwrap_or(0);
     p.plan.new.rollback_count = Some(count + 1);

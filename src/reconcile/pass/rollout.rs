@@ -5,7 +5,9 @@ use super::blocked::blocked;
 use super::targets::{apply, claim_if_needed, record_target};
 use super::{Flow, Next, Pass};
 use crate::model::spec::DesiredSpec;
-use crate::model::status::{spec_of, states, EventReason, Messages, Phase, Reason, Snapshot};
+use crate::model::status::{
+    spec_of, states, EventReason, Messages, ModelStatus, Phase, Reason, Snapshot,
+};
 use crate::reconcile::block::is_block_reason;
 use crate::reconcile::facts::{has_served, recreated};
 use crate::reconcile::judge;
@@ -248,17 +250,12 @@ fn mark_ready(p: &mut Pass<'_>, s: &DesiredSpec) {
     let base = p.plan.base.clone();
     p.plan.new.phase = Some(Phase::Ready);
     p.plan.new.active_version = Some(s.version.to_string());
-    let spec = Snapshot::of(&s.to_json());
-    let last = match &base.last_successful_spec {
-        // The same spec again: the snapshot status holds stays.
-        Some(last) if *last == spec => last.clone(),
-        Some(last) => {
-            p.plan.new.previous_successful_spec = Some(last.clone());
-            spec
-        }
-        None => spec,
-    };
-    p.plan.new.last_successful_spec = Some(last);
+    let held = &base.last_successful_spec;
+    let spec = ModelStatus::keep_snapshot(held, Snapshot::of(&s.to_json()));
+    if let Some(last) = held.as_ref().filter(|l| **l != spec) {
+        p.plan.new.previous_successful_spec = Some(last.clone());
+    }
+    p.plan.new.last_successful_spec = Some(spec);
     p.plan.new.forget_rollback();
     p.conds(states::READY.with(Messages {
         ready: format!("{} is serving", s.version),
