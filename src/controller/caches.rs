@@ -10,14 +10,21 @@
 use super::cache::{AutoscalerView, Fetched, MetaView};
 use crate::reconcile::{ConfigMapView, DeploymentView, ModelData, ModelView};
 use crate::runtime::store::Stamp;
-use crate::runtime::{ObjectKey, Reader, Store, StoreWriter};
+use crate::runtime::{ObjectKey, Reader, Store, StoreWriter, Versioned};
 
-/// Declares every store once: its field, the view it keeps and how it is
-/// made (indexed or not). The controller's [`Caches`], the write-only
-/// [`CacheWriters`], and the readiness wait's [`Caches::unsynced`] follow
-/// from the one list, so a store added there is in all three.
+/// Declares every store once: its name, its field, the view it keeps and
+/// how it is made (indexed or not). The controller's [`Caches`], the
+/// write-only [`CacheWriters`], the readiness wait's [`Caches::unsynced`]
+/// and the stamps a pass's [`CacheRead`]s are checked against follow from
+/// the one list, so a store added there is in all of them.
 macro_rules! stores {
-    ($($(#[$doc:meta])* $field:ident: $view:ty = $make:expr;)*) => {
+    ($($(#[$doc:meta])* $id:ident $field:ident: $view:ty = $make:expr;)*) => {
+        /// Which store a [`CacheRead`] read.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum StoreId {
+            $($id),*
+        }
+
         /// Every store of the controller, and the Deployments read on
         /// demand.
         pub struct Caches {
@@ -53,36 +60,61 @@ macro_rules! stores {
             pub fn unsynced(&self) -> Vec<String> {
                 [$(self.$field.unsynced()),*].concat()
             }
+
+            /// The stamp of `key` in store `id` now.
+            fn stamp(&self, id: StoreId, key: &ObjectKey) -> Option<Stamp> {
+                match id {
+                    $(StoreId::$id => self.$field.stamp(key)),*
+                }
+            }
+
+            /// The stamp of index entry `name` in store `id` now.
+            fn index_stamp(&self, id: StoreId, name: &str) -> Option<Stamp> {
+                match id {
+                    $(StoreId::$id => self.$field.index_stamp(name)),*
+                }
+            }
+
+            /// How many changes store `id` has taken.
+            fn changes(&self, id: StoreId) -> u64 {
+                match id {
+                    $(StoreId::$id => self.$field.changes()),*
+                }
+            }
         }
     };
 }
 
 stores! {
-    models: ModelView = Store::default();
+    Models models: ModelView = Store::default();
     /// Deployments the operator has claimed: full (compact) views.
-    deployments: DeploymentView = Store::indexed(deployment_owners);
+    Deployments deployments: DeploymentView = Store::indexed(deployment_owners);
     /// Every Deployment in scope, metadata only.
-    deployment_meta: MetaView = Store::default();
-    config_maps: ConfigMapView = Store::indexed(config_map_owner);
+    DeploymentMeta deployment_meta: MetaView = Store::default();
+    ConfigMaps config_maps: ConfigMapView = Store::indexed(config_map_owner);
     /// HorizontalPodAutoscalers in scope: a Deployment one scales keeps its
     /// replicas (the autoscaler's, not the spec's).
-    autoscalers: AutoscalerView = Store::default();
+    Autoscalers autoscalers: AutoscalerView = Store::default();
 }
 
 /// One cache read of a pass, with the stamp of what it saw (None: it was
-/// not there).
+/// not there). Every store's reads are one of these three, so a store
+/// added to [`stores!`] needs no new kind of read nor of check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CacheRead {
-    Model(ObjectKey, Option<Stamp>),
-    Deployment(ObjectKey, Option<Stamp>),
-    DeploymentMeta(ObjectKey, Option<Stamp>),
-    ConfigMap(ObjectKey, Option<Stamp>),
-    /// The claimed Deployments indexed under the resource's own name.
-    DeploymentsOfOwner(Option<Stamp>),
-    /// Our ConfigMaps indexed under the resource's own name.
-    ConfigMapsOfOwner(Option<Stamp>),
-    /// Every autoscaler: the store's change count.
-    Autoscalers(u64),
+    /// One object by its key.
+    Object(StoreId, ObjectKey, Option<Stamp>),
+    /// The objects indexed under the resource's own name.
+    OfOwner(StoreId, Option<Stamp>),
+    /// Every object: the store's change count.
+    Every(StoreId, u64),
+}
+
+impl CacheRead {
+    /// The read of a model that is not there.
+    pub fn no_model(key: ObjectKey) -> CacheRead {
+        CacheRead::Object(StoreId::Models, key, None)
+    }
 }
 
 /// The owners a claimed Deployment names (metadata and pod template): the
@@ -134,13 +166,9 @@ impl Caches {
     /// Whether a pass of `owner` would read now what `read` saw.
     pub fn still(&self, owner: &ObjectKey, read: &CacheRead) -> bool {
         match read {
-            CacheRead::Model(k, s) => self.models.stamp(k) == *s,
-            CacheRead::Deployment(k, s) => self.deployments.stamp(k) == *s,
-            CacheRead::DeploymentMeta(k, s) => self.deployment_meta.stamp(k) == *s,
-            CacheRead::ConfigMap(k, s) => self.config_maps.stamp(k) == *s,
-            CacheRead::DeploymentsOfOwner(s) => self.deployments.index_stamp(owner.as_str()) == *s,
-            CacheRead::ConfigMapsOfOwner(s) => self.config_maps.index_stamp(owner.as_str()) == *s,
-            CacheRead::Autoscalers(c) => self.autoscalers.changes() == *c,
+            CacheRead::Object(id, k, s) => self.stamp(*id, k) == *s,
+            CacheRead::OfOwner(id, s) => self.index_stamp(*id, owner.as_str()) == *s,
+            CacheRead::Every(id, c) => self.changes(*id) == *c,
         }
     }
 
@@ -224,27 +252,44 @@ impl Recorder<'_> {
         self.reads
     }
 
-    pub fn model(&mut self, key: &ObjectKey) -> Option<ModelView> {
-        let got = self.caches.models.get_stamped(key);
+    /// One object of store `id` (`store`), its read recorded.
+    fn object<V: Clone + Versioned>(&mut self, id: StoreId, store: &Store<V>, key: &ObjectKey) -> Option<V> {
+        let got = store.get_stamped(key);
         let stamp = got.as_ref().map(|g| g.1);
-        self.reads.push(CacheRead::Model(key.clone(), stamp));
+        self.reads.push(CacheRead::Object(id, key.clone(), stamp));
         got.map(|g| g.0)
+    }
+
+    /// The objects of `owner` in store `id` (`store`) that `keep` keeps,
+    /// their read recorded.
+    fn of_owner<V: Clone + Versioned>(
+        &mut self,
+        id: StoreId,
+        store: &Store<V>,
+        owner: &str,
+        keep: impl Fn(&V) -> bool,
+    ) -> Vec<V> {
+        let (got, stamp) = store.by_index_stamped(owner, keep);
+        self.reads.push(CacheRead::OfOwner(id, stamp));
+        got
+    }
+
+    pub fn model(&mut self, key: &ObjectKey) -> Option<ModelView> {
+        self.object(StoreId::Models, &self.caches.models, key)
     }
 
     /// Whether the model is cached, without a copy of it.
     pub fn has_model(&mut self, key: &ObjectKey) -> bool {
         let stamp = self.caches.models.stamp(key);
-        self.reads.push(CacheRead::Model(key.clone(), stamp));
+        let read = CacheRead::Object(StoreId::Models, key.clone(), stamp);
+        self.reads.push(read);
         stamp.is_some()
     }
 
     /// A claimed Deployment. Its copy read on demand, no longer needed,
     /// goes.
     pub fn claimed_deployment(&mut self, key: &ObjectKey) -> Option<DeploymentView> {
-        let got = self.caches.deployments.get_stamped(key);
-        let stamp = got.as_ref().map(|g| g.1);
-        self.reads.push(CacheRead::Deployment(key.clone(), stamp));
-        let (d, _) = got?;
+        let d = self.object(StoreId::Deployments, &self.caches.deployments, key)?;
         self.caches.fetched.remove(key);
         Some(d)
     }
@@ -253,11 +298,7 @@ impl Recorder<'_> {
     /// copy read on demand at that resourceVersion when one is held:
     /// `Some(None)` says it must be read.
     pub fn unclaimed_deployment(&mut self, key: &ObjectKey) -> Option<Option<DeploymentView>> {
-        let got = self.caches.deployment_meta.get_stamped(key);
-        let stamp = got.as_ref().map(|g| g.1);
-        self.reads
-            .push(CacheRead::DeploymentMeta(key.clone(), stamp));
-        let (meta, _) = got?;
+        let meta = self.object(StoreId::DeploymentMeta, &self.caches.deployment_meta, key)?;
         Some(self.caches.fetched.get(key, &meta.resource_version))
     }
 
@@ -272,16 +313,11 @@ impl Recorder<'_> {
         owner: &str,
         keep: impl Fn(&DeploymentView) -> bool,
     ) -> Vec<DeploymentView> {
-        let (got, stamp) = self.caches.deployments.by_index_stamped(owner, keep);
-        self.reads.push(CacheRead::DeploymentsOfOwner(stamp));
-        got
+        self.of_owner(StoreId::Deployments, &self.caches.deployments, owner, keep)
     }
 
     pub fn config_map(&mut self, key: &ObjectKey) -> Option<ConfigMapView> {
-        let got = self.caches.config_maps.get_stamped(key);
-        let stamp = got.as_ref().map(|g| g.1);
-        self.reads.push(CacheRead::ConfigMap(key.clone(), stamp));
-        got.map(|g| g.0)
+        self.object(StoreId::ConfigMaps, &self.caches.config_maps, key)
     }
 
     /// Our ConfigMaps of `owner` that `keep` keeps.
@@ -290,15 +326,13 @@ impl Recorder<'_> {
         owner: &str,
         keep: impl Fn(&ConfigMapView) -> bool,
     ) -> Vec<ConfigMapView> {
-        let (got, stamp) = self.caches.config_maps.by_index_stamped(owner, keep);
-        self.reads.push(CacheRead::ConfigMapsOfOwner(stamp));
-        got
+        self.of_owner(StoreId::ConfigMaps, &self.caches.config_maps, owner, keep)
     }
 
     /// The HorizontalPodAutoscaler scaling Deployment `ns/name`, as
     /// `HorizontalPodAutoscaler/<name>` (the first by name if several).
     pub fn autoscaler_of(&mut self, ns: &str, name: &str) -> Option<String> {
-        let changes = CacheRead::Autoscalers(self.caches.autoscalers.changes());
+        let changes = CacheRead::Every(StoreId::Autoscalers, self.caches.autoscalers.changes());
         if !self.reads.contains(&changes) {
             self.reads.push(changes);
         }

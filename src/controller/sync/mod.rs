@@ -171,7 +171,7 @@ impl Reconciler {
                 return Ok(Action::Replan(Replan::Conflict(e)));
             }
             Err(e) if e.is_not_found() && !self.caches.recorder().has_model(key) => {
-                let gone = vec![CacheRead::Model(key.clone(), None)];
+                let gone = vec![CacheRead::no_model(key.clone())];
                 return Ok(self.settle(key, Grounds::Caches, gone));
             }
             Err(e) => return Err(e),
@@ -237,7 +237,7 @@ impl Reconciler {
         let observer = Observer::new(&api, self.caches.recorder());
         let seen = match observer.observe(key, known, |m| self.is_behind(m))? {
             Observing::Gone => {
-                let gone = vec![CacheRead::Model(key.clone(), None)];
+                let gone = vec![CacheRead::no_model(key.clone())];
                 return Ok(self.settle(key, Grounds::Caches, gone));
             }
             Observing::Behind => {
