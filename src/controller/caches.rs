@@ -253,7 +253,12 @@ impl Recorder<'_> {
     }
 
     /// One object of store `id` (`store`), its read recorded.
-    fn object<V: Clone + Versioned>(&mut self, id: StoreId, store: &Store<V>, key: &ObjectKey) -> Option<V> {
+    fn object<V: Clone + Versioned>(
+        &mut self,
+        id: StoreId,
+        store: &Store<V>,
+        key: &ObjectKey,
+    ) -> Option<V> {
         let got = store.get_stamped(key);
         let stamp = got.as_ref().map(|g| g.1);
         self.reads.push(CacheRead::Object(id, key.clone(), stamp));
