@@ -16,7 +16,7 @@
 # directory, at another time, gives the same bytes (scripts/supply-chain.sh
 # checks it).
 #
-# Usage: scripts/build-static.sh [--offline] [--out DIR] [--features F] [--check]
+# Usage: scripts/build-static.sh [--offline] [--out DIR] [--features F] [--bin NAME] [--check]
 #   --offline  build from the vendored crates (scripts/vendor.sh; VENDOR_DIR,
 #              default target/vendor-bundle/vendor) with --offline --locked,
 #              inside a network namespace of its own (unshare -n), so no
@@ -26,6 +26,8 @@
 #              SBOM DIR/openmed-operator.cdx.json.
 #   --features F  cargo features, e.g. alloc-count for the benchmark's
 #              counting build (scripts/bench.sh); never for a release.
+#   --bin NAME another binary of the package (alloc-stress, for
+#              scripts/alloc-proof.sh), built beside it, without an SBOM.
 #   --check    also prove the result: `file` says statically linked, there is
 #              no ELF interpreter, and it runs from an otherwise empty root
 #              (chroot) against the simulated API server and converges the
@@ -35,7 +37,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 
-OFFLINE=0 CHECK=0 FEATURES=()
+OFFLINE=0 CHECK=0 FEATURES=() NAME=openmed-operator
 OUT="$REPO/target/static"
 while (($#)); do
   case $1 in
@@ -43,6 +45,7 @@ while (($#)); do
     --check) CHECK=1 ;;
     --out) OUT="$(realpath -m "$2")" && shift ;;
     --features) FEATURES=(--features "$2") && shift ;;
+    --bin) NAME="$2" && shift ;;
     *) die "unknown argument $1 (see the header of $0)" ;;
   esac
   shift
@@ -54,7 +57,7 @@ for need in /usr/bin/cargo /usr/bin/rustc /usr/bin/musl-gcc /usr/lib/llvm-14/lib
 done
 
 TARGET=x86_64-unknown-linux-musl
-BIN="$OUT/$TARGET/release/openmed-operator"
+BIN="$OUT/$TARGET/release/$NAME"
 mkdir -p "$OUT"
 REGISTRY_SRC="${CARGO_HOME:-$HOME/.cargo}/registry/src"
 NET=()
@@ -99,9 +102,10 @@ start=$SECONDS
   CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER=musl-gcc \
   CFLAGS_x86_64_unknown_linux_musl="$cmap" \
   RUSTFLAGS="-C link-self-contained=no -C relocation-model=static -L native=/usr/lib/llvm-14/lib $remap" \
-  /usr/bin/cargo build --release --locked --bin openmed-operator "${FEATURES[@]}" \
+  /usr/bin/cargo build --release --locked --bin "$NAME" "${FEATURES[@]}" \
   -Z build-std=std,panic_abort -Z build-std-features= --target "$TARGET" --target-dir "$OUT"
 info "built in $((SECONDS - start)) s: $BIN, $(stat -c %s "$BIN") bytes (stripped), sha256 $(sha256sum "$BIN" | cut -d' ' -f1)"
+[[ $NAME == openmed-operator ]] || exit 0
 source_info # the SBOM's time is the commit's
 "${NET[@]}" python3 scripts/sbom.py "$BIN" "$OUT/openmed-operator.cdx.json" | sed 's/^/    /'
 

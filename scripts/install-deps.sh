@@ -11,9 +11,10 @@ SUDO=()
 # Static build (build-static.sh), shellcheck, `file`, `unshare`, `ip`; the
 # image checks (image.sh: skopeo, umoci, crun) and curl; the live view's
 # browser test (ui-e2e.sh: Debian's Chromium, driven from Node.js); the
-# real control plane's certificates (control-plane.sh: openssl).
+# real control plane's certificates (control-plane.sh: openssl); the
+# allocator's proof and the benchmark's instruction counts (valgrind).
 packages=(rustc-web cargo-web rust-web-src musl-tools libunwind-14-dev shellcheck file util-linux iproute2
-  skopeo umoci crun curl chromium openssl)
+  skopeo umoci crun curl chromium openssl valgrind)
 command -v npm >/dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do

@@ -34,6 +34,7 @@ pub fn thread_idle() {
 pub mod cache;
 #[cfg(feature = "alloc-count")]
 pub mod count;
+mod memcheck;
 pub mod pack;
 
 /// The allocator the program's requests go to: on musl, musl's behind a

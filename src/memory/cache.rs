@@ -13,7 +13,15 @@
 //! [`MAX_SMALL`], 16-byte aligned), so every block of a class is
 //! interchangeable whichever thread asked for it. Larger or more strictly
 //! aligned requests go straight to musl.
+//!
+//! Every block handed out and taken back is announced to valgrind's memcheck
+//! in a build with the feature `memcheck` ([`memcheck`]): a handed-out block
+//! is its requested size, the rest of its class and a kept block may not be
+//! touched, and what goes back to musl is musl's again. The proof
+//! (docs/performance.md, "The allocator") runs `tests/alloc/stress.rs` on
+//! that build, natively and under memcheck.
 
+use super::memcheck;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ptr::null_mut;
@@ -67,6 +75,9 @@ fn class_of(layout: Layout) -> Option<usize> {
     (layout.size() <= MAX_SMALL && layout.align() <= STEP)
         .then(|| layout.size().max(1).div_ceil(STEP) - 1)
 }
+
+/// The bytes of the link a kept block's first word holds.
+const LINK: usize = std::mem::size_of::<*mut u8>();
 
 /// The layout every block of `class` is asked of musl with.
 fn class_layout(class: usize) -> Layout {
@@ -127,7 +138,9 @@ fn give_back(kept: &Kept) {
             // SAFETY: p is a kept block of this class: its first word
             // links the next, and musl gave it with the class layout.
             unsafe {
+                memcheck::defined(p, LINK);
                 let next = *(p as *mut *mut u8);
+                memcheck::defined(p, class_layout(class).size());
                 System.dealloc(p, class_layout(class));
                 p = next;
             }
@@ -165,27 +178,39 @@ pub fn kept_total() -> isize {
 unsafe impl GlobalAlloc for Cached {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let Some(class) = class_of(layout) else {
-            return System.alloc(layout);
+            let p = System.alloc(layout);
+            if !p.is_null() {
+                memcheck::allocated(p, layout.size());
+            }
+            return p;
         };
         let kept = KEPT.try_with(|kept| {
             let p = kept.heads[class].get();
             if p.is_null() {
                 return p;
             }
+            memcheck::defined(p, LINK);
             // SAFETY: a kept block's first word links the next one.
             kept.heads[class].set(unsafe { *(p as *mut *mut u8) });
             kept.bytes.set(kept.bytes.get() - (class + 1) * STEP);
             kept_changed(-(((class + 1) * STEP) as isize));
             p
         });
-        match kept {
+        let p = match kept {
             Ok(p) if !p.is_null() => p,
             _ => System.alloc(class_layout(class)),
+        };
+        if !p.is_null() {
+            memcheck::no_access(p, class_layout(class).size());
+            memcheck::allocated(p, layout.size());
         }
+        p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        memcheck::freed(ptr);
         let Some(class) = class_of(layout) else {
+            memcheck::defined(ptr, layout.size());
             return System.dealloc(ptr, layout);
         };
         let size = (class + 1) * STEP;
@@ -194,15 +219,18 @@ unsafe impl GlobalAlloc for Cached {
                 return false;
             }
             on_exit(kept);
+            memcheck::defined(ptr, LINK);
             // SAFETY: the block is at least 16 bytes and 16-byte aligned,
             // and no longer the caller's: its first word may link the list.
             unsafe { *(ptr as *mut *mut u8) = kept.heads[class].get() };
+            memcheck::no_access(ptr, LINK);
             kept.heads[class].set(ptr);
             kept.bytes.set(kept.bytes.get() + size);
             kept_changed(size as isize);
             true
         });
         if kept != Ok(true) {
+            memcheck::defined(ptr, size);
             System.dealloc(ptr, class_layout(class));
         }
     }
@@ -212,8 +240,25 @@ unsafe impl GlobalAlloc for Cached {
         // the alignment, does not overflow.
         let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
         match (class_of(layout), class_of(new)) {
-            (Some(a), Some(b)) if a == b => ptr,
-            (None, None) => System.realloc(ptr, layout, new_size),
+            (Some(a), Some(b)) if a == b => {
+                memcheck::resized(ptr, layout.size(), new_size);
+                ptr
+            }
+            (None, None) => {
+                let out = System.realloc(ptr, layout, new_size);
+                if out == ptr {
+                    // In place: what it gave up is musl's again (its canary).
+                    memcheck::resized(ptr, layout.size(), new_size);
+                    let tail = layout.size().saturating_sub(new_size);
+                    memcheck::defined(ptr.wrapping_add(new_size), tail);
+                } else if !out.is_null() {
+                    memcheck::freed(ptr);
+                    memcheck::defined(ptr, layout.size());
+                    memcheck::allocated(out, new_size);
+                    memcheck::defined(out, layout.size().min(new_size));
+                }
+                out
+            }
             _ => {
                 let out = self.alloc(new);
                 if !out.is_null() {
