@@ -7,8 +7,12 @@
 # the change), CPU to converge and its kernel share, allocations per
 # resource (from a counting build of the same source), RSS, idle CPU,
 # change -> Deployment patch p50/p99, requests per resource, and the load.
+# --rounds N runs the contestants N times in alternating order and prints
+# each column's median and spread; the instructions to converge are counted
+# under valgrind's callgrind at 100 models (--instructions N; 0 for none).
 # Budgets are not asserted.
 #   scripts/bench.sh                                   # 1,000 and 10,000
+#   scripts/bench.sh --resources 1000 --rounds 3 --peer /tmp/peer-target/release/peer-kube-rs --peer-args "--trim --concurrency 16"
 #   scripts/bench.sh --resources 1000 --glibc --peer /tmp/peer-target/release/peer-kube-rs --peer-args "--trim --concurrency 16"
 #   scripts/bench.sh --resources 1000 --bin target/release/openmed-operator --no-count
 #   scripts/bench.sh --resources 1000 --args "--workers 4" --idle-seconds 30 --plain --latency-ms 5
@@ -23,7 +27,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 
 sizes=()
-bin="" args="" glibc=0 count=1 cluster=sim rounds=1
+bin="" args="" glibc=0 count=1 cluster=sim rounds=1 instructions=100
 peer="" peer_args=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -39,7 +43,8 @@ while [[ $# -gt 0 ]]; do
     --latency-ms) export OMO_BENCH_LATENCY_MS="$2"; shift 2 ;;
     --cluster) cluster="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
-    *) die "unknown argument $1 (--resources N, --bin PATH, --glibc, --no-count, --peer PATH, --peer-args ARGS, --args FLAGS, --idle-seconds S, --plain, --latency-ms MS, --cluster sim|real, --rounds N)" ;;
+    --instructions) instructions="$2"; shift 2 ;;
+    *) die "unknown argument $1 (--resources N, --bin PATH, --glibc, --no-count, --peer PATH, --peer-args ARGS, --args FLAGS, --idle-seconds S, --plain, --latency-ms MS, --cluster sim|real, --rounds N, --instructions N)" ;;
   esac
 done
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(1000 10000)
@@ -82,7 +87,8 @@ info "operator: $bin; $(nproc) cores; sizes: $list; ${OMO_BENCH_PLAIN:+plain HTT
 info "operator flags: ${args:-(defaults)}; peer: ${peer:-(none)} ${peer_args}"
 
 say "Benchmark"
-OMO_BENCH_RESOURCES="$list" OMO_OPERATOR_BIN="$bin" OMO_BENCH_LABEL="$label" OMO_BENCH_ARGS="$args" \
+OMO_BENCH_RESOURCES="$list" OMO_BENCH_ROUNDS="$rounds" OMO_BENCH_INSTRUCTIONS="$instructions" \
+  OMO_OPERATOR_BIN="$bin" OMO_BENCH_LABEL="$label" OMO_BENCH_ARGS="$args" \
   OMO_BENCH_COUNT_BIN="$count_bin" OMO_BENCH_GLIBC_BIN="$glibc_bin" \
   OMO_BENCH_PEER_BIN="$peer" OMO_BENCH_PEER_ARGS="$peer_args" \
   cargo test --release --test bench -- --nocapture --test-threads 1 >"$REPO/target/bench.log" 2>&1 ||

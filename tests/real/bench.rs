@@ -267,4 +267,62 @@ fn side_by_side_on_the_real_control_plane() {
             reqs.join(", ")
         );
     }
+    medians(&rows, n);
+}
+
+/// A column of the medians: its name and the figure of a row.
+type Column = (&'static str, fn(&Row) -> f64);
+
+/// Each column's median over the rounds, a contestant, with the lowest and
+/// highest, then ours over the peer's.
+fn medians(rows: &[Row], n: usize) {
+    let columns: [Column; 6] = [
+        ("cold → all Ready (s)", |r| r.cold_s),
+        ("change → all Ready (s)", |r| r.change_s),
+        ("CPU to converge (s)", |r| r.cpu_s),
+        ("RSS after (MiB)", |r| r.rss_mib),
+        ("kube-apiserver CPU (s)", |r| r.api_cpu_s),
+        ("kube-apiserver RSS (MiB)", |r| r.api_rss_mib),
+    ];
+    let median = |label: &str, f: fn(&Row) -> f64| {
+        let mut v: Vec<f64> = rows.iter().filter(|r| r.label == label).map(f).collect();
+        v.sort_by(f64::total_cmp);
+        let m = match v.len() {
+            0 => f64::NAN,
+            k if k % 2 == 1 => v[k / 2],
+            k => (v[k / 2 - 1] + v[k / 2]) / 2.0,
+        };
+        (
+            m,
+            v.first().copied().unwrap_or(f64::NAN),
+            v.last().copied().unwrap_or(f64::NAN),
+        )
+    };
+    let heads: Vec<&str> = columns.iter().map(|c| c.0).collect();
+    println!("| contestant | N | rounds | {} |", heads.join(" | "));
+    println!("| --- | --- | --- |{}", " --- |".repeat(columns.len()));
+    for label in ["ours", "peer"] {
+        let count = rows.iter().filter(|r| r.label == label).count();
+        if count == 0 {
+            continue;
+        }
+        let cells: Vec<String> = columns
+            .iter()
+            .map(|&(_, f)| {
+                let (m, lo, hi) = median(label, f);
+                format!("{m:.2} ({lo:.2}–{hi:.2})")
+            })
+            .collect();
+        println!(
+            "| {label}, median | {n} | {count} | {} |",
+            cells.join(" | ")
+        );
+    }
+    if rows.iter().any(|r| r.label == "peer") {
+        let ratios: Vec<String> = columns
+            .iter()
+            .map(|&(_, f)| format!("{:.2}x", median("ours", f).0 / median("peer", f).0))
+            .collect();
+        println!("| ours over the peer | {n} | | {} |", ratios.join(" | "));
+    }
 }

@@ -7,8 +7,12 @@
 //! its health port (`alloc-count`, src/memory/count.rs). One row per
 //! contestant and size; budgets are not asserted (docs/performance.md).
 //!
-//! - `OMO_BENCH_RESOURCES=1000,10000`: the sizes (default 20, what the
-//!   suite runs, only to prove the benchmark works);
+//! - `OMO_BENCH_RESOURCES=1000,10000`: the sizes (default 100, what the
+//!   suite runs once, only to prove the benchmark works);
+//! - `OMO_BENCH_ROUNDS=3,2`: rounds a size, contestants in alternating
+//!   order, then the medians (rounds.rs);
+//! - `OMO_BENCH_INSTRUCTIONS`: the size the instructions are counted at
+//!   under callgrind (instructions.rs; default 100, 0 for none);
 //! - `OMO_OPERATOR_BIN`: our binary (default the test build), labelled
 //!   `OMO_BENCH_LABEL`; `OMO_BENCH_GLIBC_BIN`: the glibc build;
 //!   `OMO_BENCH_BEFORE_BIN`: an earlier build, for a before/after row;
@@ -20,6 +24,9 @@
 //!   window (default 120 s, one full resync cycle at the default period);
 //!   `OMO_BENCH_PLAIN=1`: plain HTTP; `OMO_BENCH_LATENCY_MS`: every request
 //!   that slow.
+
+mod instructions;
+mod rounds;
 
 use openmed_test_support as harness;
 
@@ -171,6 +178,15 @@ impl Running {
         match self {
             Running::Ours(mut op) => op.assert_clean_exit(),
             Running::Peer(mut c, log) => {
+                // SIGTERM first: a peer run under callgrind writes its
+                // counts as it ends (instructions.rs).
+                let _ = Command::new("kill")
+                    .args(["-TERM", &c.id().to_string()])
+                    .status();
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_secs(10) && matches!(c.try_wait(), Ok(None)) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
                 let _ = c.kill();
                 let _ = c.wait();
                 let _ = std::fs::remove_file(log);
@@ -187,6 +203,8 @@ struct Row {
     cold_ready_s: f64,
     change_ready_s: f64,
     cpu_converge_ms: u64,
+    /// CPU from all Ready until one resync period later.
+    settle_cpu_ms: u64,
     kernel_share: f64,
     /// Allocations per resource: cold to all Ready, and the change.
     allocs_cold: Option<f64>,
@@ -357,7 +375,7 @@ fn run(c: &Contestant, n: usize) -> Row {
     sim.reset_stats();
     let dir = tmpdir(&format!("bench-{n}"));
     let load_before = load();
-    let small = n < 100;
+    let small = n <= 100;
     let resync: u64 = if small { 2 } else { 15 };
     let counting = matches!(c.kind, Kind::Ours { counting: true, .. });
     let mut p = start(c, &sim, &dir, resync);
@@ -428,7 +446,7 @@ fn run(c: &Contestant, n: usize) -> Row {
 /// convergence. That phase is printed on its own (`settle`), so the idle
 /// window holds only what recurs.
 fn measure_steady(sim: &Sim, p: &mut Running, n: usize, resync_s: u64, row: &mut Row) {
-    let small = n < 100;
+    let small = n <= 100;
     let (cpu0, passes0) = (p.cpu_ms(), p.passes());
     std::thread::sleep(Duration::from_secs(resync_s + 1));
     let passes = p.passes();
@@ -436,10 +454,11 @@ fn measure_steady(sim: &Sim, p: &mut Running, n: usize, resync_s: u64, row: &mut
         (Some(a), Some(b)) => format!(", {:.0} passes", b - a),
         _ => String::new(),
     };
+    row.settle_cpu_ms = p.cpu_ms() - cpu0;
     println!(
         "settle ({}, {n}): {} ms of CPU in the {} s after all were Ready{settle_passes}",
         row.label,
-        p.cpu_ms() - cpu0,
+        row.settle_cpu_ms,
         resync_s + 1
     );
     let window = env("OMO_BENCH_IDLE_S")
@@ -665,17 +684,26 @@ fn print(rows: &[Row]) {
 #[test]
 fn bench() {
     let sizes: Vec<usize> = env("OMO_BENCH_RESOURCES")
-        .unwrap_or_else(|| "20".into())
+        .unwrap_or_else(|| "100".into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    // Rounds a size, in the order of the sizes; the last stands for the rest.
+    let rounds: Vec<usize> = env("OMO_BENCH_ROUNDS").map_or(vec![1], |r| {
+        let counts = r.split(',').map(|c| c.trim().parse().ok());
+        counts
+            .collect::<Option<_>>()
+            .expect("OMO_BENCH_ROUNDS: counts, as 3,2")
+    });
     let mut rows = Vec::new();
-    for &n in &sizes {
-        for c in contestants() {
-            let row = run(&c, n);
-            // At once too, so that a run cut short keeps what it measured.
-            eprintln!("measured: {}", line(&row));
-            rows.push(row);
+    for (i, &n) in sizes.iter().enumerate() {
+        for r in 0..*rounds.get(i).or(rounds.last()).unwrap_or(&1) {
+            for c in rounds::order(contestants(), r) {
+                let row = run(&c, n);
+                // At once too, so that a run cut short keeps what it measured.
+                eprintln!("measured: round {r}: {}", line(&row));
+                rows.push(row);
+            }
         }
     }
     assert!(
@@ -683,9 +711,16 @@ fn bench() {
         "nothing measured: OMO_BENCH_RESOURCES names no size"
     );
     print(&rows);
+    rounds::print(&rows, rounds::peer_label(&contestants()).as_deref());
     // Only that it measured something: budgets are not asserted here.
     for r in &rows {
         assert!(r.cold_ready_s > 0.0 && r.peak_rss_mib > 0.0, "{r:?}");
         assert!(r.by_verb.iter().any(|(v, _)| v == "patch"), "{r:?}");
+    }
+    let instructions: usize = env("OMO_BENCH_INSTRUCTIONS").map_or(100, |n| {
+        n.parse().expect("OMO_BENCH_INSTRUCTIONS: a size, or 0")
+    });
+    if instructions > 0 {
+        instructions::print(&contestants(), instructions);
     }
 }
