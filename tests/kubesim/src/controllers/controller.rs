@@ -16,17 +16,22 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime};
 
 const PRELOAD_ENV: &str = "OPENMED_SERVICE_PRELOAD_MODELS";
+/// How long a Deployment still rolling out, untouched and with no pod event
+/// due, goes without a sync: what it waits on besides (a ConfigMap its pods
+/// need, its progress deadline, `requeueStuckDeployment`) is seen within it.
+const RECHECK: Duration = Duration::from_secs(1);
 
 pub struct Controller {
     sims: HashMap<String, State>,
-    /// Complete Deployments whose last sync changed nothing, by uid, with
-    /// the resourceVersion then: skipped until it changes. The upstream
+    /// Deployments whose last sync changed nothing, by uid, with the
+    /// resourceVersion then: skipped until it changes, and one not yet
+    /// complete also until its next pod event or [`RECHECK`]. The upstream
     /// controller is event-driven (`syncDeployment` runs on a Deployment,
     /// ReplicaSet or pod event, or a requeue for a progress check); a
-    /// complete Deployment nobody touches gets no sync. Syncing all of them
-    /// every tick under the store's lock made kubesim, not the operator,
-    /// the bound at 10,000 Deployments.
-    quiet: HashMap<String, String>,
+    /// Deployment nobody touches gets no sync. Syncing all of them every
+    /// tick under the store's lock made kubesim, not the operator, the
+    /// bound at 1,000 Deployments rolling out and more.
+    quiet: HashMap<String, (String, Option<Instant>)>,
     /// The sets and pods above, as API objects.
     objects: Objects,
     pub warmup: Duration,
@@ -122,7 +127,12 @@ impl Controller {
                 continue;
             };
             let rv = d["metadata"]["resourceVersion"].as_str().unwrap_or("");
-            if self.quiet.get(&uid).is_some_and(|q| q == rv) {
+            let due = |until: &Option<Instant>| until.is_none_or(|t| now < t);
+            if self
+                .quiet
+                .get(&uid)
+                .is_some_and(|(q, until)| q == rv && due(until))
+            {
                 continue;
             }
             let ns = d["metadata"]["namespace"]
@@ -142,6 +152,7 @@ impl Controller {
                 outcome: &outcome,
             };
             let synced = state.sync(&ctx);
+            let pod_event = state.next_change(now, ctx.spec.min_ready);
             let start = |st: &Store, t: &Value| Controller::start(st, &ns, t);
             let src = Source {
                 deployment: &d,
@@ -151,6 +162,7 @@ impl Controller {
                 start: &start,
             };
             self.objects.project(store, &src);
+            let wake = pod_event.map_or(now + RECHECK, |t| t.min(now + RECHECK));
             self.sims.insert(uid.clone(), state);
             // The real controller writes the revision annotation with the
             // status (`UpdateStatus`), which keeps metadata: no generation bump.
@@ -163,7 +175,9 @@ impl Controller {
                 self.quiet.remove(&uid);
                 wrote |= write(store, &def, &ns, &name, next, wall);
             } else if deployment_complete(&Spec::from_deployment(&d), &next["status"]) {
-                self.quiet.insert(uid, rv.to_string());
+                self.quiet.insert(uid, (rv.to_string(), None));
+            } else {
+                self.quiet.insert(uid, (rv.to_string(), Some(wake)));
             }
         }
         wrote
@@ -271,5 +285,34 @@ mod tests {
             status["availableReplicas"], 3,
             "a change is seen: {status:#}"
         );
+    }
+    /// A Deployment still rolling out and untouched is synced again when
+    /// its pods become ready (the pod's readiness event upstream), not at
+    /// every tick, and then becomes available.
+    #[test]
+    fn a_rolling_out_deployment_waits_for_its_pods_readiness() {
+        let mut store = Store::new(1000);
+        let def = store
+            .registry
+            .find("apps", "v1", "deployments")
+            .cloned()
+            .unwrap();
+        let now = SystemTime::now();
+        store
+            .create(&def, "default", deployment(1), FieldValidation::Ignore, now)
+            .unwrap();
+        let warmup = Duration::from_millis(300);
+        let mut ctl = Controller::new(warmup, None);
+        let started = Instant::now();
+        while ctl.tick(&mut store, Instant::now(), SystemTime::now()) {}
+        let d = store.get(&def, "default", "d").unwrap();
+        assert_eq!(d["status"]["availableReplicas"], json!(null), "{d:#}");
+        let uid = d["metadata"]["uid"].as_str().unwrap();
+        let (_, until) = ctl.quiet.get(uid).expect("skipped while its pod warms up");
+        let until = until.expect("until its pod is ready, not until it changes");
+        assert!(until > started && until <= started + warmup + Duration::from_millis(2));
+        std::thread::sleep(warmup);
+        let status = settle(&mut ctl, &mut store, &def);
+        assert_eq!(status["availableReplicas"], 1, "{status:#}");
     }
 }

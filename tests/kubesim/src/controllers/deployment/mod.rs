@@ -104,6 +104,23 @@ pub struct Ctx<'a> {
 }
 
 impl State {
+    /// The next instant after `now` a pod of it becomes ready, or available
+    /// (`podutil.IsPodAvailable`): until then a sync that wrote nothing
+    /// would write nothing again. Upstream, the pod's readiness event and
+    /// `enqueueAfter` for minReadySeconds wake `syncDeployment` then.
+    pub fn next_change(&self, now: Instant, min_ready: Duration) -> Option<Instant> {
+        let ready = self
+            .sets
+            .iter()
+            .flat_map(|r| &r.pods)
+            .filter_map(|p| p.ready_at);
+        let available = |t: Instant| t + min_ready + Duration::from_millis(1);
+        ready
+            .flat_map(|t| [t, available(t)])
+            .filter(|&t| t > now)
+            .min()
+    }
+
     /// Forget the sets and pods named (deleted through the API): the next
     /// sync makes them again, as the controllers replace what is deleted
     /// (`ReplicaSetController.manageReplicas`, `getNewReplicaSet`).
