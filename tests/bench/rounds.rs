@@ -94,7 +94,10 @@ pub fn print(rows: &[Row], peer: Option<&str>) {
         let ratios: Vec<String> = of(label)
             .into_iter()
             .zip(of(peer))
-            .map(|(a, b)| format!("{:.2}x", a / b))
+            .map(|(a, b)| match a / b {
+                r if r.is_finite() => format!("{r:.2}x"),
+                _ => "-".into(),
+            })
             .collect();
         if !ratios.is_empty() {
             println!("| {n} | {label} over the peer | | {} |", ratios.join(" | "));

@@ -11,7 +11,8 @@
 //!   skipped; it is no part of the suite);
 //! - `OMO_OPERATOR_BIN`: our binary; `OMO_BENCH_PEER_BIN` and
 //!   `OMO_BENCH_PEER_ARGS`: the kube-rs peer (`../shared/peer-kube-rs`);
-//! - `OMO_BENCH_ROUNDS`: rounds, contestants in alternating order.
+//! - `OMO_BENCH_ROUNDS`: rounds, contestants in alternating order, then
+//!   each column's median and spread and ours over the peer's.
 
 use crate::harness::{tmpdir, Operator};
 use crate::plane::{OwnPlane, Plane};

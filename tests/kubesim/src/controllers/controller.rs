@@ -222,6 +222,21 @@ mod tests {
                                   "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
     }
 
+    /// A store holding `d`, and the Deployments' definition.
+    fn store_with(d: Value) -> (Store, crate::registry::resources::ResourceDef) {
+        let mut store = Store::new(1000);
+        let def = store
+            .registry
+            .find("apps", "v1", "deployments")
+            .cloned()
+            .unwrap();
+        let now = SystemTime::now();
+        store
+            .create(&def, "default", d, FieldValidation::Ignore, now)
+            .unwrap();
+        (store, def)
+    }
+
     /// Ticks until one writes nothing; the status then.
     fn settle(
         ctl: &mut Controller,
@@ -244,16 +259,8 @@ mod tests {
     /// still acted on at the next tick.
     #[test]
     fn a_complete_untouched_deployment_is_skipped_until_it_changes() {
-        let mut store = Store::new(1000);
-        let def = store
-            .registry
-            .find("apps", "v1", "deployments")
-            .cloned()
-            .unwrap();
+        let (mut store, def) = store_with(deployment(2));
         let now = SystemTime::now();
-        store
-            .create(&def, "default", deployment(2), FieldValidation::Ignore, now)
-            .unwrap();
         let mut ctl = Controller::new(Duration::ZERO, None);
         let status = settle(&mut ctl, &mut store, &def);
         assert_eq!(status["availableReplicas"], 2, "{status:#}");
@@ -286,21 +293,13 @@ mod tests {
             "a change is seen: {status:#}"
         );
     }
+
     /// A Deployment still rolling out and untouched is synced again when
     /// its pods become ready (the pod's readiness event upstream), not at
     /// every tick, and then becomes available.
     #[test]
     fn a_rolling_out_deployment_waits_for_its_pods_readiness() {
-        let mut store = Store::new(1000);
-        let def = store
-            .registry
-            .find("apps", "v1", "deployments")
-            .cloned()
-            .unwrap();
-        let now = SystemTime::now();
-        store
-            .create(&def, "default", deployment(1), FieldValidation::Ignore, now)
-            .unwrap();
+        let (mut store, def) = store_with(deployment(1));
         let warmup = Duration::from_millis(300);
         let mut ctl = Controller::new(warmup, None);
         let started = Instant::now();
