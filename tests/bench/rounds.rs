@@ -6,6 +6,7 @@
 //! (docs/performance.md); the median of several in one invocation is what
 //! the goals are read from.
 
+use super::harness::median;
 use super::{Contestant, Kind, Row};
 
 /// The contestants of round `r`: listed order in even rounds, reversed in
@@ -16,18 +17,6 @@ pub fn order(all: Vec<Contestant>, r: usize) -> Vec<Contestant> {
         all.reverse();
     }
     all
-}
-
-/// The median of `v` (the mean of the middle two for an even count), and
-/// the lowest and highest.
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let m = match v.len() {
-        0 => return (f64::NAN, f64::NAN, f64::NAN),
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    };
-    (m, v[0], v[v.len() - 1])
 }
 
 /// The columns the medians are taken of: a name, the figure of a row, its
@@ -110,13 +99,4 @@ pub fn peer_label(all: &[Contestant]) -> Option<String> {
     all.iter()
         .find(|c| matches!(c.kind, Kind::Peer { .. }))
         .map(|c| c.label.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        assert_eq!(super::median(vec![3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
-        assert_eq!(super::median(vec![4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
-    }
 }

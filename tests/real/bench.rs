@@ -286,18 +286,7 @@ fn medians(rows: &[Row], n: usize) {
         ("kube-apiserver RSS (MiB)", |r| r.api_rss_mib),
     ];
     let median = |label: &str, f: fn(&Row) -> f64| {
-        let mut v: Vec<f64> = rows.iter().filter(|r| r.label == label).map(f).collect();
-        v.sort_by(f64::total_cmp);
-        let m = match v.len() {
-            0 => f64::NAN,
-            k if k % 2 == 1 => v[k / 2],
-            k => (v[k / 2 - 1] + v[k / 2]) / 2.0,
-        };
-        (
-            m,
-            v.first().copied().unwrap_or(f64::NAN),
-            v.last().copied().unwrap_or(f64::NAN),
-        )
+        crate::harness::median(rows.iter().filter(|r| r.label == label).map(f).collect())
     };
     let heads: Vec<&str> = columns.iter().map(|c| c.0).collect();
     println!("| contestant | N | rounds | {} |", heads.join(" | "));

@@ -23,6 +23,20 @@ pub use cluster::*;
 pub use fake_server::*;
 pub use http::*;
 pub use operator::*;
+
+/// The median of a benchmark's figures over its rounds (the mean of the
+/// middle two for an even count), with the lowest and highest: what
+/// `tests/bench` and `tests/real` print (docs/performance.md).
+pub fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let m = match v.len() {
+        0 => return (f64::NAN, f64::NAN, f64::NAN),
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    };
+    (m, v[0], v[v.len() - 1])
+}
+
 pub use proxy::*;
 pub use tls::*;
 
@@ -57,3 +71,12 @@ pub const BAD: &str = "OpenMed/OpenMed-PII-unloadable-v3";
 pub const MODEL: (&str, &str) = ("openmed.ai/v1alpha1", "OpenMedModel");
 
 pub const WAIT: Duration = Duration::from_secs(40);
+
+#[cfg(test)]
+mod median_tests {
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(super::median(vec![3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(super::median(vec![4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
+    }
+}

@@ -295,8 +295,10 @@ mod tests {
     }
 
     /// A Deployment still rolling out and untouched is synced again when
-    /// its pods become ready (the pod's readiness event upstream), not at
-    /// every tick, and then becomes available.
+    /// its pods become ready, not at every tick, and then becomes available:
+    /// upstream the pod's update reaches `ReplicaSetController.updatePod`,
+    /// the set's status update `DeploymentController.updateReplicaSet`,
+    /// which queues `syncDeployment`.
     #[test]
     fn a_rolling_out_deployment_waits_for_its_pods_readiness() {
         let (mut store, def) = store_with(deployment(1));
