@@ -25,17 +25,12 @@ const HASH_BITS: u32 = 12;
 struct HashStarts(Vec<u32>);
 
 impl HashStarts {
-    fn hash(b: &[u8]) -> usize {
-        let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        (v.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
-    }
-
     /// The earlier start of the sequence at `at`, recording `at` instead.
+    #[inline]
     fn swap(&mut self, buf: &[u8], at: usize) -> Option<usize> {
-        if at + MIN_MATCH > buf.len() {
-            return None;
-        }
-        let slot = &mut self.0[Self::hash(&buf[at..])];
+        let b: [u8; MIN_MATCH] = buf.get(at..at + MIN_MATCH)?.try_into().ok()?;
+        let hash = u32::from_le_bytes(b).wrapping_mul(2_654_435_761) >> (32 - HASH_BITS);
+        let slot = self.0.get_mut(hash as usize)?;
         let before = std::mem::replace(slot, at as u32);
         (before != u32::MAX).then_some(before as usize)
     }
@@ -133,12 +128,15 @@ fn pack_in(scratch: &mut Scratch, text: &str, dict: &Dictionary) -> Box<[u8]> {
     out.into_boxed_slice()
 }
 
+#[inline]
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    a.iter()
-        .zip(b)
-        .take(MAX_MATCH)
-        .take_while(|(x, y)| x == y)
-        .count()
+    let n = a.len().min(b.len()).min(MAX_MATCH);
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut i = 0;
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
 }
 
 fn put_literals(out: &mut Vec<u8>, mut bytes: &[u8]) {
@@ -169,12 +167,20 @@ pub fn unpack(packed: &[u8], dict: &Dictionary) -> Option<String> {
             let from = (dict.len() + out.len())
                 .checked_sub(distance)
                 .filter(|_| distance > 0)?;
-            for i in from..from + (token & 0x7f) + MIN_MATCH {
-                let byte = match i.checked_sub(dict.len()) {
-                    Some(j) => out[j],
-                    None => dict[i],
-                };
-                out.push(byte);
+            let len = (token & 0x7f) + MIN_MATCH;
+            match from.checked_sub(dict.len()) {
+                // Within the text and not overlapping what it writes.
+                Some(j) if j + len <= out.len() => out.extend_from_within(j..j + len),
+                None if from + len <= dict.len() => out.extend_from_slice(&dict[from..from + len]),
+                _ => {
+                    for i in from..from + len {
+                        let byte = match i.checked_sub(dict.len()) {
+                            Some(j) => out[j],
+                            None => dict[i],
+                        };
+                        out.push(byte);
+                    }
+                }
             }
             at += 3;
         }

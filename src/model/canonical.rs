@@ -52,7 +52,18 @@ fn write_value(out: &mut String, v: &Value) {
 /// pairs above the BMP), as `ensure_ascii=True` does.
 pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
+    let mut rest = s;
+    while !rest.is_empty() {
+        // Printable ASCII but the two escaped characters is copied as a run.
+        let plain = rest
+            .bytes()
+            .position(|b| !(b' '..=b'~').contains(&b) || b == b'"' || b == b'\\')
+            .unwrap_or(rest.len());
+        out.push_str(&rest[..plain]);
+        rest = &rest[plain..];
+        let mut chars = rest.chars();
+        let Some(c) = chars.next() else { break };
+        rest = chars.as_str();
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
@@ -61,7 +72,6 @@ pub fn write_string(out: &mut String, s: &str) {
             '\t' => out.push_str("\\t"),
             '\u{08}' => out.push_str("\\b"),
             '\u{0c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
             _ => {
                 let mut buf = [0u16; 2];
                 for unit in c.encode_utf16(&mut buf) {
@@ -74,10 +84,12 @@ pub fn write_string(out: &mut String, s: &str) {
 }
 
 pub fn sha256_hex(data: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(data);
     let mut s = String::with_capacity(64);
     for b in digest {
-        let _ = write!(s, "{b:02x}");
+        s.push(HEX[usize::from(b >> 4)] as char);
+        s.push(HEX[usize::from(b & 0xf)] as char);
     }
     s
 }
@@ -89,7 +101,10 @@ pub fn digest(v: &Value) -> String {
 
 /// [`digest`] of text that is canonical JSON already.
 pub fn digest_text(canonical: &str) -> String {
-    format!("sha256:{}", sha256_hex(canonical.as_bytes()))
+    let mut s = String::with_capacity(71);
+    s.push_str("sha256:");
+    s.push_str(&sha256_hex(canonical.as_bytes()));
+    s
 }
 
 /// Canonical JSON written field by field, for values the operator hashes

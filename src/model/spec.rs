@@ -527,7 +527,10 @@ impl Decoding {
 impl SpecField {
     /// The field's value in `obj` (None: its optional block is absent).
     fn read(&self, obj: Option<&Map<String, Value>>, name: &str) -> Result<Val, SpecError> {
-        let key = self.path.rsplit('.').next().unwrap_or(self.path);
+        let key = self
+            .path
+            .rfind('.')
+            .map_or(self.path, |i| &self.path[i + 1..]);
         match obj.and_then(|o| o.get(key)).filter(|v| !v.is_null()) {
             None => (self.default)(name).ok_or_else(|| err(self.path, "required")),
             Some(v) => self.read.parse(v).ok_or_else(|| match self.read {
@@ -596,12 +599,23 @@ impl SpecObject {
 }
 
 /// Whether the object at `path` may hold `key`: some field of the schema
-/// lies at or below `path.key`.
+/// lies at or below `path.key`. Every spec a pass reads is checked, so the
+/// keys of each block are worked out from [`SCHEMA`] once.
 fn is_known(path: &str, key: &str) -> bool {
-    SCHEMA.iter().flat_map(|b| b.fields).any(|f| {
-        let below = f.path.strip_prefix(path).and_then(|r| r.strip_prefix('.'));
-        below.and_then(|r| r.split('.').next()) == Some(key)
-    })
+    type Known = Vec<(&'static str, Vec<&'static str>)>;
+    static KNOWN: std::sync::OnceLock<Known> = std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(|| {
+        let below = |path: &str| -> Vec<&'static str> {
+            let mut keys: Vec<&'static str> = (SCHEMA.iter().flat_map(|b| b.fields))
+                .filter_map(|f| f.path.strip_prefix(path)?.strip_prefix('.'))
+                .filter_map(|r| r.split('.').next())
+                .collect();
+            keys.dedup();
+            keys
+        };
+        SCHEMA.iter().map(|b| (b.path, below(b.path))).collect()
+    });
+    (known.iter().find(|(p, _)| *p == path)).is_some_and(|(_, keys)| keys.contains(&key))
 }
 
 /// The desired spec from checked values; None only if the schema above and

@@ -80,8 +80,20 @@ impl From<ModelData> for ModelView {
 /// A model's spec and status, each parsed when first read.
 #[derive(Debug, Default)]
 pub struct ParsedParts {
-    spec: std::sync::OnceLock<Option<Value>>,
+    /// Shared with the parts of every recent text of the same spec: a
+    /// status write leaves the spec as it was, and a pass should not
+    /// validate it again.
+    spec: std::sync::Arc<SpecParts>,
     status: std::sync::OnceLock<std::sync::Arc<ModelStatus>>,
+    /// The valid specs the status retains, for the name of the first view
+    /// that asked.
+    retained: std::sync::OnceLock<(String, Vec<DesiredSpec>)>,
+}
+
+/// A spec's text, parsed and validated when first read.
+#[derive(Debug, Default)]
+pub struct SpecParts {
+    value: std::sync::OnceLock<Option<Value>>,
     /// The spec validated for the name of the first view that asked.
     desired: std::sync::OnceLock<(String, Result<DesiredSpec, SpecError>)>,
 }
@@ -209,11 +221,15 @@ fn recent_parts(spec: Option<&RawJson>, status: Option<&RawJson>) -> std::sync::
     static RECENT: std::sync::Mutex<std::collections::VecDeque<RecentParse>> =
         std::sync::Mutex::new(std::collections::VecDeque::new());
     let same = |e: &&RecentParse| e.0.as_ref() == spec && e.1.as_ref() == status;
-    if let Some(hit) = crate::lock::lock(&RECENT).iter().find(same) {
+    let mut recent = crate::lock::lock(&RECENT);
+    if let Some(hit) = recent.iter().find(same) {
         return hit.2.clone();
     }
-    let parts = std::sync::Arc::new(ParsedParts::default());
-    let mut recent = crate::lock::lock(&RECENT);
+    let spec_parts = recent.iter().rev().find(|e| e.0.as_ref() == spec);
+    let parts = std::sync::Arc::new(ParsedParts {
+        spec: spec_parts.map(|e| e.2.spec.clone()).unwrap_or_default(),
+        ..ParsedParts::default()
+    });
     if recent.len() >= RECENT_PARTS {
         recent.pop_front();
     }
@@ -261,6 +277,7 @@ impl ModelView {
         let spec = self.spec.as_ref();
         self.parts()
             .spec
+            .value
             .get_or_init(|| spec.and_then(RawJson::value))
             .as_ref()
     }
@@ -272,6 +289,7 @@ impl ModelView {
         let validate = || crate::model::validate(&self.name, self.spec());
         let (name, shared) = self
             .parts()
+            .spec
             .desired
             .get_or_init(|| (self.name.clone(), validate()));
         if *name == self.name {
@@ -306,7 +324,19 @@ impl ModelView {
     /// them. Unless a pass has parsed the status already, only these three
     /// fields are: the index asks at every event of a model, and a whole
     /// status is most of a model's text (docs/performance.md).
-    pub fn retained_specs(&self) -> Vec<crate::model::DesiredSpec> {
+    pub fn retained_specs(&self) -> Vec<DesiredSpec> {
+        let (name, shared) = self
+            .parts()
+            .retained
+            .get_or_init(|| (self.name.clone(), self.read_retained_specs()));
+        if *name == self.name {
+            return shared.clone();
+        }
+        self.read_retained_specs()
+    }
+
+    /// [`ModelView::retained_specs`], read and validated.
+    fn read_retained_specs(&self) -> Vec<DesiredSpec> {
         if let Some(st) = self.parts().status.get() {
             return st.retained_specs(&self.name);
         }
@@ -327,7 +357,7 @@ impl ModelView {
         ]
         .iter()
         .flatten()
-        .filter_map(|v| crate::model::DesiredSpec::from_snapshot(&self.name, v))
+        .filter_map(|v| DesiredSpec::from_snapshot(&self.name, v))
         .collect()
     }
 
@@ -471,6 +501,23 @@ pub(super) mod tests {
         assert_eq!(manifest(&a), "onc-model-manifest");
         assert_eq!(manifest(&b), "other-model-manifest");
         assert_eq!(manifest(&a.clone()), "onc-model-manifest");
+    }
+
+    /// A status write leaves the spec as it was: the copies made after it
+    /// read the spec validated before it, not a parse of their own.
+    #[test]
+    fn a_new_status_keeps_the_spec_validated_before_it() {
+        let mut m = converged();
+        m["spec"]["version"] = json!("OpenMed/spec-kept-across-status");
+        let before = ModelView::from_json(&m).unwrap();
+        let desired = before.desired().unwrap() as *const DesiredSpec;
+        m["status"]["observedGeneration"] = json!(5);
+        let after = ModelView::from_json(&m).unwrap();
+        assert!(!std::sync::Arc::ptr_eq(before.parts(), after.parts()));
+        assert!(
+            std::ptr::eq(after.desired().unwrap(), desired),
+            "the spec was validated again"
+        );
     }
 
     #[test]
