@@ -266,7 +266,7 @@ fn cluster(n: usize) -> Sim {
 
 /// How many models are Ready and serve `version`.
 fn serving(sim: &Sim, version: &str) -> usize {
-    let models = sim.objects("openmed.ai", "openmedmodels", Some(NS));
+    let models = sim.shared_objects("openmed.ai", "openmedmodels", Some(NS));
     models
         .iter()
         .filter(|m| m["status"]["phase"] == "Ready" && m["status"]["activeVersion"] == version)

@@ -368,14 +368,24 @@ impl Sim {
 
     /// All stored objects of a kind in a namespace (None: all namespaces).
     pub fn objects(&self, group: &str, plural: &str, namespace: Option<&str>) -> Vec<Value> {
+        let shared = self.shared_objects(group, plural, namespace);
+        shared.into_iter().map(|o| (*o).clone()).collect()
+    }
+
+    /// The stored objects themselves, shared: nothing is copied while the
+    /// store is locked, so a caller that looks often (a benchmark waiting
+    /// on 10,000 models) does not hold the server up.
+    pub fn shared_objects(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+    ) -> Vec<std::sync::Arc<Value>> {
         let st = lock(&self.shared.store);
         let Some(def) = st.registry.by_key(&format!("{group}/{plural}")).cloned() else {
             return Vec::new();
         };
         st.list(&def, namespace)
-            .into_iter()
-            .map(|o| (*o).clone())
-            .collect()
     }
 
     pub fn resource_version(&self) -> u64 {

@@ -13,6 +13,7 @@ use crate::registry::store::Store;
 use regex::Regex;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 const PRELOAD_ENV: &str = "OPENMED_SERVICE_PRELOAD_MODELS";
@@ -23,17 +24,24 @@ const RECHECK: Duration = Duration::from_secs(1);
 
 pub struct Controller {
     sims: HashMap<String, State>,
-    /// Deployments whose last sync changed nothing, by uid, with the
-    /// resourceVersion then: skipped until it changes, and one not yet
-    /// complete also until its next pod event or [`RECHECK`]. The upstream
-    /// controller is event-driven (`syncDeployment` runs on a Deployment,
-    /// ReplicaSet or pod event, or a requeue for a progress check); a
-    /// Deployment nobody touches gets no sync. Syncing all of them every
-    /// tick under the store's lock made kubesim, not the operator, the
-    /// bound at 1,000 Deployments rolling out and more.
-    quiet: HashMap<String, (String, Option<Instant>)>,
+    /// Deployments whose last sync changed nothing, as stored then, with
+    /// when one not yet complete is due again (its next pod event, or
+    /// [`RECHECK`]): skipped until the stored object changes or that time
+    /// comes. Keyed by the stored object's address, which a write replaces
+    /// (the entry holds the object, so the address is not reused while it
+    /// stands): a tick tells a changed one from the rest without reading
+    /// 10,000 Deployments' metadata. The upstream controller is
+    /// event-driven (`syncDeployment` runs on a Deployment, ReplicaSet or
+    /// pod event, or a requeue for a progress check); a Deployment nobody
+    /// touches gets no sync. Syncing all of them every tick under the
+    /// store's lock made kubesim, not the operator, the bound at 1,000
+    /// Deployments rolling out and more.
+    quiet: HashMap<usize, (Arc<Value>, Option<Instant>)>,
     /// The sets and pods above, as API objects.
     objects: Objects,
+    /// The store's resourceVersion when the states of deleted Deployments
+    /// were last dropped.
+    cursor: u64,
     pub warmup: Duration,
     pub unloadable: Option<Regex>,
 }
@@ -44,6 +52,7 @@ impl Controller {
             sims: HashMap::new(),
             quiet: HashMap::new(),
             objects: Objects::default(),
+            cursor: 0,
             warmup,
             unloadable,
         }
@@ -111,30 +120,34 @@ impl Controller {
             return false;
         };
         let deployments = store.list(&def, None);
-        let live: HashSet<String> = deployments
-            .iter()
-            .filter_map(|d| d["metadata"]["uid"].as_str().map(str::to_string))
-            .collect();
-        self.sims.retain(|uid, _| live.contains(uid));
-        self.quiet.retain(|uid, _| live.contains(uid));
-        self.objects.retain(&live);
-        for uid in self.objects.forget_deleted(store, &mut self.sims) {
-            self.quiet.remove(&uid);
+        if deployment_deleted_since(store, self.cursor) {
+            let live: HashSet<String> = deployments
+                .iter()
+                .filter_map(|d| d["metadata"]["uid"].as_str().map(str::to_string))
+                .collect();
+            self.sims.retain(|uid, _| live.contains(uid));
+            self.objects.retain(&live);
         }
+        self.cursor = store.rv;
+        // Those that lost a pod or a set through the API sync, quiet or not.
+        let touched: HashSet<String> = (self.objects.forget_deleted(store, &mut self.sims))
+            .into_iter()
+            .collect();
+        let mut was_quiet = std::mem::take(&mut self.quiet);
         let mut wrote = false;
         for d in deployments {
+            let due = |until: &Option<Instant>| until.is_none_or(|t| now < t);
+            let key = Arc::as_ptr(&d) as usize;
+            if let Some(q) = was_quiet.remove(&key).filter(|(_, until)| due(until)) {
+                let uid = || d["metadata"]["uid"].as_str().unwrap_or("");
+                if touched.is_empty() || !touched.contains(uid()) {
+                    self.quiet.insert(key, q);
+                    continue;
+                }
+            }
             let Some(uid) = d["metadata"]["uid"].as_str().map(str::to_string) else {
                 continue;
             };
-            let rv = d["metadata"]["resourceVersion"].as_str().unwrap_or("");
-            let due = |until: &Option<Instant>| until.is_none_or(|t| now < t);
-            if self
-                .quiet
-                .get(&uid)
-                .is_some_and(|(q, until)| q == rv && due(until))
-            {
-                continue;
-            }
             let ns = d["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or("")
@@ -172,16 +185,27 @@ impl Controller {
             }
             next["status"] = synced.status;
             if next != *d {
-                self.quiet.remove(&uid);
                 wrote |= write(store, &def, &ns, &name, next, wall);
             } else if deployment_complete(&Spec::from_deployment(&d), &next["status"]) {
-                self.quiet.insert(uid, (rv.to_string(), None));
+                self.quiet.insert(key, (d.clone(), None));
             } else {
-                self.quiet.insert(uid, (rv.to_string(), Some(wake)));
+                self.quiet.insert(key, (d.clone(), Some(wake)));
             }
         }
         wrote
     }
+}
+
+/// Whether a Deployment was deleted after resourceVersion `cursor` (or the
+/// history that would say is gone): only then are the states of the
+/// Deployments no longer there dropped, not at every tick.
+fn deployment_deleted_since(store: &Store, cursor: u64) -> bool {
+    let deleted = |e: &crate::registry::store::HistEvent| {
+        e.kind == crate::registry::store::EvKind::Deleted && e.res == "apps/deployments"
+    };
+    store
+        .events_after(cursor)
+        .is_none_or(|events| events.iter().any(deleted))
 }
 
 /// A status update of the Deployment, as its controller makes it.
@@ -237,6 +261,14 @@ mod tests {
         (store, def)
     }
 
+    /// When the Deployment of `uid` is due again if quiet (None inside:
+    /// when it changes).
+    fn quiet_until(ctl: &Controller, uid: &str) -> Option<Option<Instant>> {
+        (ctl.quiet.values())
+            .find(|(d, _)| d["metadata"]["uid"] == uid)
+            .map(|(_, until)| *until)
+    }
+
     /// Ticks until one writes nothing; the status then.
     fn settle(
         ctl: &mut Controller,
@@ -269,7 +301,7 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            ctl.quiet.contains_key(&uid),
+            quiet_until(&ctl, &uid).is_some(),
             "a complete Deployment is quiet"
         );
 
@@ -309,7 +341,7 @@ mod tests {
         let d = store.get(&def, "default", "d").unwrap();
         assert_eq!(d["status"]["availableReplicas"], json!(null), "{d:#}");
         let uid = d["metadata"]["uid"].as_str().unwrap();
-        let (_, until) = ctl.quiet.get(uid).expect("skipped while its pod warms up");
+        let until = quiet_until(&ctl, uid).expect("skipped while its pod warms up");
         let until = until.expect("until its pod is ready, not until it changes");
         assert!(until > started && until <= started + warmup + Duration::from_millis(2));
         std::thread::sleep(warmup);

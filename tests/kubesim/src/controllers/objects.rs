@@ -85,8 +85,12 @@ impl Objects {
         store: &Store,
         sims: &mut HashMap<String, State>,
     ) -> Vec<String> {
-        let gone = self.deleted_since(store);
+        let mut gone = self.deleted_since(store);
         self.cursor = store.rv;
+        // What the projection deleted itself it has forgotten already
+        // ([`Objects::remove_missing`]): only a delete through the API is
+        // news, and the states are walked only then.
+        gone.retain(|key| self.written.contains_key(key));
         if gone.is_empty() {
             return Vec::new();
         }

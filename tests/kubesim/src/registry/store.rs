@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+mod graph;
 mod history;
 mod meta;
 pub use history::{approx_size, EvKind, HistEvent, Retention};
@@ -45,6 +46,8 @@ pub struct Store {
     history_bytes: usize,
     pub registry: Registry,
     pub gc_dirty: bool,
+    /// Whether a write gives the collector work ([`graph::OwnerGraph`]).
+    graph: graph::OwnerGraph,
 }
 
 /// What a delete did: the object as it now is (or was), and whether it is gone.
@@ -68,6 +71,8 @@ impl Store {
             history_bytes: 0,
             registry: self.registry.clone(),
             gc_dirty: false,
+            // Never collected: its writes are thrown away.
+            graph: graph::OwnerGraph::default(),
         }
     }
 
@@ -84,6 +89,7 @@ impl Store {
             history_bytes: 0,
             registry: Registry::builtin(),
             gc_dirty: false,
+            graph: graph::OwnerGraph::default(),
         };
         let now = SystemTime::now();
         if let Some(def) = s.registry.find("", "v1", "namespaces").cloned() {
@@ -110,6 +116,8 @@ impl Store {
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let obj = Arc::new(obj);
+        let now_there = (kind != EvKind::Deleted).then_some(&*obj);
+        self.gc_dirty |= self.graph.write(old.as_deref(), now_there);
         match kind {
             EvKind::Deleted => {
                 self.objects.remove(&key);
@@ -460,7 +468,6 @@ impl Store {
     pub(super) fn purge(&mut self, key: Key, last: Value) -> Arc<Value> {
         let old = self.objects.get(&key).cloned();
         let gone = self.record(key.clone(), EvKind::Deleted, last, old);
-        self.gc_dirty = true;
         if key.0 == "apiextensions.k8s.io/customresourcedefinitions" {
             let res = format!(
                 "{}/{}",
