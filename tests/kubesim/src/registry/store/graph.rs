@@ -85,6 +85,9 @@ mod tests {
         json!({"metadata": {"uid": uid, "ownerReferences": refs}})
     }
 
+    /// Upstream's `GraphBuilder.processGraphChanges` queues
+    /// `attemptToDeleteItem` for the dependents of a deleted owner and for
+    /// an object whose owner is absent (a virtual node); nothing else.
     #[test]
     fn only_the_loss_of_an_owner_or_a_missing_owner_is_work() {
         let mut g = OwnerGraph::default();
