@@ -115,20 +115,7 @@ impl Running {
 
     /// User and system CPU so far, in ms (from `/proc/PID/stat`).
     fn cpu(&self) -> (u64, u64) {
-        // A figure read from nothing would print as zero: fail instead.
-        let path = format!("/proc/{}/stat", self.pid());
-        let s = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let f: Vec<&str> = s
-            .rsplit(") ")
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        let tick = |i: usize| {
-            let v = f.get(i).and_then(|x| x.parse::<u64>().ok());
-            v.unwrap_or_else(|| panic!("{path}: no field {i} in {s:?}")) * 10
-        };
-        (tick(11), tick(12))
+        proc_cpu(&self.pid().to_string())
     }
 
     fn cpu_ms(&self) -> u64 {
@@ -195,6 +182,25 @@ impl Running {
     }
 }
 
+/// User and system CPU of process `pid` ("self": this one, which runs
+/// kubesim) so far, in ms (from `/proc/PID/stat`).
+fn proc_cpu(pid: &str) -> (u64, u64) {
+    // A figure read from nothing would print as zero: fail instead.
+    let path = format!("/proc/{pid}/stat");
+    let s = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let f: Vec<&str> = s
+        .rsplit(") ")
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let tick = |i: usize| {
+        let v = f.get(i).and_then(|x| x.parse::<u64>().ok());
+        v.unwrap_or_else(|| panic!("{path}: no field {i} in {s:?}")) * 10
+    };
+    (tick(11), tick(12))
+}
+
 /// One row of the table.
 #[derive(Debug, Default)]
 struct Row {
@@ -203,6 +209,10 @@ struct Row {
     cold_ready_s: f64,
     change_ready_s: f64,
     cpu_converge_ms: u64,
+    /// The benchmark's own CPU (kubesim serving the contestant, and the
+    /// driver's changes and looks) from the start to all Ready after the
+    /// change: the load a contestant puts on its API server.
+    server_cpu_ms: u64,
     /// CPU from all Ready until one resync period later.
     settle_cpu_ms: u64,
     kernel_share: f64,
@@ -379,10 +389,12 @@ fn run(c: &Contestant, n: usize) -> Row {
     let small = n <= 100;
     let resync: u64 = if small { 2 } else { 15 };
     let counting = matches!(c.kind, Kind::Ours { counting: true, .. });
+    let server0 = proc_cpu("self");
     let mut p = start(c, &sim, &dir, resync);
     let limit = Duration::from_secs(60 + n as u64 / 20);
     let cold = wait_serving(&sim, Instant::now(), n, V1, limit);
     let (user, system) = p.cpu();
+    let conns_cold = sim.connections();
     let allocs0 = p.allocations();
     let verbs = by_verb(&sim, n);
     std::thread::sleep(Duration::from_secs(2));
@@ -391,10 +403,12 @@ fn run(c: &Contestant, n: usize) -> Row {
     set_all(&sim, n, V2);
     let set_ms = sim.clock_ms() - change_at;
     let change = wait_serving(&sim, Instant::now(), n, V2, limit);
+    let server1 = proc_cpu("self");
     println!(
-        "change timeline ({}, {n}): models set by {set_ms} ms; {}",
+        "change timeline ({}, {n}): models set by {set_ms} ms; {}; connections opened cold {conns_cold}, change {}",
         c.label,
-        timeline(&sim, change_at)
+        timeline(&sim, change_at),
+        sim.connections() - conns_cold
     );
     let (allocs2, passes2) = (p.allocations(), p.passes());
     if let (Some(a), Some(b)) = (passes1, passes2) {
@@ -411,6 +425,7 @@ fn run(c: &Contestant, n: usize) -> Row {
         cold_ready_s: cold.as_secs_f64(),
         change_ready_s: change.as_secs_f64(),
         cpu_converge_ms: user + system,
+        server_cpu_ms: (server1.0 + server1.1) - (server0.0 + server0.1),
         kernel_share: system as f64 / (user + system).max(1) as f64,
         allocs_cold: allocs0.map(|a| a as f64 / n as f64),
         allocs_change: per(allocs1, allocs2),
@@ -638,13 +653,14 @@ fn line(r: &Row) -> String {
         .map(|(v, k)| format!("{v} {k:.2}"))
         .collect();
     format!(
-        "| {} | {} | {:.1} s | {:.1} s | {:.2} s ({:.0}%) | {} / {} | {:.1} MiB | {:.1} MiB | {:.2} s | {} ms | {} | {}/{} ms | {} | {} |",
+        "| {} | {} | {:.1} s | {:.1} s | {:.2} s ({:.0}%) | {:.2} s | {} / {} | {:.1} MiB | {:.1} MiB | {:.2} s | {} ms | {} | {}/{} ms | {} | {} |",
         r.n,
         r.label,
         r.cold_ready_s,
         r.change_ready_s,
         r.cpu_converge_ms as f64 / 1000.0,
         r.kernel_share * 100.0,
+        r.server_cpu_ms as f64 / 1000.0,
         opt(r.allocs_cold),
         opt(r.allocs_change),
         r.peak_rss_mib,
@@ -661,10 +677,10 @@ fn line(r: &Row) -> String {
 
 fn print(rows: &[Row]) {
     println!(
-        "| resources | operator | cold → all Ready | change → all Ready | CPU to converge (kernel) | allocations per resource (cold / change) | peak RSS | steady RSS | idle CPU a minute | largest idle burst | idle requests | change→patch p50/p99 | requests per resource (cold) | load 1/5/15 |"
+        "| resources | operator | cold → all Ready | change → all Ready | CPU to converge (kernel) | kubesim's CPU meanwhile | allocations per resource (cold / change) | peak RSS | steady RSS | idle CPU a minute | largest idle burst | idle requests | change→patch p50/p99 | requests per resource (cold) | load 1/5/15 |"
     );
     println!(
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for r in rows {
         println!("{}", line(r));

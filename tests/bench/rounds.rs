@@ -23,7 +23,7 @@ pub fn order(all: Vec<Contestant>, r: usize) -> Vec<Contestant> {
 /// unit and decimals.
 type Column = (&'static str, fn(&Row) -> f64, &'static str, usize);
 
-const COLUMNS: [Column; 8] = [
+const COLUMNS: [Column; 9] = [
     ("cold → all Ready", |r| r.cold_ready_s, "s", 1),
     ("change → all Ready", |r| r.change_ready_s, "s", 1),
     (
@@ -35,6 +35,12 @@ const COLUMNS: [Column; 8] = [
     (
         "CPU to converge and settle",
         |r| (r.cpu_converge_ms + r.settle_cpu_ms) as f64 / 1000.0,
+        "s",
+        2,
+    ),
+    (
+        "kubesim's CPU meanwhile",
+        |r| r.server_cpu_ms as f64 / 1000.0,
         "s",
         2,
     ),

@@ -144,6 +144,11 @@ impl Sim {
         self.server.addr()
     }
 
+    /// Connections accepted so far (a TLS handshake each over TLS).
+    pub fn connections(&self) -> u64 {
+        self.server.connections()
+    }
+
     pub fn url(&self) -> String {
         let scheme = if self.ca_pem.is_some() {
             "https"

@@ -134,6 +134,11 @@ impl HttpServer {
         self.addr
     }
 
+    /// Connections accepted so far: each a TLS handshake over TLS.
+    pub fn connections(&self) -> u64 {
+        self.next_id.load(Ordering::SeqCst) - 1
+    }
+
     /// Behave like an API server restart: drop every connection and refuse
     /// new ones for `d`; state is kept.
     pub fn pause(&self, d: Duration) {

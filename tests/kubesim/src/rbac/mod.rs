@@ -8,6 +8,7 @@
 //! `forbiddenMessage` (apiserver `endpoints/handlers/responsewriters`).
 
 use serde_json::Value;
+use std::sync::Arc;
 
 pub mod bootstrap;
 
@@ -47,11 +48,14 @@ pub struct Request {
 }
 
 /// The RBAC objects to judge by.
+/// The stored objects themselves, shared, never copied: the authorizer
+/// runs on every request (upstream's `RBACAuthorizer` reads them through
+/// its listers' caches).
 pub struct Policy<'a> {
-    pub roles: &'a [Value],
-    pub cluster_roles: &'a [Value],
-    pub role_bindings: &'a [Value],
-    pub cluster_role_bindings: &'a [Value],
+    pub roles: &'a [Arc<Value>],
+    pub cluster_roles: &'a [Arc<Value>],
+    pub role_bindings: &'a [Arc<Value>],
+    pub cluster_role_bindings: &'a [Arc<Value>],
 }
 
 fn strs(v: &Value) -> Vec<&str> {
@@ -67,7 +71,11 @@ fn applies_to(subject: &Value, user: &User, binding_ns: &str) -> bool {
         "Group" => user.groups.iter().any(|g| g == name),
         "ServiceAccount" => {
             let ns = subject["namespace"].as_str().unwrap_or(binding_ns);
-            user.name == format!("system:serviceaccount:{ns}:{name}")
+            user.name
+                .strip_prefix("system:serviceaccount:")
+                .and_then(|rest| rest.strip_prefix(ns))
+                .and_then(|rest| rest.strip_prefix(':'))
+                == Some(name)
         }
         _ => false,
     }
@@ -128,7 +136,7 @@ fn role_rules<'a>(policy: &'a Policy, role_ref: &Value, ns: &str) -> Vec<&'a Val
 
 /// Whether some binding of `user` grants `r`.
 pub fn allows(policy: &Policy, user: &User, r: &Request) -> bool {
-    let bound = |b: &&Value, ns: &str| {
+    let bound = |b: &&Arc<Value>, ns: &str| {
         b["subjects"]
             .as_array()
             .is_some_and(|s| s.iter().any(|s| applies_to(s, user, ns)))
@@ -199,7 +207,11 @@ mod tests {
     /// Roles, cluster roles, role bindings and cluster role bindings: the
     /// account ops/op reads Deployments and patches model status anywhere,
     /// creates Leases in ops and updates the one named op.
-    fn granted() -> (Vec<Value>, Vec<Value>, Vec<Value>, Vec<Value>) {
+    type Objects = Vec<Arc<Value>>;
+
+    /// Roles, cluster roles, role bindings and cluster role bindings.
+    fn granted() -> (Objects, Objects, Objects, Objects) {
+        let shared = |v: Vec<Value>| v.into_iter().map(Arc::new).collect();
         let cluster_roles = vec![json!({"metadata": {"name": "reader"}, "rules": [
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["openmed.ai"], "resources": ["openmedmodels/status"], "verbs": ["patch"]},
@@ -217,7 +229,12 @@ mod tests {
             json!({"metadata": {"name": "b", "namespace": "ops"}, "roleRef": {"kind": "Role", "name": "lease"},
             "subjects": [{"kind": "ServiceAccount", "name": "op"}]}),
         ];
-        (roles, cluster_roles, rbs, crbs)
+        (
+            shared(roles),
+            shared(cluster_roles),
+            shared(rbs),
+            shared(crbs),
+        )
     }
 
     /// Resource requests, and whether ops/op may make them.

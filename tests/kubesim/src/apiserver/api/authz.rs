@@ -53,10 +53,10 @@ pub(super) fn rbac_allows_in(
     user: &crate::rbac::User,
     a: &crate::rbac::Request,
 ) -> bool {
-    let all = |plural: &str| -> Vec<Value> {
+    let all = |plural: &str| -> Vec<std::sync::Arc<Value>> {
         st.registry
             .by_key(&format!("rbac.authorization.k8s.io/{plural}"))
-            .map(|def| st.list(def, None).iter().map(|o| (**o).clone()).collect())
+            .map(|def| st.list(def, None))
             .unwrap_or_default()
     };
     let (roles, cluster_roles) = (all("roles"), all("clusterroles"));
