@@ -190,8 +190,16 @@ fn run(label: &str, n: usize) -> Row {
     // Every request of the contestant's ServiceAccount (the one audited
     // identity on its plane): the peer watches all namespaces, ours one.
     for e in plane.audit_events().into_iter().skip(audited0) {
-        let verb = e["verb"].as_str().unwrap_or("").to_string();
-        *requests.entry(verb).or_insert(0.0) += 1.0 / n as f64;
+        // By verb and resource, so that a difference in requests is
+        // named: "patch openmedmodels/status".
+        let what = &e["objectRef"];
+        let resource = match (what["resource"].as_str(), what["subresource"].as_str()) {
+            (Some(r), Some(s)) => format!(" {r}/{s}"),
+            (Some(r), None) => format!(" {r}"),
+            _ => String::new(),
+        };
+        let verb = e["verb"].as_str().unwrap_or("");
+        *requests.entry(format!("{verb}{resource}")).or_insert(0.0) += 1.0 / n as f64;
     }
     match &mut p {
         Running::Ours(op) => op.assert_clean_exit(),
@@ -254,7 +262,7 @@ fn side_by_side_on_the_real_control_plane() {
         let reqs: Vec<String> = r
             .requests
             .iter()
-            .map(|(v, k)| format!("{k:.1} {v}"))
+            .map(|(v, k)| format!("{k:.2} {v}"))
             .collect();
         println!(
             "| {} | {n} | {:.1} s | {:.1} s | {:.2} s | {:.1} MiB | {:.1} s | {:.0} MiB | {} |",
