@@ -183,22 +183,10 @@ impl Running {
 }
 
 /// User and system CPU of process `pid` ("self": this one, which runs
-/// kubesim) so far, in ms (from `/proc/PID/stat`).
+/// kubesim) so far, in ms. A figure read from nothing would print as zero:
+/// fail instead.
 fn proc_cpu(pid: &str) -> (u64, u64) {
-    // A figure read from nothing would print as zero: fail instead.
-    let path = format!("/proc/{pid}/stat");
-    let s = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let f: Vec<&str> = s
-        .rsplit(") ")
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let tick = |i: usize| {
-        let v = f.get(i).and_then(|x| x.parse::<u64>().ok());
-        v.unwrap_or_else(|| panic!("{path}: no field {i} in {s:?}")) * 10
-    };
-    (tick(11), tick(12))
+    process_cpu_ms(pid).unwrap_or_else(|| panic!("no CPU times in /proc/{pid}/stat"))
 }
 
 /// One row of the table.

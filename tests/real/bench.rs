@@ -46,24 +46,15 @@ fn usage(pid: u32) -> (u64, f64) {
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         (path, text)
     };
-    let (path, stat) = read("stat");
-    let f: Vec<&str> = stat
-        .rsplit(") ")
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        let v = f.get(i).and_then(|v| v.parse::<u64>().ok());
-        v.unwrap_or_else(|| panic!("{path}: no field {i}"))
-    };
+    let (user, system) = crate::harness::process_cpu_ms(&pid.to_string())
+        .unwrap_or_else(|| panic!("no CPU times in /proc/{pid}/stat"));
     let (path, status) = read("status");
     let rss_kib = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
         .unwrap_or_else(|| panic!("{path}: no VmRSS"));
-    ((ticks(11) + ticks(12)) * 10, rss_kib / 1024.0)
+    (user + system, rss_kib / 1024.0)
 }
 
 /// The pid `up` recorded for a component of the plane in `dir`.

@@ -204,11 +204,8 @@ impl Operator {
 
     /// User + system CPU time so far, in milliseconds.
     pub fn cpu_ms(&self) -> Option<u64> {
-        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
-        let after = s.rsplit(") ").next()?;
-        let f: Vec<&str> = after.split_whitespace().collect();
-        let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-        Some(ticks * 10)
+        let (user, system) = process_cpu_ms(&self.child.id().to_string())?;
+        Some(user + system)
     }
 
     /// Threads of the operator process now.
@@ -264,4 +261,13 @@ impl Operator {
     pub fn log_path(&self) -> &Path {
         &self.log
     }
+}
+
+/// User and system CPU of process `pid` so far ("self": this one), in ms,
+/// from `/proc/PID/stat` (fields 14 and 15, in 10 ms ticks).
+pub fn process_cpu_ms(pid: &str) -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let f: Vec<&str> = s.rsplit(") ").next()?.split_whitespace().collect();
+    let tick = |i: usize| f.get(i)?.parse::<u64>().ok().map(|t| t * 10);
+    Some((tick(11)?, tick(12)?))
 }
