@@ -47,8 +47,7 @@ pub struct Request {
     pub path: Option<String>,
 }
 
-/// The RBAC objects to judge by.
-/// The stored objects themselves, shared, never copied: the authorizer
+/// The RBAC objects to judge by: the stored objects themselves, shared, never copied: the authorizer
 /// runs on every request (upstream's `RBACAuthorizer` reads them through
 /// its listers' caches).
 pub struct Policy<'a> {
@@ -204,12 +203,11 @@ mod tests {
         }
     }
 
+    type Objects = Vec<Arc<Value>>;
+
     /// Roles, cluster roles, role bindings and cluster role bindings: the
     /// account ops/op reads Deployments and patches model status anywhere,
     /// creates Leases in ops and updates the one named op.
-    type Objects = Vec<Arc<Value>>;
-
-    /// Roles, cluster roles, role bindings and cluster role bindings.
     fn granted() -> (Objects, Objects, Objects, Objects) {
         let shared = |v: Vec<Value>| v.into_iter().map(Arc::new).collect();
         let cluster_roles = vec![json!({"metadata": {"name": "reader"}, "rules": [
@@ -303,10 +301,21 @@ mod tests {
         };
         let op = User::service_account("ops", "op");
         let other = User::service_account("ops", "other");
+        // `appliesToUser` compares the whole `serviceaccount.MakeUsername`:
+        // a namespace or a name that only starts like the subject's is
+        // another account.
+        let near = [
+            User::service_account("op", "op"),
+            User::service_account("opsx", "op"),
+            User::service_account("ops", "op2"),
+        ];
         let cases = resource_cases();
         for (r, want) in cases {
             assert_eq!(allows(&policy, &op, &r), want, "{r:?}");
             assert!(!allows(&policy, &other, &r), "another account: {r:?}");
+            for u in &near {
+                assert!(!allows(&policy, u, &r), "{}: {r:?}", u.name);
+            }
         }
         let metrics = Request {
             verb: "get".into(),
