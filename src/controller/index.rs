@@ -5,6 +5,7 @@ use crate::lock::lock;
 use crate::reconcile::Lookups;
 use crate::runtime::ObjectKey;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -13,63 +14,78 @@ pub enum LookedUp {
     ConfigMap,
 }
 
-type Target = (LookedUp, ObjectKey);
-
 /// A target is looked up by one model or a few, so its models are a short
 /// list: a hash set per target would cost a table for its one key.
+///
+/// Targets are kept as 64-bit digests of (kind, namespace, name), keyed per
+/// process, not as keys: every model looks up two, and their text cost
+/// twice the memory (docs/performance.md, memory per resource). Two targets
+/// that share a digest by chance only wake a model that did not need it; a
+/// change never misses a model that looks its object up.
 #[derive(Default)]
 struct Maps {
-    by_target: HashMap<Target, Vec<ObjectKey>>,
-    by_model: HashMap<ObjectKey, Vec<Target>>,
+    by_target: HashMap<u64, Vec<ObjectKey>>,
+    by_model: HashMap<ObjectKey, Box<[u64]>>,
 }
 
 #[derive(Default)]
 pub struct TargetIndex {
     maps: Mutex<Maps>,
+    digest: std::hash::RandomState,
 }
 
 impl TargetIndex {
+    fn target(&self, kind: LookedUp, namespace: &str, name: &str) -> u64 {
+        self.digest.hash_one((kind, namespace, name))
+    }
+
     /// Record what `model` looks up now (None: the model is gone).
     pub fn update(&self, model: &ObjectKey, lookups: Option<&Lookups>) {
+        let ns = model.namespace();
+        let targets: Box<[u64]> = lookups
+            .map(|l| {
+                let deployments = l
+                    .deployments
+                    .iter()
+                    .map(|d| (LookedUp::Deployment, d.as_str()));
+                let config_maps = l
+                    .config_maps
+                    .iter()
+                    .map(|c| (LookedUp::ConfigMap, c.as_str()));
+                deployments
+                    .chain(config_maps)
+                    .map(|(kind, name)| self.target(kind, ns, name))
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut maps = lock(&self.maps);
         if let Some(old) = maps.by_model.remove(model) {
-            for t in old {
-                if let Some(set) = maps.by_target.get_mut(&t) {
+            for t in old.iter() {
+                if let Some(set) = maps.by_target.get_mut(t) {
                     set.retain(|k| k != model);
                     if set.is_empty() {
-                        maps.by_target.remove(&t);
+                        maps.by_target.remove(t);
                     }
                 }
             }
         }
-        let Some(l) = lookups else { return };
-        let ns = model.namespace();
-        let targets: Vec<Target> = l
-            .deployments
-            .iter()
-            .map(|d| (LookedUp::Deployment, ObjectKey::new(ns, d)))
-            .chain(
-                l.config_maps
-                    .iter()
-                    .map(|c| (LookedUp::ConfigMap, ObjectKey::new(ns, c))),
-            )
-            .collect();
-        for t in &targets {
-            let models = maps.by_target.entry(t.clone()).or_default();
+        if lookups.is_none() {
+            return;
+        }
+        for t in targets.iter() {
+            let models = maps.by_target.entry(*t).or_default();
             if !models.contains(model) {
                 models.push(model.clone());
+                models.shrink_to_fit();
             }
         }
         maps.by_model.insert(model.clone(), targets);
     }
 
     pub fn models_for(&self, namespace: &str, kind: LookedUp, name: &str) -> Vec<ObjectKey> {
+        let target = self.target(kind, namespace, name);
         let maps = lock(&self.maps);
-        let mut out: Vec<ObjectKey> = maps
-            .by_target
-            .get(&(kind, ObjectKey::new(namespace, name)))
-            .cloned()
-            .unwrap_or_default();
+        let mut out: Vec<ObjectKey> = maps.by_target.get(&target).cloned().unwrap_or_default();
         out.sort();
         out
     }

@@ -19,6 +19,8 @@ pub mod cache;
 pub mod caches;
 pub mod error;
 pub mod events;
+#[cfg(all(test, feature = "alloc-count"))]
+mod footprint;
 pub mod index;
 pub mod kinds;
 pub(crate) mod lister;

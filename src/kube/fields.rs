@@ -295,6 +295,14 @@ where
     Ok(out)
 }
 
+/// A list as a view keeps it: cached views hold their lists for as long
+/// as they are cached, and a list grows to room for 4 at its first element
+/// (docs/performance.md, memory per resource).
+fn exact<T>(mut list: Vec<T>) -> Vec<T> {
+    list.shrink_to_fit();
+    list
+}
+
 struct Elements<T>(PhantomData<fn() -> T>);
 
 impl<'de, T> DeserializeSeed<'de> for Elements<T>
@@ -324,7 +332,7 @@ where
             let mut t = T::default();
             match seq.next_element_seed(Into(&mut t))? {
                 Some(_) => out.push(t),
-                None => return Ok(out),
+                None => return Ok(exact(out)),
             }
         }
     }
@@ -399,7 +407,7 @@ pub fn strings<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Vec<String>, A::Er
             while let Some(s) = seq.next_element::<Scalar<'de>>()? {
                 out.extend(s.string());
             }
-            Ok(out)
+            Ok(exact(out))
         }
         give!(map => Vec::new());
         give!(scalars => Vec::new());

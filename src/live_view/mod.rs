@@ -13,6 +13,7 @@ pub mod hub;
 pub mod page;
 
 use crate::lock::lock;
+use crate::memory::pack::{pack, unpack, Dictionary};
 use crate::reconcile::{DeploymentView, ModelView};
 use crate::runtime::{ObjectKey, Reader};
 use serde::Serialize;
@@ -301,42 +302,87 @@ impl Rows {
     }
 }
 
-/// One recorded Event in one allocation: its reason, type, time, message
-/// and object name, each bounded and escaped (so none holds a NUL), joined
-/// by NULs.
-/// Four strings a row cost 3x the memory at thousands of models
-/// (docs/performance.md, memory per resource).
-struct KeptEvent {
-    text: Box<str>,
-    count: i64,
+/// What a model's recorded Events usually hold: the packer's preset
+/// dictionary ([`crate::memory::pack`]).
+const EVENT_TEXT: &str = concat!(
+    "RolloutStarted\0Normal\02026-01-01T00:00:00Z\0Rolling out OpenMed/OpenMed-",
+    " to Deployment  (spec changed)\0-rolloutstarted-1-\01\n",
+    "RolloutSucceeded\0Normal\02026-01-01T00:00:00Z\0Deployment  is serving OpenMed/OpenMed-",
+    "\0-rolloutsucceeded-1-\01\nRolloutFailed\0Warning\0RollbackStarted\0",
+    "RollbackSucceeded\0TargetAdopted\0TargetDegraded\0-rollbackstarted-",
+);
+
+/// [`EVENT_TEXT`], hashed once.
+fn event_dictionary() -> &'static Dictionary {
+    static DICT: std::sync::OnceLock<Dictionary> = std::sync::OnceLock::new();
+    DICT.get_or_init(|| Dictionary::new(EVENT_TEXT))
 }
 
-impl KeptEvent {
-    fn new(id: &str, e: &RecordedEvent) -> KeptEvent {
-        let parts = [e.reason, e.type_, e.last, e.message, id].map(bounded);
-        KeptEvent {
-            text: parts.join("\0").into(),
-            count: e.count,
-        }
-    }
+/// One model's recorded Events, newest first, in one packed allocation:
+/// a row a line, each row its reason, type, time, message, Event name and
+/// count joined by NULs (each part bounded and escaped, so none holds a NUL
+/// or a line break). The rows of one model repeat its name, its version and
+/// the time; rows of their own cost 4x the memory at thousands of models
+/// (docs/performance.md, memory per resource).
+#[derive(Default)]
+struct KeptEvents {
+    /// The count of records when they last changed.
+    version: u64,
+    packed: Box<[u8]>,
+}
 
-    fn part(&self, i: usize) -> &str {
-        self.text.split('\0').nth(i).unwrap_or("")
+/// One row of [`KeptEvents`]' text.
+struct Line<'a>([&'a str; 6]);
+
+impl<'a> Line<'a> {
+    fn parse(line: &'a str) -> Line<'a> {
+        let mut parts = [""; 6];
+        for (slot, part) in parts.iter_mut().zip(line.split('\0')) {
+            *slot = part;
+        }
+        Line(parts)
     }
 
     /// The Event object's name: what tells two records apart.
     fn id(&self) -> &str {
-        self.part(4)
+        self.0[4]
     }
 
     fn row(&self) -> EventRow {
+        let [reason, type_, last, message, _, count] = self.0;
         EventRow {
-            reason: self.part(0).into(),
-            type_: self.part(1).into(),
-            last: self.part(2).into(),
-            message: self.part(3).into(),
-            count: self.count,
+            reason: reason.into(),
+            type_: type_.into(),
+            last: last.into(),
+            message: message.into(),
+            count: count.parse().unwrap_or(1),
         }
+    }
+}
+
+impl KeptEvents {
+    fn text(&self) -> String {
+        unpack(&self.packed, event_dictionary()).unwrap_or_default()
+    }
+
+    /// Event `id` recorded: first, in place of an earlier record of it.
+    fn record(&mut self, version: u64, id: &str, e: &RecordedEvent) {
+        let old = self.text();
+        let parts = [e.reason, e.type_, e.last, e.message, id].map(bounded);
+        let mut text = parts.join("\0");
+        text.push('\0');
+        text.push_str(&e.count.to_string());
+        let earlier = old.lines().filter(|l| Line::parse(l).id() != parts[4]);
+        for line in earlier.take(EVENTS_PER_MODEL - 1) {
+            text.push('\n');
+            text.push_str(line);
+        }
+        self.packed = pack(&text, event_dictionary());
+        self.version = version;
+    }
+
+    fn rows(&self) -> Vec<EventRow> {
+        self.text().lines().map(|l| Line::parse(l).row()).collect()
     }
 }
 
@@ -347,8 +393,7 @@ pub struct RecentEvents(Mutex<Recent>);
 
 #[derive(Default)]
 struct Recent {
-    /// Each model's Events, and the count of records when they last changed.
-    by_model: HashMap<ObjectKey, (u64, Vec<KeptEvent>)>,
+    by_model: HashMap<ObjectKey, KeptEvents>,
     order: VecDeque<ObjectKey>,
     records: u64,
 }
@@ -369,12 +414,7 @@ impl RecentEvents {
         }
         r.records += 1;
         let records = r.records;
-        let (version, list) = r.by_model.entry(key).or_default();
-        *version = records;
-        let kept = KeptEvent::new(id, &e);
-        list.retain(|x| x.id() != kept.id());
-        list.insert(0, kept);
-        list.truncate(EVENTS_PER_MODEL);
+        r.by_model.entry(key).or_default().record(records, id, &e);
     }
 
     /// An Event object as listed from the API server, if it is about an
@@ -409,7 +449,7 @@ impl RecentEvents {
         let r = lock(&self.0);
         r.by_model
             .get(&ObjectKey::new(namespace, name))
-            .map(|(_, l)| l.iter().map(KeptEvent::row).collect())
+            .map(KeptEvents::rows)
             .unwrap_or_default()
     }
 
@@ -423,7 +463,7 @@ impl RecentEvents {
         let r = lock(&self.0);
         r.by_model
             .get(&ObjectKey::new(namespace, name))
-            .map_or(0, |(v, _)| *v)
+            .map_or(0, |k| k.version)
     }
 }
 

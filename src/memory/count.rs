@@ -18,10 +18,21 @@ static BYTES: AtomicU64 = AtomicU64::new(0);
 /// Bytes handed out and not yet freed.
 static LIVE: AtomicI64 = AtomicI64::new(0);
 
+thread_local! {
+    /// Bytes this thread asked for, less those it freed: what one step of a
+    /// test holds, whatever other threads do meanwhile.
+    static THREAD_LIVE: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+}
+
+fn thread_add(bytes: i64) {
+    let _ = THREAD_LIVE.try_with(|c| c.set(c.get() + bytes));
+}
+
 fn count(size: usize) {
     CALLS.fetch_add(1, Relaxed);
     BYTES.fetch_add(size as u64, Relaxed);
     LIVE.fetch_add(size as i64, Relaxed);
+    thread_add(size as i64);
 }
 
 // SAFETY: every call is passed to the heap unchanged; the counters only
@@ -40,11 +51,13 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(new_size);
         LIVE.fetch_sub(layout.size() as i64, Relaxed);
+        thread_add(-(layout.size() as i64));
         HEAP.realloc(ptr, layout, new_size)
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size() as i64, Relaxed);
+        thread_add(-(layout.size() as i64));
         HEAP.dealloc(ptr, layout)
     }
 }
@@ -58,6 +71,12 @@ pub fn totals() -> (u64, u64) {
 /// Bytes the program holds now (asked for and not freed).
 pub fn live() -> i64 {
     LIVE.load(Relaxed)
+}
+
+/// Bytes this thread holds of what it asked for (less what it freed,
+/// whichever thread asked for it).
+pub fn thread_live() -> i64 {
+    THREAD_LIVE.try_with(|c| c.get()).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -94,6 +94,8 @@ impl<V> Items<V> {
                 let names = self.index.entry(name).or_default();
                 names.stamp = stamp;
                 if !names.keys.contains(&k) {
+                    // Room for one more only: most names index one key.
+                    names.keys.reserve_exact(1);
                     names.keys.push(k.clone());
                 }
             }

@@ -5,6 +5,7 @@
 
 use super::model::{phase_of_text, RawJson};
 use super::ModelData;
+use super::{word, Word};
 use super::{ConfigMapView, ContainerView, DeployCondition, DeploymentView, EnvView, OwnerRef};
 use crate::kube::fields::{self, boolean, elements, fill, fill_next, int, skip, string};
 use crate::kube::fields::{Decode, Fill, Filled, Scalar};
@@ -64,7 +65,7 @@ fill!(DeploySpec, DeploymentView, |v, map| {
 });
 
 fill!(Strategy, DeploymentView, |v, map| {
-    "type" => v.strategy_type = string(map)?,
+    "type" => v.strategy_type = Scalar::next(map)?.as_str().map(word),
     "rollingUpdate" => {
         // `max_*` are of the last `rollingUpdate` only, as a `Value` keeps.
         (v.max_unavailable, v.max_surge) = (None, None);
@@ -189,9 +190,14 @@ impl<'de> Fill<'de> for DeployCondition {
             "reason" => &mut self.reason,
             _ => return skip(map),
         };
-        *slot = string(map)?.unwrap_or_default();
+        *slot = word_next(map)?;
         Ok(())
     }
+}
+
+/// The next value as a [`Word`] (empty if it is no string).
+fn word_next<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Word, A::Error> {
+    Ok(word(Scalar::next(map)?.as_str().unwrap_or("")))
 }
 
 impl Decode for ModelData {
@@ -249,7 +255,7 @@ fill!(ConfigMapMeta, ConfigMapView, |v, map| identity {
 });
 
 fill!(ConfigMapLabels, ConfigMapView, |v, map| {
-    k if k == MANAGED_BY_LABEL.0 => v.managed_by = string(map)?,
+    k if k == MANAGED_BY_LABEL.0 => v.managed_by = Scalar::next(map)?.as_str().map(word),
     k if k == FAMILY_LABEL => v.family = string(map)?,
 });
 
@@ -261,8 +267,14 @@ fill!(ConfigMapData, ConfigMapView, |v, map| {
 impl<'de> Fill<'de> for OwnerRef {
     fn fill<A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
         let slot = match key {
-            "apiVersion" => &mut self.api_version,
-            "kind" => &mut self.kind,
+            "apiVersion" => {
+                self.api_version = word_next(map)?;
+                return Ok(());
+            }
+            "kind" => {
+                self.kind = word_next(map)?;
+                return Ok(());
+            }
             "name" => &mut self.name,
             "uid" => &mut self.uid,
             "controller" => {

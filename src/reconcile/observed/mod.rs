@@ -14,6 +14,52 @@ fn s(v: &Value) -> Option<String> {
     v.as_str().map(str::to_string)
 }
 
+/// A string of a small vocabulary: condition types, statuses and reasons,
+/// strategy types, an owner's kind. A known word is borrowed from
+/// [`WORDS`], not copied into each of thousands of views that hold the same
+/// few (docs/performance.md, memory per resource); any other is kept.
+pub type Word = std::borrow::Cow<'static, str>;
+
+/// The words views hold most: the Deployment controller's condition types,
+/// statuses and reasons (upstream `deploymentutil`), the strategy types,
+/// and what the operator itself writes.
+const WORDS: &[&str] = &[
+    "Available",
+    "Progressing",
+    "ReplicaFailure",
+    "True",
+    "False",
+    "Unknown",
+    "NewReplicaSetAvailable",
+    "MinimumReplicasAvailable",
+    "MinimumReplicasUnavailable",
+    "ReplicaSetUpdated",
+    "NewReplicaSetCreated",
+    "FoundNewReplicaSet",
+    "ProgressDeadlineExceeded",
+    "DeploymentPaused",
+    "DeploymentResumed",
+    "FailedCreate",
+    "FailedDelete",
+    "RollingUpdate",
+    "Recreate",
+    crate::model::API_VERSION,
+    crate::model::KIND,
+    MANAGED_BY_LABEL.1,
+];
+
+/// `text` as a [`Word`]: borrowed if it is one of [`WORDS`].
+pub fn word(text: &str) -> Word {
+    match WORDS.iter().find(|w| **w == text) {
+        Some(w) => Word::Borrowed(w),
+        None => Word::Owned(text.to_string()),
+    }
+}
+
+fn word_of(v: &Value) -> Word {
+    word(v.as_str().unwrap_or(""))
+}
+
 fn meta_str(obj: &Value, key: &str) -> String {
     obj["metadata"][key].as_str().unwrap_or("").to_string()
 }
@@ -42,9 +88,9 @@ pub struct ContainerView {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeployCondition {
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
+    pub type_: Word,
+    pub status: Word,
+    pub reason: Word,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -65,7 +111,7 @@ pub struct DeploymentView {
     pub min_ready_seconds: i64,
     /// `spec.paused`: Kubernetes neither rolls out nor judges the deadline.
     pub paused: bool,
-    pub strategy_type: Option<String>,
+    pub strategy_type: Option<Word>,
     pub max_unavailable: Option<Value>,
     pub max_surge: Option<Value>,
     pub has_rolling_update: bool,
@@ -134,7 +180,7 @@ impl DeploymentView {
             progress_deadline_seconds: spec["progressDeadlineSeconds"].as_i64(),
             min_ready_seconds: spec["minReadySeconds"].as_i64().unwrap_or(0),
             paused: spec["paused"].as_bool().unwrap_or(false),
-            strategy_type: s(&spec["strategy"]["type"]),
+            strategy_type: spec["strategy"]["type"].as_str().map(word),
             max_unavailable: spec["strategy"]["rollingUpdate"]
                 .get("maxUnavailable")
                 .cloned(),
@@ -155,9 +201,9 @@ impl DeploymentView {
                 .map(|cs| {
                     cs.iter()
                         .map(|c| DeployCondition {
-                            type_: c["type"].as_str().unwrap_or("").into(),
-                            status: c["status"].as_str().unwrap_or("").into(),
-                            reason: c["reason"].as_str().unwrap_or("").into(),
+                            type_: word_of(&c["type"]),
+                            status: word_of(&c["status"]),
+                            reason: word_of(&c["reason"]),
                         })
                         .collect()
                 })
@@ -172,8 +218,8 @@ impl DeploymentView {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OwnerRef {
-    pub api_version: String,
-    pub kind: String,
+    pub api_version: Word,
+    pub kind: Word,
     pub name: String,
     pub uid: String,
     pub controller: bool,
@@ -196,7 +242,7 @@ pub struct ConfigMapView {
     pub uid: String,
     pub resource_version: String,
     pub owner: Option<String>,
-    pub managed_by: Option<String>,
+    pub managed_by: Option<Word>,
     pub family: Option<String>,
     pub owner_refs: Vec<OwnerRef>,
     pub manifest: Option<String>,
@@ -216,15 +262,15 @@ impl ConfigMapView {
             uid: meta_str(v, "uid"),
             resource_version: meta_str(v, "resourceVersion"),
             owner: annotation(v, OWNER_ANNOTATION),
-            managed_by: s(&labels[MANAGED_BY_LABEL.0]),
+            managed_by: labels[MANAGED_BY_LABEL.0].as_str().map(word),
             family: s(&labels[FAMILY_LABEL]),
             owner_refs: v["metadata"]["ownerReferences"]
                 .as_array()
                 .map(|rs| {
                     rs.iter()
                         .map(|r| OwnerRef {
-                            api_version: r["apiVersion"].as_str().unwrap_or("").into(),
-                            kind: r["kind"].as_str().unwrap_or("").into(),
+                            api_version: word_of(&r["apiVersion"]),
+                            kind: word_of(&r["kind"]),
                             name: r["name"].as_str().unwrap_or("").into(),
                             uid: r["uid"].as_str().unwrap_or("").into(),
                             controller: r["controller"].as_bool().unwrap_or(false),
