@@ -29,18 +29,6 @@ pub fn shapes() -> crate::kube::shape::Shapes {
     ])
 }
 
-/// Each cached object's key in its store, from its own namespace and name.
-macro_rules! keyed {
-    ($($view:ty),*) => {$(
-        impl $view {
-            pub fn key(&self) -> ObjectKey {
-                ObjectKey::new(&self.namespace, &self.name)
-            }
-        }
-    )*};
-}
-keyed!(ModelView, DeploymentView, ConfigMapView);
-
 impl Versioned for ModelView {
     fn resource_version(&self) -> &str {
         &self.resource_version
@@ -79,7 +67,7 @@ macro_rules! item {
     ($($view:ty),*) => {$(
         impl Item for $view {
             fn key(&self) -> Option<ObjectKey> {
-                (!self.name.is_empty()).then(|| ObjectKey::new(&self.namespace, &self.name))
+                (!self.name().is_empty()).then(|| <$view>::key(self))
             }
             fn version(&self) -> Option<&str> {
                 Some(&self.resource_version)

@@ -194,7 +194,8 @@ impl Caches {
 
     /// A ConfigMap as a write answered, kept if it is ours.
     pub fn remember_config_map(&self, cm: ConfigMapView) {
-        if cm.managed_by.as_deref() == Some(crate::model::MANAGED_BY_LABEL.1) && !cm.name.is_empty()
+        if cm.managed_by.as_deref() == Some(crate::model::MANAGED_BY_LABEL.1)
+            && !cm.name().is_empty()
         {
             self.config_maps.put_if_newer(cm.key(), cm);
         }
@@ -207,7 +208,7 @@ impl Caches {
     /// A Deployment as a write or a read answered: claimed, into its store;
     /// else kept as read on demand. Its metadata too, when `with_meta`.
     pub fn remember_deployment(&self, d: DeploymentView, with_meta: bool) {
-        if d.name.is_empty() {
+        if d.name().is_empty() {
             return;
         }
         let k = d.key();

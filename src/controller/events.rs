@@ -124,7 +124,7 @@ fn names(
     tag: Option<&str>,
     generation: i64,
 ) -> [String; 2] {
-    let base = event_name(&model.name, &name_reason(reason.as_str(), tag), generation);
+    let base = event_name(model.name(), &name_reason(reason.as_str(), tag), generation);
     let tag = model.uid.bytes().filter(u8::is_ascii_alphanumeric).take(8);
     let mut qualified = String::with_capacity(base.len() + 9);
     qualified.extend(base.chars().take(253 - tag.clone().count() - 1));
@@ -153,7 +153,7 @@ impl Poster<'_> {
         message: &str,
         now: &str,
     ) -> Result<(i64, String), Error> {
-        let ns = model.namespace.as_str();
+        let ns = model.namespace();
         for name in names(model, reason, tag, generation) {
             let known = lock(self.posted).get(ns, &name, &model.uid);
             let count = match known {
@@ -184,7 +184,7 @@ impl Poster<'_> {
         let posted = lock(self.posted);
         names(model, reason, tag, generation).iter().any(|n| {
             posted
-                .get(&model.namespace, n, &model.uid)
+                .get(model.namespace(), n, &model.uid)
                 .is_some_and(|(_, ours)| ours)
         })
     }
@@ -200,13 +200,13 @@ impl Poster<'_> {
         now: &str,
     ) -> Result<Option<i64>, Error> {
         let body = patches::event(model, name, reason, message, now);
-        let path = ResourcePath::collection(EVENTS, Some(&model.namespace))?;
+        let path = ResourcePath::collection(EVENTS, Some(model.namespace()))?;
         match self.client.create_as::<Skipped>(&path, &body) {
             Ok(_) => Ok(Some(1)),
             Err(e) if e.is_already_exists() => {
                 let existing = self.client.get(&ResourcePath::object(
                     EVENTS,
-                    Some(&model.namespace),
+                    Some(model.namespace()),
                     name,
                 )?)?;
                 if existing["involvedObject"]["uid"] != model.uid.as_str() {
@@ -230,7 +230,7 @@ impl Poster<'_> {
         message: &str,
         now: &str,
     ) -> Result<i64, Error> {
-        let path = ResourcePath::object(EVENTS, Some(&model.namespace), name)?;
+        let path = ResourcePath::object(EVENTS, Some(model.namespace()), name)?;
         let body = patches::event_repeat(count + 1, message, now);
         match self
             .client
@@ -239,7 +239,7 @@ impl Poster<'_> {
             Ok(_) => Ok(count + 1),
             Err(e) if e.is_not_found() => {
                 let body = patches::event(model, name, reason, message, now);
-                let events = ResourcePath::collection(EVENTS, Some(&model.namespace))?;
+                let events = ResourcePath::collection(EVENTS, Some(model.namespace()))?;
                 self.client.create_as::<Skipped>(&events, &body)?;
                 Ok(1)
             }

@@ -156,7 +156,7 @@ fn what_the_operator_holds_for_a_model() {
     });
     let recent_events = held(|| {
         for (i, e) in event_objects.iter().enumerate() {
-            let model = format!("bench-{:05}", i / 4);
+            let model = &lookups[i / 4].0;
             let text = |k: &str| e[k].as_str().unwrap_or("");
             let event = RecordedEvent {
                 reason: text("reason"),
@@ -166,21 +166,21 @@ fn what_the_operator_holds_for_a_model() {
                 message: text("message"),
             };
             let id = e["metadata"]["name"].as_str().unwrap_or("");
-            recent.record("bench", &model, id, event);
+            recent.record(model, id, event);
         }
     });
     let posted_events = held(|| posted.seed(&event_objects));
     // Each part, its budget and what it holds for MODELS models.
     let parts = [
-        ("model view", 1000, model_views),
+        ("model view", 950, model_views),
         (
             "Deployment views, claimed and metadata",
             1400,
             deployment_views,
         ),
-        ("ConfigMap view", 1050, config_map_views),
+        ("ConfigMap view", 1000, config_map_views),
         ("target index", 300, index_entries),
-        ("the live view's recent Events", 400, recent_events),
+        ("the live view's recent Events", 350, recent_events),
         ("posted Events", 250, posted_events),
     ];
     assert_eq!(caches.counts(), (MODELS, MODELS, MODELS));

@@ -5,6 +5,7 @@
 //! reads as absent, and what no view reads is skipped without an
 //! allocation.
 
+use super::key::ObjectKey;
 use super::shape::{Pruned, Shape};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -151,8 +152,8 @@ pub fn fill_next<'de, A: MapAccess<'de>, F: Fill<'de>>(
 /// A [`Fill`] for a wrapper of `&mut $view`: each key pattern (a guard
 /// allowed) fills the view from its value; every other key is skipped.
 /// With `identity`, the wrapper reads an object's metadata, and its
-/// identity fills the view's `namespace`, `name`, `uid` and
-/// `resource_version` first ([`identity`]).
+/// identity fills the view's `key`, `uid` and `resource_version` first
+/// ([`identity`]).
 macro_rules! fill {
     ($wrapper:ident, $view:ty, |$v:ident, $map:ident| {
         $($key:pat $(if $guard:expr)? => $e:expr,)*
@@ -165,8 +166,8 @@ macro_rules! fill {
         $($key:pat $(if $guard:expr)? => $e:expr,)*
     }) => {
         $crate::kube::fields::fill!(@ $wrapper, $view, |$v, $map, key| {
-            let ids = [&mut $v.namespace, &mut $v.name, &mut $v.uid, &mut $v.resource_version];
-            if $crate::kube::fields::identity(key, $map, ids)? {
+            let ids = [&mut $v.uid, &mut $v.resource_version];
+            if $crate::kube::fields::identity(key, $map, &mut $v.key, ids)? {
                 return Ok(());
             }
         }, {
@@ -197,17 +198,25 @@ macro_rules! fill {
 }
 pub(crate) use fill;
 
-/// The identity every object's metadata holds (namespace, name, uid,
-/// resourceVersion, in that order in `ids`); false if `key` is not one of
-/// its fields.
+/// The identity every object's metadata holds: its namespace and name in
+/// `object`, its uid and resourceVersion (in that order in `ids`); false if
+/// `key` is not one of its fields.
 pub fn identity<'de, A: MapAccess<'de>>(
     key: &str,
     map: &mut A,
-    [namespace, name, uid, rv]: [&mut String; 4],
+    object: &mut ObjectKey,
+    [uid, rv]: [&mut String; 2],
 ) -> Result<bool, A::Error> {
     let slot = match key {
-        "namespace" => namespace,
-        "name" => name,
+        "namespace" | "name" => {
+            let text = Scalar::next(map)?;
+            let text = text.as_str().unwrap_or("");
+            *object = match key {
+                "namespace" => object.in_namespace(text),
+                _ => object.named(text),
+            };
+            return Ok(true);
+        }
         "uid" => uid,
         "resourceVersion" => rv,
         _ => return Ok(false),

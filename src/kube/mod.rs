@@ -6,6 +6,7 @@ pub mod error;
 pub mod fields;
 pub mod guard;
 pub mod idn;
+pub mod key;
 pub mod names;
 pub mod path;
 pub mod proxy;

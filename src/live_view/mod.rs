@@ -139,9 +139,9 @@ pub fn row(model: &ModelView, deployment: Option<&DeploymentView>, events: Vec<E
     });
     let str_of = |f: &Option<String>| f.as_deref().map(bounded).unwrap_or_default();
     Row {
-        key: format!("{}/{}", model.namespace, model.name),
-        namespace: model.namespace.clone(),
-        name: model.name.clone(),
+        key: format!("{}/{}", model.namespace(), model.name()),
+        namespace: model.namespace().to_string(),
+        name: model.name().to_string(),
         family: text(&spec["family"]),
         tier: text(&spec["tier"]),
         desired: text(&spec["version"]),
@@ -400,9 +400,9 @@ struct Recent {
 
 impl RecentEvents {
     /// The Event `id` (its object's name) written or bumped for the model
-    /// `namespace/name`.
-    pub fn record(&self, namespace: &str, name: &str, id: &str, e: RecordedEvent) {
-        let key = ObjectKey::new(namespace, name);
+    /// of `key` (kept: a copy of the model's own key shares its text).
+    pub fn record(&self, key: &ObjectKey, id: &str, e: RecordedEvent) {
+        let key = key.clone();
         let mut r = lock(&self.0);
         if !r.by_model.contains_key(&key) {
             r.order.push_back(key.clone());
@@ -442,7 +442,7 @@ impl RecentEvents {
             last: last.to_string(),
             message: text(&ev["message"]),
         };
-        self.record(ns, name, id, row.seen());
+        self.record(&ObjectKey::new(ns, name), id, row.seen());
     }
 
     pub fn of(&self, namespace: &str, name: &str) -> Vec<EventRow> {

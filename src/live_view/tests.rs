@@ -84,7 +84,7 @@ fn user_strings_are_bounded_and_stripped_of_control_characters() {
 
 #[test]
 fn changes_are_the_rows_that_differ_and_the_keys_that_went() {
-    let one = |m: &ModelView| (format!("team-a/{}", m.name), row(m, None, vec![]));
+    let one = |m: &ModelView| (format!("team-a/{}", m.name()), row(m, None, vec![]));
     let old: BTreeMap<_, _> = [
         one(&model("a", "Ready", "v1")),
         one(&model("b", "Ready", "v1")),
@@ -123,7 +123,7 @@ fn recent_events_keep_every_event_object_newest_first_and_few() {
         ("m-started-2", "RolloutStarted", 1),
         ("m-succeeded-1", "RolloutSucceeded", 2),
     ] {
-        r.record("ns", "m", id, event(reason, count).seen());
+        r.record(&ObjectKey::new("ns", "m"), id, event(reason, count).seen());
     }
     let got: Vec<(String, i64)> = r
         .of("ns", "m")
@@ -140,8 +140,7 @@ fn recent_events_keep_every_event_object_newest_first_and_few() {
     );
     for i in 0..20 {
         r.record(
-            "ns",
-            "m",
+            &ObjectKey::new("ns", "m"),
             &format!("e{i}"),
             event("RolloutStarted", i).seen(),
         );
@@ -169,7 +168,7 @@ fn a_recorded_event_reads_back_whole_with_its_control_characters_escaped() {
         message: "line\0one\nline two".into(),
         ..event("RolloutFailed", 7)
     };
-    r.record("ns", "m", "m-failed", e.seen());
+    r.record(&ObjectKey::new("ns", "m"), "m-failed", e.seen());
     let got = r.of("ns", "m");
     let want = EventRow {
         message: "line\\0one\\nline two".into(),
@@ -286,7 +285,11 @@ fn nothing_is_rebuilt_or_sent_while_no_cache_changes() {
     }
     assert_eq!(looks.load(SeqCst), 1, "the caches did not change");
     // An Event recorded for the model: one look, one message.
-    recent.record("team-a", "a", "a-ok", event("RolloutSucceeded", 1).seen());
+    recent.record(
+        &ObjectKey::new("team-a", "a"),
+        "a-ok",
+        event("RolloutSucceeded", 1).seen(),
+    );
     hub.publish();
     hub.publish();
     assert_eq!(looks.load(SeqCst), 2);

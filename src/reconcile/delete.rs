@@ -21,7 +21,7 @@ fn cleanup_spec(m: &ModelView) -> Option<DesiredSpec> {
         return Some(s.clone());
     }
     let st = m.status();
-    let stored = st.retained_specs(&m.name);
+    let stored = st.retained_specs(m.name());
     let applied = st.applied_spec_hash.as_deref();
     stored
         .iter()
@@ -82,10 +82,10 @@ impl Cleanup<'_> {
             .obs
             .deployments
             .iter()
-            .find(|d| d.name == s.target.name)
+            .find(|d| d.name() == s.target.name)
         {
             if judge::deployment_foreign(d, &owner) && !judge::deployment_owned_by(d, &owner) {
-                let why = format!("Deployment {} belongs to another OpenMedModel", d.name);
+                let why = format!("Deployment {} belongs to another OpenMedModel", d.name());
                 self.skipped.push(why);
             }
         }
@@ -96,14 +96,14 @@ impl Cleanup<'_> {
             .iter()
             .filter(|d| judge::deployment_owned_by(d, &owner));
         for d in owned {
-            let container = if d.name == s.target.name {
+            let container = if d.name() == s.target.name {
                 d.container(&s.target.container_name)
                     .map(|c| c.name.clone())
             } else {
                 patches::pointed_container(d).map(|c| c.name.clone())
             };
             self.plan.writes.push(Write::PatchDeployment {
-                name: d.name.clone(),
+                name: d.name().to_string(),
                 body: match &container {
                     Some(c) => patches::deployment_decommission(Some(c)),
                     None => patches::deployment_unclaim(),
@@ -111,9 +111,9 @@ impl Cleanup<'_> {
                 sets_target: false,
             });
             if let Some(c) = container {
-                blanked.push((d.name.clone(), c));
+                blanked.push((d.name().to_string(), c));
             }
-            let done = format!("model pointer removed from Deployment {}", d.name);
+            let done = format!("model pointer removed from Deployment {}", d.name());
             self.removed.push(done);
         }
         blanked
@@ -128,7 +128,7 @@ impl Cleanup<'_> {
                 d.containers.iter().any(|c| {
                     let blank = blanked
                         .iter()
-                        .any(|(dn, cn)| *dn == d.name && *cn == c.name);
+                        .any(|(dn, cn)| *dn == d.name() && *cn == c.name);
                     !blank
                         && c.preload
                             .as_ref()
@@ -138,19 +138,23 @@ impl Cleanup<'_> {
             })
         };
         for cm in self.obs.config_maps {
-            let named = cm.name == s.manifest_config_map_name;
+            let named = cm.name() == s.manifest_config_map_name;
             let ours = judge::cm_fully_ours(cm, self.obs.model);
-            if ours && !still_read(&cm.name) {
+            if ours && !still_read(cm.name()) {
                 self.plan.writes.push(Write::DeleteConfigMap {
-                    name: cm.name.clone(),
+                    name: cm.name().to_string(),
                     uid: cm.uid.clone(),
                 });
-                self.removed.push(format!("ConfigMap {} deleted", cm.name));
+                self.removed
+                    .push(format!("ConfigMap {} deleted", cm.name()));
             } else if named && !ours {
-                let why = format!("ConfigMap {} is not owned by this resource", cm.name);
+                let why = format!("ConfigMap {} is not owned by this resource", cm.name());
                 self.skipped.push(why);
             } else if named {
-                let why = format!("ConfigMap {} is still read by a Deployment; kept", cm.name);
+                let why = format!(
+                    "ConfigMap {} is still read by a Deployment; kept",
+                    cm.name()
+                );
                 self.skipped.push(why);
             }
         }

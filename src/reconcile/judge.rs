@@ -165,7 +165,7 @@ pub fn cm_needs_patch(cm: &ConfigMapView, s: &DesiredSpec, m: &ModelView) -> boo
         r.uid == m.uid
             && r.controller
             && r.block_owner_deletion
-            && r.name == m.name
+            && r.name == m.name()
             && r.kind == crate::model::KIND
     });
     !cm_content_matches(cm, s)

@@ -11,6 +11,6 @@ pub(super) const NO_ROLLBACK: &str = "no rollback requested";
 pub(super) fn paused_message(d: &DeploymentView, version: &str) -> String {
     format!(
         "Deployment {} is paused; the rollout of {version} waits for `kubectl rollout resume deployment/{}`",
-        d.name, d.name
+        d.name(), d.name()
     )
 }

@@ -19,7 +19,7 @@ pub fn owner_reference(m: &ModelView) -> OwnerRef {
     OwnerRef {
         api_version: API_VERSION.into(),
         kind: KIND.into(),
-        name: m.name.clone(),
+        name: m.name().to_string(),
         uid: m.uid.clone(),
         controller: true,
         block_owner_deletion: true,
@@ -44,7 +44,7 @@ pub fn config_map_create(m: &ModelView, s: &DesiredSpec) -> Value {
         "kind": "ConfigMap",
         "metadata": {
             "name": s.manifest_config_map_name,
-            "namespace": m.namespace,
+            "namespace": m.namespace(),
             "labels": labels,
             "annotations": annotations,
             "ownerReferences": [owner_reference(m).to_json()],
@@ -232,8 +232,8 @@ pub fn event<'a>(
         involved_object: InvolvedObject {
             api_version: API_VERSION,
             kind: KIND,
-            name: &m.name,
-            namespace: &m.namespace,
+            name: m.name(),
+            namespace: m.namespace(),
             uid: &m.uid,
         },
         kind: "Event",
@@ -241,7 +241,7 @@ pub fn event<'a>(
         message,
         metadata: EventMeta {
             name,
-            namespace: &m.namespace,
+            namespace: m.namespace(),
         },
         reason: reason.as_str(),
         reporting_component: COMPONENT,

@@ -44,10 +44,10 @@ pub struct TargetPolicy {
 
 impl<'a> Observed<'a> {
     pub(super) fn deployment(&self, name: &str) -> Option<&'a DeploymentView> {
-        self.deployments.iter().find(|d| d.name == name)
+        self.deployments.iter().find(|d| d.name() == name)
     }
     pub(super) fn config_map(&self, name: &str) -> Option<&'a ConfigMapView> {
-        self.config_maps.iter().find(|c| c.name == name)
+        self.config_maps.iter().find(|c| c.name() == name)
     }
 }
 
@@ -69,7 +69,7 @@ pub fn note_autoscaled(m: &ModelView, ds: &mut [DeploymentView]) {
     let Ok(s) = m.desired() else {
         return;
     };
-    for d in ds.iter_mut().filter(|d| d.name == s.target.name) {
+    for d in ds.iter_mut().filter(|d| d.name() == s.target.name) {
         d.autoscaler
             .get_or_insert_with(|| format!("annotation {AUTOSCALED_ANNOTATION}"));
     }

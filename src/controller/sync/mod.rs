@@ -137,7 +137,7 @@ impl Reconciler {
                 Action::Done(outcome) => return Ok(outcome),
                 Action::Replan(Replan::Conflict(e)) => last = Some(e),
                 Action::Replan(Replan::UnknownConfigMap(cm)) => {
-                    known.retain(|c| c.name != cm.name);
+                    known.retain(|c| c.name() != cm.name());
                     known.push(*cm);
                 }
                 Action::Replan(Replan::CachesBehind) => {}

@@ -43,7 +43,7 @@ impl ApiReads for Api<'_> {
     fn deployment(&self, ns: &str, name: &str) -> Result<Option<DeploymentView>, Error> {
         let path = ResourcePath::object(DEPLOYMENTS, Some(ns), name)?;
         match self.0.get_as::<DeploymentView>(&path) {
-            Ok(d) if d.name.is_empty() => Ok(None),
+            Ok(d) if d.name().is_empty() => Ok(None),
             Ok(d) => Ok(Some(d)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
@@ -163,7 +163,7 @@ impl<'a, A: ApiReads> Observer<'a, A> {
         extra_cms: &[ConfigMapView],
     ) -> Result<Observation, Error> {
         let model = &seen;
-        let ns = model.namespace.as_str();
+        let ns = model.namespace();
         let owner = model.qualified_name();
         // Read first: it parses the status, which the lookups then read
         // rather than parse a part of it again.
@@ -176,7 +176,7 @@ impl<'a, A: ApiReads> Observer<'a, A> {
             }
         }
         let claimed = self.reads.deployments_of(&owner, |d| {
-            d.namespace == ns && !deployments.iter().any(|x| x.name == d.name)
+            d.namespace() == ns && !deployments.iter().any(|x| x.name() == d.name())
         });
         deployments.extend(claimed);
         let mut config_maps: Vec<ConfigMapView> = Vec::new();
@@ -184,12 +184,12 @@ impl<'a, A: ApiReads> Observer<'a, A> {
             config_maps.extend(self.reads.config_map(&ObjectKey::new(ns, n)));
         }
         for cm in extra_cms {
-            if !config_maps.iter().any(|c| c.name == cm.name) {
+            if !config_maps.iter().any(|c| c.name() == cm.name()) {
                 config_maps.push(cm.clone());
             }
         }
         let extra = self.reads.config_maps_of(&owner, |c| {
-            c.namespace == ns && !config_maps.iter().any(|x| x.name == c.name)
+            c.namespace() == ns && !config_maps.iter().any(|x| x.name() == c.name())
         });
         config_maps.extend(extra);
         let mut grounds = if extra_cms.is_empty() {
@@ -200,13 +200,13 @@ impl<'a, A: ApiReads> Observer<'a, A> {
         if conflict {
             grounds = Grounds::ForeignConfigMap;
             for name in &l.config_maps {
-                if !config_maps.iter().any(|c| &c.name == name) {
+                if !config_maps.iter().any(|c| c.name() == name) {
                     config_maps.extend(self.api.config_map(ns, name)?);
                 }
             }
         }
         for d in deployments.iter_mut() {
-            d.autoscaler = self.reads.autoscaler_of(ns, &d.name);
+            d.autoscaler = self.reads.autoscaler_of(ns, d.name());
         }
         note_autoscaled(model, &mut deployments);
         let (orphans, read) = self.orphans(&owner, &deployments)?;
@@ -287,13 +287,13 @@ pub(super) fn confirm_targets(
     model: &ModelView,
     seen: &[DeploymentView],
 ) -> Result<bool, Error> {
-    let ns = model.namespace.as_str();
+    let ns = model.namespace();
     let mut changed = false;
     for name in lookups(model).deployments {
         let path = ResourcePath::object(DEPLOYMENTS, Some(ns), &name)?;
-        let was = seen.iter().find(|d| d.name == name);
+        let was = seen.iter().find(|d| d.name() == name);
         match client.get_as::<DeploymentView>(&path) {
-            Ok(d) if d.name.is_empty() => continue,
+            Ok(d) if d.name().is_empty() => continue,
             Ok(d) => {
                 if was.is_none_or(|w| w.resource_version != d.resource_version) {
                     caches.remember_deployment(d, true);
@@ -320,7 +320,7 @@ pub(super) fn read_config_map(
 ) -> Result<Option<ConfigMapView>, Error> {
     let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
     match client.get_as::<ConfigMapView>(&path) {
-        Ok(cm) => Ok(Some(cm).filter(|cm| !cm.name.is_empty())),
+        Ok(cm) => Ok(Some(cm).filter(|cm| !cm.name().is_empty())),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }

@@ -64,8 +64,11 @@ impl<'a> Writer<'a> {
         model: &'a ModelView,
         now: &'a str,
     ) -> Result<Writer<'a>, Error> {
-        let model_path =
-            ResourcePath::object(crate::model::RESOURCE, Some(&model.namespace), &model.name)?;
+        let model_path = ResourcePath::object(
+            crate::model::RESOURCE,
+            Some(model.namespace()),
+            model.name(),
+        )?;
         Ok(Writer {
             reconciler,
             model,
@@ -79,7 +82,7 @@ impl<'a> Writer<'a> {
     /// the caches (which hold only ours) did not know: plan again with it.
     fn create_cm(&self, body: &Value) -> Result<Option<ConfigMapView>, Failed> {
         let name = body["metadata"]["name"].as_str().unwrap_or("");
-        let ns = self.model.namespace.as_str();
+        let ns = self.model.namespace();
         match self
             .reconciler
             .client
@@ -100,7 +103,7 @@ impl<'a> Writer<'a> {
     }
 
     fn delete_cm(&self, name: &str, uid: &str) -> Result<(), Failed> {
-        let ns = self.model.namespace.as_str();
+        let ns = self.model.namespace();
         let path = ResourcePath::object(CONFIG_MAPS, Some(ns), name)?;
         let pre = Preconditions {
             uid: Some(uid.to_string()),
@@ -152,12 +155,8 @@ impl<'a> Writer<'a> {
                     last: now,
                     message,
                 };
-                self.reconciler.recent.record(
-                    &self.model.namespace,
-                    &self.model.name,
-                    &event_name,
-                    event,
-                );
+                let model = self.model.key();
+                self.reconciler.recent.record(&model, &event_name, event);
                 Ok(())
             }
             Err(e) => {
@@ -251,7 +250,7 @@ impl Cluster for Writer<'_> {
     }
 
     fn patch_config_map(&mut self, name: &str, body: &Value) -> Result<(), Failed> {
-        let path = ResourcePath::object(CONFIG_MAPS, Some(&self.model.namespace), name)?;
+        let path = ResourcePath::object(CONFIG_MAPS, Some(self.model.namespace()), name)?;
         let resp = self
             .reconciler
             .client
@@ -263,7 +262,7 @@ impl Cluster for Writer<'_> {
     }
 
     fn patch_deployment(&mut self, name: &str, body: &Value) -> Result<i64, Failed> {
-        let path = ResourcePath::object(DEPLOYMENTS, Some(&self.model.namespace), name)?;
+        let path = ResourcePath::object(DEPLOYMENTS, Some(self.model.namespace()), name)?;
         let resp: DeploymentView = self
             .reconciler
             .client

@@ -305,7 +305,7 @@ mod tests {
         let all = variants(&full_deployment());
         assert!(all.len() > 1000, "{}", all.len());
         for v in &all {
-            let typed = decoded::<DeploymentView>(v).filter(|d| !d.name.is_empty());
+            let typed = decoded::<DeploymentView>(v).filter(|d| !d.name().is_empty());
             assert_eq!(typed, DeploymentView::from_json(v), "{v}");
         }
         for not_an_object in [json!([]), json!("x"), json!(null)] {
@@ -318,7 +318,7 @@ mod tests {
         let all = variants(&full_config_map());
         assert!(all.len() > 200, "{}", all.len());
         for v in &all {
-            let typed = decoded::<ConfigMapView>(v).filter(|c| !c.name.is_empty());
+            let typed = decoded::<ConfigMapView>(v).filter(|c| !c.name().is_empty());
             assert_eq!(typed, ConfigMapView::from_json(v), "{v}");
         }
     }
@@ -357,7 +357,7 @@ mod tests {
         d["spec"]["template"]["metadata"]["annotations"]["big"] =
             json!({"deep": [[1], {"a": null}]});
         let typed: DeploymentView = decoded(&d).unwrap();
-        assert_eq!(typed.name, "s\u{e9}\"vc\n");
+        assert_eq!(typed.name(), "s\u{e9}\"vc\n");
         let preload = typed.containers[1].preload.as_ref().unwrap();
         assert_eq!(preload.config_map_ref, Some(("m\\u".into(), "K".into())));
         assert_eq!(Some(typed), DeploymentView::from_json(&d));

@@ -3,6 +3,7 @@
 //! objects (no managedFields, no unrelated fields), and the core judges them.
 //! Parsing is lenient: a field of the wrong shape reads as absent.
 
+use crate::kube::key::ObjectKey;
 use crate::model::{
     AUTOSCALED_ANNOTATION, CLAIM_LABEL, MANAGED_BY_LABEL, MANIFEST_KEY, OWNER_ANNOTATION,
     PRELOAD_ENV, ROLLBACK_ANNOTATION,
@@ -95,8 +96,8 @@ pub struct DeployCondition {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeploymentView {
-    pub namespace: String,
-    pub name: String,
+    /// Namespace and name, the one allocation the caches key it by.
+    key: ObjectKey,
     pub uid: String,
     pub resource_version: String,
     pub generation: i64,
@@ -135,10 +136,7 @@ pub struct DeploymentView {
 
 impl DeploymentView {
     pub fn from_json(v: &Value) -> Option<DeploymentView> {
-        let name = meta_str(v, "name");
-        if name.is_empty() {
-            return None;
-        }
+        let key = ObjectKey::of(v).filter(|k| !k.name().is_empty())?;
         let spec = &v["spec"];
         let tmpl_ann = &spec["template"]["metadata"]["annotations"];
         let containers = spec["template"]["spec"]["containers"]
@@ -168,8 +166,7 @@ impl DeploymentView {
         let st = &v["status"];
         let n = |k: &str| st[k].as_i64().unwrap_or(0);
         Some(DeploymentView {
-            namespace: meta_str(v, "namespace"),
-            name,
+            key,
             uid: meta_str(v, "uid"),
             resource_version: meta_str(v, "resourceVersion"),
             generation: v["metadata"]["generation"].as_i64().unwrap_or(0),
@@ -211,6 +208,19 @@ impl DeploymentView {
         })
     }
 
+    pub fn namespace(&self) -> &str {
+        self.key.namespace()
+    }
+
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+
+    /// Its key in the caches: a copy of the one it holds.
+    pub fn key(&self) -> ObjectKey {
+        self.key.clone()
+    }
+
     pub fn container(&self, name: &str) -> Option<&ContainerView> {
         self.containers.iter().find(|c| c.name == name)
     }
@@ -237,8 +247,8 @@ impl OwnerRef {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConfigMapView {
-    pub namespace: String,
-    pub name: String,
+    /// Namespace and name, the one allocation the caches key it by.
+    key: ObjectKey,
     pub uid: String,
     pub resource_version: String,
     pub owner: Option<String>,
@@ -251,14 +261,10 @@ pub struct ConfigMapView {
 
 impl ConfigMapView {
     pub fn from_json(v: &Value) -> Option<ConfigMapView> {
-        let name = meta_str(v, "name");
-        if name.is_empty() {
-            return None;
-        }
+        let key = ObjectKey::of(v).filter(|k| !k.name().is_empty())?;
         let labels = &v["metadata"]["labels"];
         Some(ConfigMapView {
-            namespace: meta_str(v, "namespace"),
-            name,
+            key,
             uid: meta_str(v, "uid"),
             resource_version: meta_str(v, "resourceVersion"),
             owner: annotation(v, OWNER_ANNOTATION),
@@ -284,6 +290,19 @@ impl ConfigMapView {
             manifest: s(&v["data"][MANIFEST_KEY]),
             preload: s(&v["data"][PRELOAD_ENV]),
         })
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.key.namespace()
+    }
+
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+
+    /// Its key in the caches: a copy of the one it holds.
+    pub fn key(&self) -> ObjectKey {
+        self.key.clone()
     }
 
     /// A controller ownerReference pointing at `uid`.

@@ -4,6 +4,7 @@
 
 use super::{annotation, meta_str};
 use crate::foreign::bounded;
+use crate::kube::key::ObjectKey;
 use crate::memory::pack::{pack, unpack, Dictionary};
 use crate::model::status::{ModelStatus, OwedEvent, Phase, MAX_ROLLBACK_TARGET};
 use crate::model::{DesiredSpec, SpecError, AUTOSCALED_ANNOTATION, ROLLBACK_ANNOTATION};
@@ -25,8 +26,8 @@ pub struct ModelView {
 /// What a [`ModelView`] holds.
 #[derive(Debug, Default, PartialEq)]
 pub struct ModelData {
-    pub namespace: String,
-    pub name: String,
+    /// Namespace and name, the one allocation the caches key it by.
+    pub(super) key: ObjectKey,
     pub uid: String,
     pub generation: i64,
     pub resource_version: String,
@@ -45,11 +46,24 @@ pub struct ModelData {
 }
 
 impl ModelData {
+    pub fn namespace(&self) -> &str {
+        self.key.namespace()
+    }
+
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+
+    /// Its key in the caches: a copy of the one it holds.
+    pub fn key(&self) -> ObjectKey {
+        self.key.clone()
+    }
+
     /// The view of a model decoded straight from its text
     /// ([`super::decode`]); none without a name and a namespace, as
     /// [`ModelView::from_decoded`] gives none.
     pub fn view(mut self) -> Option<ModelView> {
-        if self.name.is_empty() || self.namespace.is_empty() {
+        if self.name().is_empty() || self.namespace().is_empty() {
             return None;
         }
         if let Some(a) = self.rollback_to.take() {
@@ -286,13 +300,13 @@ impl ModelView {
     /// lookups, the plan and the autoscaler note all ask, through several
     /// copies. Once for the copies of one text and name ([`ParsedParts`]).
     pub fn desired(&self) -> Result<&DesiredSpec, &SpecError> {
-        let validate = || crate::model::validate(&self.name, self.spec());
+        let validate = || crate::model::validate(self.name(), self.spec());
         let (name, shared) = self
             .parts()
             .spec
             .desired
-            .get_or_init(|| (self.name.clone(), validate()));
-        if *name == self.name {
+            .get_or_init(|| (self.name().to_string(), validate()));
+        if *name == self.name() {
             return shared.as_ref();
         }
         self.desired.get(|| Box::new(validate())).as_ref().as_ref()
@@ -328,8 +342,8 @@ impl ModelView {
         let (name, shared) = self
             .parts()
             .retained
-            .get_or_init(|| (self.name.clone(), self.read_retained_specs()));
-        if *name == self.name {
+            .get_or_init(|| (self.name().to_string(), self.read_retained_specs()));
+        if *name == self.name() {
             return shared.clone();
         }
         self.read_retained_specs()
@@ -338,7 +352,7 @@ impl ModelView {
     /// [`ModelView::retained_specs`], read and validated.
     fn read_retained_specs(&self) -> Vec<DesiredSpec> {
         if let Some(st) = self.parts().status.get() {
-            return st.retained_specs(&self.name);
+            return st.retained_specs(self.name());
         }
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -357,7 +371,7 @@ impl ModelView {
         ]
         .iter()
         .flatten()
-        .filter_map(|v| DesiredSpec::from_snapshot(&self.name, v))
+        .filter_map(|v| DesiredSpec::from_snapshot(self.name(), v))
         .collect()
     }
 
@@ -388,21 +402,19 @@ impl ModelView {
 
     /// `<namespace>/<name>`: the value of the owner annotation.
     pub fn qualified_name(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        self.key.as_str().to_string()
     }
 }
 
 impl ModelData {
     /// The metadata; spec, status and phase are left empty.
     fn from_meta(v: &Value) -> Option<ModelData> {
-        let name = meta_str(v, "name");
-        let namespace = meta_str(v, "namespace");
-        if name.is_empty() || namespace.is_empty() {
+        let key = ObjectKey::of(v)?;
+        if key.name().is_empty() || key.namespace().is_empty() {
             return None;
         }
         Some(ModelData {
-            name,
-            namespace,
+            key,
             uid: meta_str(v, "uid"),
             generation: v["metadata"]["generation"].as_i64().unwrap_or(0),
             resource_version: meta_str(v, "resourceVersion"),

@@ -18,27 +18,27 @@ pub(super) fn blocked(p: &Pass<'_>, s: &DesiredSpec) -> Option<Block> {
     };
     if d.container(&s.target.container_name).is_none() {
         return Some(Block::ContainerNotFound(
-            d.name.clone(),
+            d.name().to_string(),
             s.target.container_name.clone(),
             d.containers.iter().map(|c| c.name.clone()).collect(),
         ));
     }
     if let Some(other) = foreign_owner(p, d) {
-        return Some(Block::TargetConflict(d.name.clone(), other));
+        return Some(Block::TargetConflict(d.name().to_string(), other));
     }
     if let Some(own) = not_opted_in(p, d) {
-        return Some(Block::TargetNotOptedIn(d.name.clone(), own));
+        return Some(Block::TargetNotOptedIn(d.name().to_string(), own));
     }
     let deadline = s.rollout.progress_deadline_seconds;
     if d.min_ready_seconds >= deadline {
         let why = format!(
             "Deployment {}/{} has minReadySeconds {}, which must be less than progressDeadlineSeconds {deadline}: the API server would refuse the patch",
-            d.namespace, d.name, d.min_ready_seconds
+            d.namespace(), d.name(), d.min_ready_seconds
         );
         return Some(Block::Refused(RefusedWrite::Deployment, why));
     }
     match p.obs.config_map(&s.manifest_config_map_name) {
-        Some(cm) if !cm_ours(cm, p.m) => Some(Block::ConfigMapConflict(cm.name.clone())),
+        Some(cm) if !cm_ours(cm, p.m) => Some(Block::ConfigMapConflict(cm.name().to_string())),
         _ => None,
     }
 }
@@ -52,7 +52,7 @@ fn not_opted_in(p: &Pass<'_>, d: &DeploymentView) -> Option<bool> {
     let own = policy
         .own
         .as_ref()
-        .is_some_and(|(ns, name)| *ns == d.namespace && *name == d.name);
+        .is_some_and(|(ns, name)| *ns == d.namespace() && *name == d.name());
     let ours = d.owner.as_deref() == Some(p.owner.as_str());
     if own {
         Some(true)
@@ -77,7 +77,7 @@ fn foreign_owner(p: &Pass<'_>, d: &DeploymentView) -> Option<String> {
 pub(super) fn report_block(p: &mut Pass<'_>, b: Block) {
     p.kept = None;
     let (reason, event) = b.reason();
-    let msg = b.message(&p.m.namespace);
+    let msg = b.message(p.m.namespace());
     let phase = if matches!(b, Block::TargetNotFound(_) | Block::TargetNotOptedIn(..)) {
         Phase::Pending
     } else {

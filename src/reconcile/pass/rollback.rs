@@ -103,7 +103,7 @@ fn rollback_failed_conds(p: &mut Pass<'_>, r_version: &str, deployment: &str) {
 
 /// Step 12 (and 9.23): watch a rollback through, judged on every pass.
 pub(super) fn monitor_rollback<'a>(p: &mut Pass<'a>, desired: &DesiredSpec) -> Option<Next<'a>> {
-    let Some(r) = spec_of(&p.plan.base.rollback_spec, &p.m.name) else {
+    let Some(r) = spec_of(&p.plan.base.rollback_spec, p.m.name()) else {
         // A rollback with no readable rollbackSpec cannot be watched:
         // go back to the desired spec.
         return Some(Next::StartRollout(Reason::InitialRollout));
@@ -219,7 +219,7 @@ pub(super) fn manual<'a>(
     let base = &p.plan.base;
     let retained = [&base.last_successful_spec, &base.previous_successful_spec]
         .into_iter()
-        .filter_map(|v| spec_of(v, &p.m.name))
+        .filter_map(|v| spec_of(v, p.m.name()))
         .find(|s| s.version == target);
     match retained {
         None => reject_rollback(p, target, request),

@@ -107,7 +107,7 @@ fn rollout_failed<'a>(
     if !ours || d.paused || !template || !judge::failed(d, gen) {
         return Flow::Continue;
     }
-    if base.phase == Some(Phase::Ready) || has_served(&base, hash, &p.m.name) {
+    if base.phase == Some(Phase::Ready) || has_served(&base, hash, p.m.name()) {
         return Flow::Then(Next::TargetDegraded(d));
     }
     p.event(
@@ -117,7 +117,7 @@ fn rollout_failed<'a>(
             s.version, s.target.name
         ),
     );
-    match spec_of(&base.last_successful_spec, &p.m.name) {
+    match spec_of(&base.last_successful_spec, p.m.name()) {
         Some(l) if s.rollout.rollback_on_failure && blocked(p, &l).is_none() => {
             Flow::Then(Next::AutomaticRollback(l))
         }
@@ -315,7 +315,7 @@ pub(super) fn target_degraded(p: &mut Pass<'_>, d: &DeploymentView) {
         .unwrap_or_else(|| "a failure".to_string());
     let msg = format!(
         "Deployment {} reports {why}; nothing of ours is rolling out, so nothing is rolled back",
-        d.name
+        d.name()
     );
     p.plan.new.phase = Some(Phase::Failed);
     let rolled_back = p.plan.base.rollback_spec.is_some();

@@ -17,7 +17,7 @@ pub(super) fn apply(p: &mut Pass<'_>, s: &DesiredSpec) {
         }),
         Some(cm) if judge::cm_needs_patch(cm, s, p.m) => {
             p.plan.writes.push(Write::PatchConfigMap {
-                name: cm.name.clone(),
+                name: cm.name().to_string(),
                 body: patches::config_map_patch(p.m, s, cm),
             })
         }
@@ -34,7 +34,7 @@ pub(super) fn apply(p: &mut Pass<'_>, s: &DesiredSpec) {
             EventReason::TargetAdopted,
             format!(
                 "Deployment {} named OpenMedModel {orphan}, which no longer exists; adopted",
-                d.name
+                d.name()
             ),
         );
     }
@@ -83,10 +83,10 @@ pub(super) fn claim_if_needed(p: &mut Pass<'_>, d: &DeploymentView) {
         .plan
         .writes
         .iter()
-        .any(|w| matches!(w, Write::PatchDeployment { name, .. } if *name == d.name));
+        .any(|w| matches!(w, Write::PatchDeployment { name, .. } if *name == d.name()));
     if !writes_it && !d.claimed && d.owner.as_deref() == Some(p.owner.as_str()) {
         p.plan.writes.push(Write::PatchDeployment {
-            name: d.name.clone(),
+            name: d.name().to_string(),
             body: patches::deployment_claim(),
             sets_target: false,
         });
@@ -104,25 +104,25 @@ pub(super) fn release_others(p: &mut Pass<'_>) {
         .obs
         .deployments
         .iter()
-        .filter(|d| d.name != keep_d && judge::deployment_owned_by(d, &p.owner))
+        .filter(|d| d.name() != keep_d && judge::deployment_owned_by(d, &p.owner))
         .collect();
     for d in &stale {
         p.plan.writes.push(Write::PatchDeployment {
-            name: d.name.clone(),
+            name: d.name().to_string(),
             body: patches::deployment_release(d),
             sets_target: false,
         });
         p.plan.push_event(
             EventReason::TargetReleased,
-            format!("Deployment {} is no longer the target; released", d.name),
+            format!("Deployment {} is no longer the target; released", d.name()),
         );
     }
     // Whether a Deployment will still point at `cm` after this pass: not
     // the kept one (it points at `keep_cm` once applied), not a released one.
     let referenced = |cm: &str| {
         p.obs.deployments.iter().any(|d| {
-            d.name != keep_d
-                && !stale.iter().any(|s| s.name == d.name)
+            d.name() != keep_d
+                && !stale.iter().any(|s| s.name() == d.name())
                 && d.containers.iter().any(|c| {
                     c.preload
                         .as_ref()
@@ -135,10 +135,10 @@ pub(super) fn release_others(p: &mut Pass<'_>) {
         .obs
         .config_maps
         .iter()
-        .filter(|c| c.name != keep_cm && judge::cm_fully_ours(c, p.m))
-        .filter(|c| !referenced(&c.name))
+        .filter(|c| c.name() != keep_cm && judge::cm_fully_ours(c, p.m))
+        .filter(|c| !referenced(c.name()))
         .map(|c| Write::DeleteConfigMap {
-            name: c.name.clone(),
+            name: c.name().to_string(),
             uid: c.uid.clone(),
         })
         .collect();
