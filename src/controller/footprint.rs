@@ -175,7 +175,7 @@ fn what_the_operator_holds_for_a_model() {
         ("model view", 950, model_views),
         (
             "Deployment views, claimed and metadata",
-            1400,
+            1350,
             deployment_views,
         ),
         ("ConfigMap view", 1000, config_map_views),
