@@ -9,10 +9,12 @@
 //! gives blocks back to musl as before, so what is kept stays bounded.
 //! A thread's blocks go back to musl when it ends.
 //!
-//! Blocks are asked of musl as whole classes (16-byte steps up to
-//! [`MAX_SMALL`], 16-byte aligned), so every block of a class is
-//! interchangeable whichever thread asked for it. Larger or more strictly
-//! aligned requests go straight to musl.
+//! Blocks are asked of musl as whole classes, so every block of a class is
+//! interchangeable whichever thread asked for it: a class is one of musl's
+//! slot sizes (16-byte steps up to [`MAX_SMALL`]) less the 4 bytes musl
+//! keeps in each slot for its header, so a block fills its slot and no
+//! request takes a slot larger than musl alone would give it. Larger or
+//! more strictly aligned requests go straight to musl.
 //!
 //! Every block handed out and taken back is announced to valgrind's memcheck
 //! in a build with the feature `memcheck` ([`memcheck`]): a handed-out block
@@ -27,11 +29,17 @@ use std::cell::Cell;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The largest request served from the cache.
+/// The largest of musl's slots the cache serves.
 const MAX_SMALL: usize = 1024;
-/// The class step and the alignment every cached block has.
+/// The class step and the alignment every cached block has: mallocng's
+/// unit, on which it places every block it hands out.
 const STEP: usize = 16;
 const CLASSES: usize = MAX_SMALL / STEP;
+/// The bytes of each slot mallocng keeps for its in-band header: a block
+/// of `16k - 4` bytes fills a `16k`-byte slot, one of 16k bytes takes the
+/// next (16 bytes a block more: a fifth of the steady heap,
+/// docs/performance.md, memory per resource).
+const HEADER: usize = 4;
 /// The bytes of freed blocks one thread keeps at most.
 const KEEP_BYTES: usize = 128 * 1024;
 
@@ -72,17 +80,24 @@ pub struct Cached;
 
 /// The class of a request served from the cache, if it is one.
 fn class_of(layout: Layout) -> Option<usize> {
-    (layout.size() <= MAX_SMALL && layout.align() <= STEP)
-        .then(|| layout.size().max(1).div_ceil(STEP) - 1)
+    (layout.size() <= MAX_SMALL - HEADER && layout.align() <= STEP)
+        .then(|| (layout.size().max(1) + HEADER - 1) / STEP)
+}
+
+/// The bytes of every block of `class`.
+const fn class_bytes(class: usize) -> usize {
+    (class + 1) * STEP - HEADER
 }
 
 /// The bytes of the link a kept block's first word holds.
 const LINK: usize = std::mem::size_of::<*mut u8>();
 
-/// The layout every block of `class` is asked of musl with.
+/// The layout every block of `class` is asked of musl with: aligned to 4
+/// only, so that it is a plain `malloc` (musl places it on 16 bytes all the
+/// same), never the aligned path a 12-byte block aligned to 16 would take.
 fn class_layout(class: usize) -> Layout {
-    // (class + 1) * STEP is a non-zero multiple of the alignment.
-    unsafe { Layout::from_size_align_unchecked((class + 1) * STEP, STEP) }
+    // class_bytes is a non-zero multiple of 4.
+    unsafe { Layout::from_size_align_unchecked(class_bytes(class), HEADER) }
 }
 
 /// The pthread key whose destructor hands an ending thread's blocks back
@@ -192,8 +207,8 @@ unsafe impl GlobalAlloc for Cached {
             memcheck::defined(p, LINK);
             // SAFETY: a kept block's first word links the next one.
             kept.heads[class].set(unsafe { *(p as *mut *mut u8) });
-            kept.bytes.set(kept.bytes.get() - (class + 1) * STEP);
-            kept_changed(-(((class + 1) * STEP) as isize));
+            kept.bytes.set(kept.bytes.get() - class_bytes(class));
+            kept_changed(-(class_bytes(class) as isize));
             p
         });
         let p = match kept {
@@ -213,14 +228,14 @@ unsafe impl GlobalAlloc for Cached {
             memcheck::defined(ptr, layout.size());
             return System.dealloc(ptr, layout);
         };
-        let size = (class + 1) * STEP;
+        let size = class_bytes(class);
         let kept = KEPT.try_with(|kept| {
             if kept.bytes.get() + size > KEEP_BYTES || kept.state.get() == ThreadCache::Ended {
                 return false;
             }
             on_exit(kept);
             memcheck::defined(ptr, LINK);
-            // SAFETY: the block is at least 16 bytes and 16-byte aligned,
+            // SAFETY: the block is at least 12 bytes and 16-byte aligned,
             // and no longer the caller's: its first word may link the list.
             unsafe { *(ptr as *mut *mut u8) = kept.heads[class].get() };
             memcheck::no_access(ptr, LINK);
@@ -279,14 +294,18 @@ mod tests {
     fn classes_cover_every_small_request_and_no_other() {
         let l = |size, align| Layout::from_size_align(size, align).unwrap();
         assert_eq!(class_of(l(1, 1)), Some(0));
-        assert_eq!(class_of(l(16, 8)), Some(0));
-        assert_eq!(class_of(l(17, 8)), Some(1));
-        assert_eq!(class_of(l(MAX_SMALL, 16)), Some(CLASSES - 1));
-        assert_eq!(class_of(l(MAX_SMALL + 1, 8)), None);
+        assert_eq!(class_of(l(12, 8)), Some(0));
+        assert_eq!(class_of(l(13, 8)), Some(1));
+        assert_eq!(class_of(l(MAX_SMALL - HEADER, 16)), Some(CLASSES - 1));
+        assert_eq!(class_of(l(MAX_SMALL - HEADER + 1, 8)), None);
         assert_eq!(class_of(l(64, 32)), None);
-        for size in 1..=MAX_SMALL {
+        for size in 1..=MAX_SMALL - HEADER {
             let c = class_of(l(size, 8)).unwrap();
-            assert!(class_layout(c).size() >= size && class_layout(c).size() < size + STEP);
+            let block = class_layout(c).size();
+            assert!(block >= size && block < size + STEP, "{size}: {block}");
+            // It fills one of musl's slots: 16-byte steps, 4 bytes of
+            // header.
+            assert_eq!((block + HEADER) % STEP, 0, "{size}: {block}");
         }
     }
 
@@ -327,7 +346,12 @@ mod tests {
             let p = a.alloc(l);
             assert!(!p.is_null());
             a.dealloc(p, l);
-            assert_eq!(KEPT.with(|k| k.bytes.get()), 64, "kept again after a trim");
+            let block = class_layout(class_of(l).unwrap()).size();
+            assert_eq!(
+                KEPT.with(|k| k.bytes.get()),
+                block,
+                "kept again after a trim"
+            );
         }
     }
 
@@ -360,7 +384,7 @@ mod tests {
             unsafe {
                 let p = a.alloc(l);
                 a.dealloc(p, l);
-                assert_eq!(KEPT.with(|k| k.bytes.get()), 112, "the block is kept");
+                assert_eq!(KEPT.with(|k| k.bytes.get()), 108, "the block is kept");
                 assert!(KEPT.with(|k| k.state.get() == ThreadCache::Hooked));
                 // What the exit hook does when the thread ends.
                 release_all(null_mut());

@@ -7,11 +7,11 @@
 //! Worker threads allocate, grow and shrink blocks with `realloc` across
 //! the cache's small/large line, and hand blocks to one another to free;
 //! short-lived threads allocate blocks, hand them over and end while the
-//! blocks live on. Sizes and alignments cross every class boundary. Each
-//! block holds a pattern of its own: it is checked before the block is
-//! freed or resized, and after every free each block the thread holds is
-//! checked whole, so a block handed out twice, or written after its free,
-//! shows as a wrong byte.
+//! blocks live on. Sizes and alignments cross every class boundary; every
+//! block is aligned as asked. Each block holds a pattern of its own: it is
+//! checked before the block is freed or resized, and after every free each
+//! block the thread holds is checked whole, so a block handed out twice,
+//! or written after its free, shows as a wrong byte.
 //!
 //! `alloc-stress [STEPS] [SEED]`; `alloc-stress --use-after-free` writes to
 //! a block after its free, for memcheck to find (the proof that it sees
@@ -38,8 +38,10 @@ static CHECKED: AtomicUsize = AtomicUsize::new(0);
 /// Workers still taking steps (a bit each): blocks go only to them, so
 /// that none pile up in the inbox of one that waits for the others.
 static STEPPING: AtomicUsize = AtomicUsize::new(0);
-/// The cache's largest small block (src/memory/cache.rs, `MAX_SMALL`).
+/// The largest of musl's slots the cache serves, and the header musl keeps
+/// in each (src/memory/cache.rs, `MAX_SMALL`, `HEADER`).
 const MAX_SMALL: usize = 1024;
+const HEADER: usize = 4;
 
 /// A block and the pattern it holds.
 struct Block {
@@ -64,13 +66,15 @@ impl Rng {
         (self.next() % n as u64) as usize
     }
 
-    /// A size next to a class boundary (a multiple of 16 and ±1), up to
-    /// past the small/large line, now and then a large one.
+    /// A size next to a class boundary (the cache's, 4 bytes short of a
+    /// multiple of 16, or the multiple itself, and ±1), up to past the
+    /// small/large line, now and then a large one.
     fn size(&mut self) -> usize {
+        let short = [HEADER, 0][self.below(2)];
         match self.below(8) {
             0 => 1 + self.below(8 * 1024),
-            1 => MAX_SMALL - 1 + self.below(3),
-            _ => (16 * (1 + self.below(MAX_SMALL / 16)) + self.below(3))
+            1 => MAX_SMALL - short - 1 + self.below(3),
+            _ => (16 * (1 + self.below(MAX_SMALL / 16)) - short + self.below(3))
                 .saturating_sub(1)
                 .max(1),
         }
@@ -91,6 +95,7 @@ impl Block {
         // SAFETY: the layout's size is not zero.
         let ptr = unsafe { alloc(layout) };
         assert!(!ptr.is_null(), "out of memory for {layout:?}");
+        assert_eq!(ptr as usize % layout.align(), 0, "{layout:?} at {ptr:?}");
         LIVE.fetch_add(1, Relaxed);
         TAKEN.fetch_add(1, Relaxed);
         let mut block = Block {
@@ -151,6 +156,11 @@ impl Block {
         // to the alignment, far from overflow.
         let p = unsafe { realloc(self.ptr as *mut u8, self.layout, size) };
         assert!(!p.is_null(), "realloc to {size} failed");
+        assert_eq!(
+            p as usize % self.layout.align(),
+            0,
+            "realloc to {size} at {p:?}"
+        );
         RESIZED.fetch_add(1, Relaxed);
         let kept = self.layout.size().min(size);
         self.ptr = p as usize;
