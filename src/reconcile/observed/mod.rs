@@ -61,6 +61,29 @@ fn word_of(v: &Value) -> Word {
     word(v.as_str().unwrap_or(""))
 }
 
+/// Where a view's object lives, read from the one key it holds (shared
+/// with the caches): its namespace, its name, and a copy of the key.
+macro_rules! keyed_view {
+    ($($view:ty),*) => {$(
+        impl $view {
+            pub fn namespace(&self) -> &str {
+                self.key.namespace()
+            }
+
+            pub fn name(&self) -> &str {
+                self.key.name()
+            }
+
+            /// Its key in the caches: a copy of the one it holds.
+            pub fn key(&self) -> ObjectKey {
+                self.key.clone()
+            }
+        }
+    )*};
+}
+pub(crate) use keyed_view;
+keyed_view!(DeploymentView, ConfigMapView);
+
 fn meta_str(obj: &Value, key: &str) -> String {
     obj["metadata"][key].as_str().unwrap_or("").to_string()
 }
@@ -208,19 +231,6 @@ impl DeploymentView {
         })
     }
 
-    pub fn namespace(&self) -> &str {
-        self.key.namespace()
-    }
-
-    pub fn name(&self) -> &str {
-        self.key.name()
-    }
-
-    /// Its key in the caches: a copy of the one it holds.
-    pub fn key(&self) -> ObjectKey {
-        self.key.clone()
-    }
-
     pub fn container(&self, name: &str) -> Option<&ContainerView> {
         self.containers.iter().find(|c| c.name == name)
     }
@@ -290,19 +300,6 @@ impl ConfigMapView {
             manifest: s(&v["data"][MANIFEST_KEY]),
             preload: s(&v["data"][PRELOAD_ENV]),
         })
-    }
-
-    pub fn namespace(&self) -> &str {
-        self.key.namespace()
-    }
-
-    pub fn name(&self) -> &str {
-        self.key.name()
-    }
-
-    /// Its key in the caches: a copy of the one it holds.
-    pub fn key(&self) -> ObjectKey {
-        self.key.clone()
     }
 
     /// A controller ownerReference pointing at `uid`.

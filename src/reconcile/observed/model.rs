@@ -45,20 +45,9 @@ pub struct ModelData {
     pub(super) status: Option<RawJson>,
 }
 
+super::keyed_view!(ModelData);
+
 impl ModelData {
-    pub fn namespace(&self) -> &str {
-        self.key.namespace()
-    }
-
-    pub fn name(&self) -> &str {
-        self.key.name()
-    }
-
-    /// Its key in the caches: a copy of the one it holds.
-    pub fn key(&self) -> ObjectKey {
-        self.key.clone()
-    }
-
     /// The view of a model decoded straight from its text
     /// ([`super::decode`]); none without a name and a namespace, as
     /// [`ModelView::from_decoded`] gives none.
