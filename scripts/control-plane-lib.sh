@@ -274,6 +274,17 @@ cp_running() {
   [[ $(head -c 4096 "/proc/$pid/cmdline" 2>/dev/null | tr '\0' '\n' | head -1) == $(head -1 "$CP_DIR/$1.args") ]]
 }
 
+# cp_alive COMPONENT: the process recorded for it is there and no zombie,
+# whatever its command line reads (cp_start records $! before the exec, and a
+# read of /proc/PID/cmdline can come back short while the process starts).
+cp_alive() {
+  local pid state
+  pid=$(cat "$CP_DIR/$1.pid" 2>/dev/null) || return 1
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [[ -n $state && $state != Z ]]
+}
+
 # cp_stop COMPONENT: stop one component, its state kept; SIGKILL after 10 s.
 cp_stop() {
   local c=$1 pid end
@@ -414,7 +425,7 @@ cp_wait() {
     local c
     for c in "${CP_COMPONENTS[@]}"; do
       if [[ -s $CP_DIR/$c.args && ! -s $CP_DIR/$c.pid ]]; then continue; fi
-      [[ ! -s $CP_DIR/$c.pid ]] || cp_running "$c" || {
+      [[ ! -s $CP_DIR/$c.pid ]] || cp_running "$c" || cp_alive "$c" || {
         cp_logs >&2
         die "$c exited while waiting for $what (logs kept in $CP_DIR)"
       }
