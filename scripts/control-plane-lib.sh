@@ -275,8 +275,9 @@ cp_running() {
 }
 
 # cp_alive COMPONENT: the process recorded for it is there and no zombie,
-# whatever its command line reads (cp_start records $! before the exec, and a
-# read of /proc/PID/cmdline can come back short while the process starts).
+# whatever its command line reads: what a wait checks of the processes `up`
+# has just started (cp_running's command-line check, for a pid recorded
+# earlier, once read wrong for a running etcd).
 cp_alive() {
   local pid state
   pid=$(cat "$CP_DIR/$1.pid" 2>/dev/null) || return 1
@@ -425,7 +426,7 @@ cp_wait() {
     local c
     for c in "${CP_COMPONENTS[@]}"; do
       if [[ -s $CP_DIR/$c.args && ! -s $CP_DIR/$c.pid ]]; then continue; fi
-      [[ ! -s $CP_DIR/$c.pid ]] || cp_running "$c" || cp_alive "$c" || {
+      [[ ! -s $CP_DIR/$c.pid ]] || cp_alive "$c" || {
         cp_logs >&2
         die "$c exited while waiting for $what (logs kept in $CP_DIR)"
       }
