@@ -47,6 +47,33 @@ struct Inner<K> {
     getters: usize,
 }
 
+/// The room a drained queue keeps in each table: a burst (a cold start, a
+/// resync, an outage's retries) grows them to its size, and what it left
+/// would otherwise stay for as long as the process lives (docs/performance.md,
+/// memory per resource).
+const KEPT_ROOM: usize = 256;
+
+impl<K: Eq + Hash> Inner<K> {
+    /// Give back what a burst left in the tables that are empty now.
+    fn shrink_empty(&mut self) {
+        if self.queued.is_empty() {
+            self.queue.shrink_to(KEPT_ROOM);
+            self.queued.shrink_to(KEPT_ROOM);
+            self.resyncs.shrink_to(KEPT_ROOM);
+            self.resynced.shrink_to(KEPT_ROOM);
+        }
+        if self.failures.is_empty() {
+            self.failures.shrink_to(KEPT_ROOM);
+        }
+        if self.waiting.is_empty() {
+            // Every entry left in `delayed` is stale (see the invariants).
+            self.delayed.clear();
+            self.delayed.shrink_to(KEPT_ROOM);
+            self.waiting.shrink_to(KEPT_ROOM);
+        }
+    }
+}
+
 /// Called when a key becomes ready and more keys are ready than threads
 /// wait for them.
 pub type OnShort = Box<dyn Fn() + Send + Sync>;
@@ -252,6 +279,7 @@ impl<K: Clone + Eq + Hash + Ord> WorkQueue<K> {
                 inner.processing.insert(k.clone());
                 return Some(k);
             }
+            inner.shrink_empty();
             if now >= deadline {
                 return None;
             }
@@ -442,6 +470,38 @@ mod tests {
         q.resync(a.clone());
         q.done(&a);
         assert_eq!(q.get(Duration::ZERO).as_deref(), Some("a"));
+    }
+
+    /// A burst of 5,000 keys, handled: the tables it grew give their room
+    /// back once the queue is drained, in both lanes and in the failures.
+    #[test]
+    fn a_drained_queue_gives_back_the_room_of_a_burst() {
+        let (q, clock) = q();
+        for i in 0..5000 {
+            q.add(format!("k{i}"));
+            q.resync(format!("r{i}"));
+        }
+        while let Some(k) = q.get(Duration::ZERO) {
+            q.add_rate_limited(k.clone(), None);
+            q.done(&k);
+        }
+        assert_eq!(q.waiting(), 10_000);
+        clock.advance(Duration::from_secs(1));
+        while let Some(k) = q.get(Duration::ZERO) {
+            q.forget(&k);
+            q.done(&k);
+        }
+        let inner = lock(&q.inner);
+        let rooms = [
+            inner.delayed.capacity(),
+            inner.waiting.capacity(),
+            inner.queue.capacity(),
+            inner.queued.capacity(),
+            inner.resyncs.capacity(),
+            inner.resynced.capacity(),
+            inner.failures.capacity(),
+        ];
+        assert!(rooms.iter().all(|r| *r <= 2 * KEPT_ROOM), "{rooms:?}");
     }
 
     #[test]
