@@ -70,7 +70,10 @@ fn contains_ignore_case(s: &str, key: &str) -> bool {
 
 fn find_ignore_case(s: &str, key: &str, from: usize) -> Option<usize> {
     let (h, k) = (s.as_bytes(), key.as_bytes());
-    (from..=h.len().checked_sub(k.len())?).find(|&i| h[i..i + k.len()].eq_ignore_ascii_case(k))
+    // Every log line is searched: the first byte is checked alone first.
+    let first = k.first()?.to_ascii_lowercase();
+    (from..=h.len().checked_sub(k.len())?)
+        .find(|&i| h[i].to_ascii_lowercase() == first && h[i..i + k.len()].eq_ignore_ascii_case(k))
 }
 
 /// Replace the value that follows each `key` (after separators such as

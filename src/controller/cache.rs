@@ -6,7 +6,7 @@ use crate::kube::fields::{self, fill, Decode, Filled};
 use crate::kube::shape::Shape;
 use crate::lock::lock;
 use crate::model::CLAIM_LABEL;
-use crate::reconcile::observed::ModelData;
+use crate::reconcile::observed::{ModelData, ModelObject};
 use crate::reconcile::{ConfigMapView, DeploymentView, ModelView};
 use crate::runtime::{Item, ObjectKey, Versioned};
 use serde::de::{Deserializer, Error as _};
@@ -79,6 +79,19 @@ macro_rules! item {
     )*};
 }
 item!(DeploymentView, ConfigMapView, ModelData);
+
+/// A model as decoded is the item of its metadata.
+impl Item for ModelObject {
+    fn key(&self) -> Option<ObjectKey> {
+        Item::key(&**self)
+    }
+    fn version(&self) -> Option<&str> {
+        Item::version(&**self)
+    }
+    fn uid(&self) -> &str {
+        Item::uid(&**self)
+    }
+}
 
 /// What the operator keeps of a HorizontalPodAutoscaler: the Deployment it
 /// scales, if it scales one.

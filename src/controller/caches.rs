@@ -8,7 +8,7 @@
 //! answers of the operator's own writes.
 
 use super::cache::{AutoscalerView, Fetched, MetaView};
-use crate::reconcile::{ConfigMapView, DeploymentView, ModelData, ModelView};
+use crate::reconcile::{ConfigMapView, DeploymentView, ModelObject, ModelView};
 use crate::runtime::store::Stamp;
 use crate::runtime::{ObjectKey, Reader, Store, StoreWriter, Versioned};
 
@@ -174,7 +174,14 @@ impl Caches {
 
     /// A model as a write or a read answered, decoded straight into its
     /// view; its resourceVersion.
-    pub fn remember_model(&self, m: ModelData) -> Option<String> {
+    pub fn remember_model(&self, m: ModelObject) -> Option<String> {
+        if self
+            .models
+            .holds(&m.key(), &m.uid, Some(&m.resource_version))
+        {
+            // Its watch event came first: that view is held already.
+            return Some(m.resource_version.clone());
+        }
         let m = m.view()?;
         let rv = m.resource_version.clone();
         self.models.put_if_newer(m.key(), m);

@@ -13,7 +13,7 @@ use super::index::TargetIndex;
 use crate::kube::fields::tests::decoded;
 use crate::live_view::{RecentEvents, RecordedEvent};
 use crate::memory::count::thread_live;
-use crate::reconcile::{ConfigMapView, DeploymentView, Lookups, ModelData};
+use crate::reconcile::{ConfigMapView, DeploymentView, Lookups, ModelObject};
 use crate::runtime::ObjectKey;
 use serde_json::{json, Value};
 
@@ -136,7 +136,7 @@ fn what_the_operator_holds_for_a_model() {
         .collect();
     let model_views = held(|| {
         for t in &texts {
-            caches.remember_model(decoded::<ModelData>(&t[0]).unwrap());
+            caches.remember_model(decoded::<ModelObject>(&t[0]).unwrap());
         }
     });
     let deployment_views = held(|| {

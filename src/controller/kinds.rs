@@ -10,7 +10,7 @@ use crate::kube::fields::Decode;
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS};
 use crate::kube::ResourceType;
 use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
-use crate::reconcile::observed::ModelData;
+use crate::reconcile::observed::ModelObject;
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::reflector::OnChange;
@@ -75,7 +75,7 @@ pub struct Models;
 
 impl WatchedKind for Models {
     type View = ModelView;
-    type Object = ModelData;
+    type Object = ModelObject;
     const WATCH: Watch = Watch {
         resource: "openmedmodels",
         kind: crate::model::RESOURCE,
@@ -84,7 +84,7 @@ impl WatchedKind for Models {
         sharded: true,
     };
 
-    fn view(o: ModelData) -> Option<ModelView> {
+    fn view(o: ModelObject) -> Option<ModelView> {
         o.view()
     }
 

@@ -99,8 +99,38 @@ pub fn digest(v: &Value) -> String {
     digest_text(&canonical_json(v))
 }
 
-/// [`digest`] of text that is canonical JSON already.
+/// How many of its latest digests each thread keeps: a pass hashes the
+/// same few specs several times, and models mostly share a manifest
+/// (docs/performance.md, where the instructions go).
+const RECENT_DIGESTS: usize = 8;
+
+type Recent = std::collections::VecDeque<(Box<str>, Box<str>)>;
+
+thread_local! {
+    static RECENT: std::cell::RefCell<Recent> = const {
+        std::cell::RefCell::new(std::collections::VecDeque::new())
+    };
+}
+
+/// [`digest`] of text that is canonical JSON already. The text is the key
+/// of the thread's recent digests, so a hit is exact.
 pub fn digest_text(canonical: &str) -> String {
+    let recent = |r: &std::cell::RefCell<Recent>| {
+        let mut r = r.try_borrow_mut().ok()?;
+        if let Some((_, d)) = r.iter().find(|(t, _)| &**t == canonical) {
+            return Some(d.to_string());
+        }
+        let d = digest_now(canonical);
+        if r.len() >= RECENT_DIGESTS {
+            r.pop_back();
+        }
+        r.push_front((canonical.into(), d.as_str().into()));
+        Some(d)
+    };
+    (RECENT.try_with(recent).ok().flatten()).unwrap_or_else(|| digest_now(canonical))
+}
+
+fn digest_now(canonical: &str) -> String {
     let mut s = String::with_capacity(71);
     s.push_str("sha256:");
     s.push_str(&sha256_hex(canonical.as_bytes()));
@@ -219,6 +249,20 @@ mod tests {
     fn control_characters_escape_as_python_does() {
         let v = json!({"a": "\r\t\u{08}\u{0c}\u{01}"});
         assert_eq!(canonical_json(&v), r#"{"a":"\r\t\b\f\u0001"}"#);
+    }
+
+    /// The thread's recent digests answer only for their own text: twenty
+    /// texts asked in turn, each again after the others moved it out.
+    #[test]
+    fn recent_digests_answer_only_for_their_own_text() {
+        let texts: Vec<String> = (0..20).map(|i| format!("{{\"n\":{i}}}")).collect();
+        for round in 0..3 {
+            for i in 0..20 {
+                let t = &texts[(i * 7 + round) % 20];
+                assert_eq!(digest_text(t), digest_now(t));
+                assert_eq!(digest_text(t), digest_now(t), "asked again at once");
+            }
+        }
     }
 
     #[test]

@@ -15,6 +15,6 @@ pub mod plan;
 
 pub use block::RefusedWrite;
 pub use execute::{execute, Cluster, Executed};
-pub use observed::{ConfigMapView, DeploymentView, ModelData, ModelView};
+pub use observed::{ConfigMapView, DeploymentView, ModelData, ModelObject, ModelView};
 pub use pass::{decide, plan_refused};
 pub use plan::{lookups, note_autoscaled, EventSpec, Lookups, Observed, Plan, TargetPolicy, Write};

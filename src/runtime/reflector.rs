@@ -248,7 +248,11 @@ where
             match ev {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
                     remember_rv(&o, rv);
-                    if let Some(k) = o.key() {
+                    // An echo of our own write is not made a view again.
+                    let fresh = o
+                        .key()
+                        .filter(|k| !self.store.holds(k, o.uid(), o.version()));
+                    if let Some(k) = fresh {
                         if let Some(v) = (self.parse)(o) {
                             self.feed(Event::Applied(k, v));
                         }

@@ -173,6 +173,19 @@ struct Shared<V> {
 }
 
 impl<V: Versioned> Shared<V> {
+    /// Whether the store holds this incarnation at this resourceVersion: an
+    /// object that would change nothing here (one version is one state of
+    /// an object), so it need not be made a view. The watch's echo of our
+    /// own write and the write's answer arrive in either order.
+    fn holds(&self, k: &ObjectKey, uid: &str, version: Option<&str>) -> bool {
+        let Some(version) = version.filter(|v| !v.is_empty()) else {
+            return false;
+        };
+        let items = self.read();
+        let held = items.map.get(k).map(|e| &e.view);
+        held.is_some_and(|v| !uid.is_empty() && v.uid() == uid && v.resource_version() == version)
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Items<V>> {
         self.items.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -383,6 +396,12 @@ impl<V: Clone + Versioned> Store<V> {
         }
     }
 
+    /// Whether the store holds this incarnation at this version already
+    /// ([`Shared::holds`]): a write's answer its watch echoed first.
+    pub fn holds(&self, k: &ObjectKey, uid: &str, version: Option<&str>) -> bool {
+        self.shared().holds(k, uid, version)
+    }
+
     /// The response to our own write: kept only if newer than the cache,
     /// so the next pass sees our write even before its watch event.
     pub fn put_if_newer(&self, k: ObjectKey, v: V) -> bool {
@@ -420,6 +439,12 @@ pub struct StoreWriter<V> {
 }
 
 impl<V: Clone + PartialEq + Versioned> StoreWriter<V> {
+    /// Whether the store holds this incarnation at this version already
+    /// ([`Shared::holds`]): a watch's echo of what a write's answer put here.
+    pub fn holds(&self, k: &ObjectKey, uid: &str, version: Option<&str>) -> bool {
+        self.shared.holds(k, uid, version)
+    }
+
     /// Apply one event and say what changed: the loop that feeds it only
     /// lists, watches and backs off.
     pub fn apply(&self, ev: Event<V>) -> Vec<Change<V>> {

@@ -10,7 +10,7 @@ use crate::controller::caches::{CacheRead, Caches, Recorder};
 use crate::kube::path::{CONFIG_MAPS, DEPLOYMENTS};
 use crate::kube::{Client, Error, ResourcePath};
 use crate::reconcile::{
-    lookups, note_autoscaled, ConfigMapView, DeploymentView, ModelData, ModelView, Observed,
+    lookups, note_autoscaled, ConfigMapView, DeploymentView, ModelObject, ModelView, Observed,
     TargetPolicy,
 };
 use crate::runtime::ObjectKey;
@@ -265,7 +265,7 @@ pub(super) fn refresh_model(
     key: &ObjectKey,
 ) -> Result<(), Error> {
     let path = ResourcePath::object(crate::model::RESOURCE, Some(key.namespace()), key.name())?;
-    match client.get_as::<ModelData>(&path) {
+    match client.get_as::<ModelObject>(&path) {
         Ok(m) => {
             caches.remember_model(m);
             Ok(())

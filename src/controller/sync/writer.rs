@@ -9,7 +9,7 @@ use crate::kube::{Error, PatchType, Preconditions, ResourcePath, Retry};
 use crate::outcome::Outcome;
 use crate::reconcile::patches::StatusPatch;
 use crate::reconcile::{
-    execute, patches, Cluster, ConfigMapView, DeploymentView, EventSpec, Executed, ModelData,
+    execute, patches, Cluster, ConfigMapView, DeploymentView, EventSpec, Executed, ModelObject,
     ModelView, Plan, RefusedWrite,
 };
 use crate::runtime::ObjectKey;
@@ -217,7 +217,7 @@ impl Cluster for Writer<'_> {
         finalizers: &[String],
     ) -> Result<Option<String>, Failed> {
         let body = patches::finalizers_patch(rv, finalizers);
-        let resp: ModelData = self.reconciler.client.patch_as(
+        let resp: ModelObject = self.reconciler.client.patch_as(
             &self.model_path,
             PatchType::Merge,
             &body,

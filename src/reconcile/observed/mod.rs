@@ -94,7 +94,7 @@ fn annotation(obj: &Value, key: &str) -> Option<String> {
 
 mod decode;
 mod model;
-pub use model::{ModelData, ModelView};
+pub use model::{ModelData, ModelObject, ModelView};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvView {

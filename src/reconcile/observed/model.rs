@@ -47,6 +47,37 @@ pub struct ModelData {
 
 super::keyed_view!(ModelData);
 
+/// An OpenMedModel as a list, a watch event or an answer carries it
+/// ([`super::decode`]): its metadata decoded, its spec and status as their
+/// text, packed only when it becomes a view. A watch's echo of the
+/// operator's own write never does (the cache holds that version already),
+/// and a pack is the dearest step of a decode (docs/performance.md).
+#[derive(Debug, Default)]
+pub struct ModelObject {
+    pub(super) data: ModelData,
+    pub(super) spec: Option<Box<str>>,
+    pub(super) status: Option<Box<str>>,
+}
+
+impl std::ops::Deref for ModelObject {
+    type Target = ModelData;
+    fn deref(&self) -> &ModelData {
+        &self.data
+    }
+}
+
+impl ModelObject {
+    /// Its view, the texts packed and the phase read: as
+    /// [`ModelData::view`].
+    pub fn view(self) -> Option<ModelView> {
+        let mut data = self.data;
+        data.phase = self.status.as_deref().and_then(phase_of_text);
+        data.spec = self.spec.as_deref().and_then(RawJson::from_text);
+        data.status = self.status.as_deref().and_then(RawJson::from_text);
+        data.view()
+    }
+}
+
 impl ModelData {
     /// The view of a model decoded straight from its text
     /// ([`super::decode`]); none without a name and a namespace, as
@@ -241,7 +272,7 @@ fn recent_parts(spec: Option<&RawJson>, status: Option<&RawJson>) -> std::sync::
 }
 
 /// `status.phase` of a status kept as text, read without a tree.
-pub(super) fn phase_of_text(status: &str) -> Option<Phase> {
+fn phase_of_text(status: &str) -> Option<Phase> {
     #[derive(serde::Deserialize)]
     struct PhaseOnly<'a> {
         #[serde(borrow, default)]

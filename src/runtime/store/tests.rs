@@ -273,3 +273,28 @@ fn stamps_move_only_with_what_changed() {
     assert_eq!(s.index_stamp("Failed"), None);
     assert_eq!(s.stamp(&k("a", "y")), None);
 }
+
+/// A watch's echo of our own write and the write's answer (the same
+/// incarnation at the same resourceVersion), whichever comes second, are
+/// known held, so neither is made a view again; anything else is not.
+#[test]
+fn the_echo_of_a_write_is_known_held() {
+    let s: Store<Obj> = Store::default();
+    let w = s.writer();
+    w.put(k("a", "e"), model("u0", 1, "40", "Ready")).unwrap();
+    assert!(s.holds(&k("a", "e"), "u0", Some("40")), "the echo came first");
+    assert!(s.put_if_newer(k("a", "m"), model("u1", 2, "41", "Ready")));
+    assert!(w.holds(&k("a", "m"), "u1", Some("41")), "the answer came first");
+    assert!(!w.holds(&k("a", "m"), "u1", Some("42")), "a newer version");
+    assert!(
+        !w.holds(&k("a", "m"), "u2", Some("41")),
+        "another incarnation"
+    );
+    assert!(!w.holds(&k("a", "n"), "u1", Some("41")), "another object");
+    assert!(!w.holds(&k("a", "m"), "u1", None), "no version");
+    assert!(!w.holds(&k("a", "m"), "", Some("41")), "no uid");
+    // A view without its uid is never taken for the echo.
+    let p: Store<Plain> = Store::default();
+    p.writer().put(k("a", "m"), mv("41")).unwrap();
+    assert!(!p.writer().holds(&k("a", "m"), "u1", Some("41")));
+}
