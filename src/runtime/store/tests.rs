@@ -282,9 +282,15 @@ fn the_echo_of_a_write_is_known_held() {
     let s: Store<Obj> = Store::default();
     let w = s.writer();
     w.put(k("a", "e"), model("u0", 1, "40", "Ready")).unwrap();
-    assert!(s.holds(&k("a", "e"), "u0", Some("40")), "the echo came first");
+    assert!(
+        s.holds(&k("a", "e"), "u0", Some("40")),
+        "the echo came first"
+    );
     assert!(s.put_if_newer(k("a", "m"), model("u1", 2, "41", "Ready")));
-    assert!(w.holds(&k("a", "m"), "u1", Some("41")), "the answer came first");
+    assert!(
+        w.holds(&k("a", "m"), "u1", Some("41")),
+        "the answer came first"
+    );
     assert!(!w.holds(&k("a", "m"), "u1", Some("42")), "a newer version");
     assert!(
         !w.holds(&k("a", "m"), "u2", Some("41")),
