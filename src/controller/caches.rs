@@ -172,8 +172,9 @@ impl Caches {
         }
     }
 
-    /// A model as a write or a read answered, decoded straight into its
-    /// view; its resourceVersion.
+    /// A model as a write or a read answered, made its view unless the
+    /// store holds that version already (its watch echo came first); its
+    /// resourceVersion.
     pub fn remember_model(&self, m: ModelObject) -> Option<String> {
         if self
             .models
