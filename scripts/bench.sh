@@ -9,7 +9,8 @@
 # change -> Deployment patch p50/p99, requests per resource, and the load.
 # --rounds N runs the contestants N times in alternating order and prints
 # each column's median and spread; the instructions to converge are counted
-# under valgrind's callgrind at 100 models (--instructions N; 0 for none).
+# under valgrind's callgrind at 100 models (--instructions N; 0 for none),
+# and with --syscalls N the system calls by kind under perf stat.
 # Budgets are not asserted.
 #   scripts/bench.sh                                   # 1,000 and 10,000
 #   scripts/bench.sh --resources 1000 --rounds 3 --peer /tmp/peer-target/release/peer-kube-rs --peer-args "--trim --concurrency 16"
@@ -27,7 +28,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO"
 
 sizes=()
-bin="" args="" glibc=0 count=1 cluster=sim rounds=1 instructions=100
+bin="" args="" glibc=0 count=1 cluster=sim rounds=1 instructions=100 syscalls=0
 peer="" peer_args=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -44,7 +45,8 @@ while [[ $# -gt 0 ]]; do
     --cluster) cluster="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --instructions) instructions="$2"; shift 2 ;;
-    *) die "unknown argument $1 (--resources N, --bin PATH, --glibc, --no-count, --peer PATH, --peer-args ARGS, --args FLAGS, --idle-seconds S, --plain, --latency-ms MS, --cluster sim|real, --rounds N, --instructions N)" ;;
+    --syscalls) syscalls="$2"; shift 2 ;;
+    *) die "unknown argument $1 (--resources N, --bin PATH, --glibc, --no-count, --peer PATH, --peer-args ARGS, --args FLAGS, --idle-seconds S, --plain, --latency-ms MS, --cluster sim|real, --rounds N, --instructions N, --syscalls N)" ;;
   esac
 done
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(1000 10000)
@@ -87,7 +89,7 @@ info "operator: $bin; $(nproc) cores; sizes: $list; ${OMO_BENCH_PLAIN:+plain HTT
 info "operator flags: ${args:-(defaults)}; peer: ${peer:-(none)} ${peer_args}"
 
 say "Benchmark"
-OMO_BENCH_RESOURCES="$list" OMO_BENCH_ROUNDS="$rounds" OMO_BENCH_INSTRUCTIONS="$instructions" \
+OMO_BENCH_RESOURCES="$list" OMO_BENCH_ROUNDS="$rounds" OMO_BENCH_INSTRUCTIONS="$instructions" OMO_BENCH_SYSCALLS="$syscalls" \
   OMO_OPERATOR_BIN="$bin" OMO_BENCH_LABEL="$label" OMO_BENCH_ARGS="$args" \
   OMO_BENCH_COUNT_BIN="$count_bin" OMO_BENCH_GLIBC_BIN="$glibc_bin" \
   OMO_BENCH_PEER_BIN="$peer" OMO_BENCH_PEER_ARGS="$peer_args" \

@@ -12,9 +12,10 @@ SUDO=()
 # image checks (image.sh: skopeo, umoci, crun) and curl; the live view's
 # browser test (ui-e2e.sh: Debian's Chromium, driven from Node.js); the
 # real control plane's certificates (control-plane.sh: openssl); the
-# allocator's proof and the benchmark's instruction counts (valgrind).
+# allocator's proof and the benchmark's instruction counts (valgrind), and
+# its system-call counts (bench.sh --syscalls: perf).
 packages=(rustc-web cargo-web rust-web-src musl-tools libunwind-14-dev shellcheck file util-linux iproute2
-  skopeo umoci crun curl chromium openssl valgrind)
+  skopeo umoci crun curl chromium openssl valgrind linux-perf)
 command -v npm >/dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do

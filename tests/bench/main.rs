@@ -13,6 +13,8 @@
 //!   order, then the medians (rounds.rs);
 //! - `OMO_BENCH_INSTRUCTIONS`: the size the instructions are counted at
 //!   under callgrind (instructions.rs; default 100, 0 for none);
+//!   `OMO_BENCH_SYSCALLS`: the size the system calls are counted at under
+//!   `perf stat` (default 0, none);
 //! - `OMO_OPERATOR_BIN`: our binary (default the test build), labelled
 //!   `OMO_BENCH_LABEL`; `OMO_BENCH_GLIBC_BIN`: the glibc build;
 //!   `OMO_BENCH_BEFORE_BIN`: an earlier build, for a before/after row;
@@ -727,5 +729,10 @@ fn bench() {
     });
     if instructions > 0 {
         instructions::print(&contestants(), instructions);
+    }
+    let syscalls: usize = env("OMO_BENCH_SYSCALLS")
+        .map_or(0, |n| n.parse().expect("OMO_BENCH_SYSCALLS: a size, or 0"));
+    if syscalls > 0 {
+        instructions::print_syscalls(&contestants(), syscalls);
     }
 }

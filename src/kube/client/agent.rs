@@ -1,6 +1,7 @@
 //! The HTTP agent: its limits, the proxy, and the TLS trust of the CA
 //! file, rebuilt when that file changes.
 
+use super::transport::LeanTcpConnector;
 use super::{Client, ClientConfig, USER_AGENT};
 use crate::kube::error::{Error, Result};
 use crate::kube::proxy::Proxy;
@@ -9,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use ureq::tls::{PemItem, RootCerts, TlsConfig, TlsProvider};
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::NextTimeout;
+use ureq::unversioned::transport::{
+    ConnectProxyConnector, Connector, NextTimeout, RustlsConnector,
+};
 
 pub(super) struct AgentState {
     pub(super) agent: ureq::Agent,
@@ -82,9 +85,17 @@ pub(super) fn build_agent(
     }
     Ok(ureq::Agent::with_parts(
         b.build(),
-        ureq::unversioned::transport::DefaultConnector::new(),
+        connector(),
         KeptResolver::default(),
     ))
+}
+
+/// ureq's chain (a CONNECT proxy, TCP, TLS) with our TCP link
+/// ([`super::transport`]).
+fn connector() -> impl Connector {
+    ().chain(ConnectProxyConnector::default())
+        .chain(LeanTcpConnector)
+        .chain(RustlsConnector::default())
 }
 
 /// How long a resolved host name is used before it is resolved again.

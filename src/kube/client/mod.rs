@@ -11,6 +11,7 @@ mod agent;
 mod list;
 mod pace;
 mod request;
+mod transport;
 mod warnings;
 mod watch;
 
