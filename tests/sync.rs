@@ -84,10 +84,11 @@ impl Fixture {
             .collect();
         self.rc.caches().writers().models.replace(None, items);
         let deployments = self.sim.objects("apps", "deployments", Some(NS));
+        // As the metadata watch lists them: claimed ones left out.
         let metas = deployments
             .iter()
+            .filter(|o| o["metadata"]["labels"]["openmed.ai/managed"] != "true")
             .map(|o| {
-                let claimed = o["metadata"]["labels"]["openmed.ai/managed"] == "true";
                 let rv = o["metadata"]["resourceVersion"]
                     .as_str()
                     .unwrap()
@@ -96,7 +97,6 @@ impl Fixture {
                     key(o),
                     MetaView {
                         resource_version: rv,
-                        claimed,
                     },
                 )
             })

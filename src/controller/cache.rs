@@ -5,7 +5,6 @@
 use crate::kube::fields::{self, fill, Decode, Filled};
 use crate::kube::shape::Shape;
 use crate::lock::lock;
-use crate::model::CLAIM_LABEL;
 use crate::reconcile::observed::{ModelData, ModelObject};
 use crate::reconcile::{ConfigMapView, DeploymentView, ModelView};
 use crate::runtime::{Item, ObjectKey, Versioned};
@@ -125,11 +124,11 @@ impl Versioned for AutoscalerView {
     }
 }
 
-/// What the cheap metadata-only watch keeps of every Deployment.
+/// What the cheap metadata-only watch keeps of every Deployment not
+/// claimed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetaView {
     pub resource_version: String,
-    pub claimed: bool,
 }
 
 impl Versioned for MetaView {
@@ -147,14 +146,12 @@ pub struct DeploymentMeta {
     name: String,
     uid: String,
     resource_version: Option<String>,
-    claimed: bool,
 }
 
 impl DeploymentMeta {
     pub fn view(self) -> Option<MetaView> {
         Some(MetaView {
             resource_version: self.resource_version?,
-            claimed: self.claimed,
         })
     }
 }
@@ -190,13 +187,6 @@ fill!(Meta, DeploymentMeta, |m, map| {
     "name" => m.name = fields::string(map)?.unwrap_or_default(),
     "uid" => m.uid = fields::string(map)?.unwrap_or_default(),
     "resourceVersion" => m.resource_version = fields::string(map)?,
-    "labels" => fields::fill_next(map, Labels(m))?,
-});
-
-fill!(Labels, DeploymentMeta, |m, map| {
-    k if k == CLAIM_LABEL.0 => {
-        m.claimed = fields::Scalar::next(map)?.as_str() == Some(CLAIM_LABEL.1)
-    },
 });
 
 /// Unclaimed Deployments read on demand (not watched in full), each reused
@@ -234,7 +224,7 @@ mod tests {
     use crate::runtime::{Stale, Store};
 
     /// What the metadata watch keeps of a Deployment, read from its
-    /// `Value`: its key, and its resourceVersion and claim label.
+    /// `Value`: its key and its resourceVersion.
     #[test]
     fn deployment_metadata_decoded_from_its_text_reads_as_from_its_value() {
         let d = serde_json::json!({"kind": "PartialObjectMetadata", "metadata": {"name": "d",
@@ -244,12 +234,10 @@ mod tests {
             let from_value = ObjectKey::of(&v).filter(|k| !k.name().is_empty()).map(|k| {
                 let m = &v["metadata"];
                 let rv = m["resourceVersion"].as_str().map(str::to_string);
-                let claimed = m["labels"][CLAIM_LABEL.0] == CLAIM_LABEL.1;
                 (
                     k,
                     rv.map(|r| MetaView {
                         resource_version: r,
-                        claimed,
                     }),
                 )
             });

@@ -220,10 +220,10 @@ impl Caches {
             return;
         }
         let k = d.key();
-        if with_meta {
+        // The metadata watch leaves claimed ones out (`AllDeployments`).
+        if with_meta && !d.claimed {
             let meta = MetaView {
                 resource_version: d.resource_version.clone(),
-                claimed: d.claimed,
             };
             self.deployment_meta.put_if_newer(k.clone(), meta);
         }
@@ -240,6 +240,11 @@ impl Caches {
         self.deployment_meta.remove_object(key, uid);
         self.deployments.remove_object(key, uid);
         self.fetched.remove(key);
+    }
+
+    /// Whether the Deployment at `key` is cached as claimed.
+    pub fn claims(&self, key: &ObjectKey) -> bool {
+        self.deployments.contains(key)
     }
 
     /// The metadata watch saw a Deployment go: its copy read on demand

@@ -173,11 +173,7 @@ fn what_the_operator_holds_for_a_model() {
     // Each part, its budget and what it holds for MODELS models.
     let parts = [
         ("model view", 950, model_views),
-        (
-            "Deployment views, claimed and metadata",
-            1350,
-            deployment_views,
-        ),
+        ("claimed Deployment's view", 1200, deployment_views),
         ("ConfigMap view", 1000, config_map_views),
         ("target index", 300, index_entries),
         ("the live view's recent Events", 350, recent_events),

@@ -13,7 +13,7 @@ use crate::model::{CLAIM_LABEL, MANAGED_BY_LABEL};
 use crate::reconcile::observed::ModelObject;
 use crate::reconcile::{lookups, ConfigMapView, DeploymentView, ModelView};
 use crate::runtime::queue::WorkQueue;
-use crate::runtime::reflector::OnChange;
+use crate::runtime::reflector::{Label, OnChange};
 use crate::runtime::{Change, Item, ObjectKey, StoreWriter, Versioned};
 use serde_json::Value;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ pub struct Watch {
     /// For logs, metrics and health.
     pub resource: &'static str,
     pub kind: ResourceType,
-    pub selector: Option<(&'static str, &'static str)>,
+    pub selector: Option<Label>,
     pub metadata_only: bool,
     /// Narrowed further by `--selector` (the OpenMedModels of this shard).
     pub sharded: bool,
@@ -115,7 +115,7 @@ impl WatchedKind for OurConfigMaps {
     const WATCH: Watch = Watch {
         resource: "configmaps",
         kind: CONFIG_MAPS,
-        selector: Some(MANAGED_BY_LABEL),
+        selector: Some(Label::Is(MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1)),
         metadata_only: false,
         sharded: false,
     };
@@ -143,7 +143,7 @@ impl WatchedKind for ClaimedDeployments {
     const WATCH: Watch = Watch {
         resource: "deployments",
         kind: DEPLOYMENTS,
-        selector: Some(CLAIM_LABEL),
+        selector: Some(Label::Is(CLAIM_LABEL.0, CLAIM_LABEL.1)),
         metadata_only: false,
         sharded: false,
     };
@@ -161,10 +161,10 @@ impl WatchedKind for ClaimedDeployments {
     }
 }
 
-/// Every Deployment in scope, metadata only: a target appearing,
-/// disappearing or changing before it is claimed. Claimed ones are covered
-/// by their own watch; here only appearance, disappearance and changes of
-/// unclaimed ones wake models.
+/// Every Deployment in scope that is not claimed, metadata only: a target
+/// appearing, disappearing or changing before it is claimed. Claimed ones
+/// are their own watch's (above), so a claimed Deployment's changes are
+/// not sent twice: once claimed, it leaves this watch as deleted.
 pub struct AllDeployments;
 
 impl WatchedKind for AllDeployments {
@@ -173,7 +173,7 @@ impl WatchedKind for AllDeployments {
     const WATCH: Watch = Watch {
         resource: "deployments-metadata",
         kind: DEPLOYMENTS,
-        selector: None,
+        selector: Some(Label::IsNot(CLAIM_LABEL.0, CLAIM_LABEL.1)),
         metadata_only: true,
         sharded: false,
     };
@@ -191,12 +191,14 @@ impl WatchedKind for AllDeployments {
         let reconciler = wake.reconciler.clone();
         Arc::new(move |c: Change<MetaView>| {
             if c.new.is_none() {
-                reconciler.caches().forget_fetched(&c.key);
+                let caches = reconciler.caches();
+                caches.forget_fetched(&c.key);
+                // Claimed: now the claimed watch's, which wakes for it.
+                if caches.claims(&c.key) {
+                    return;
+                }
             }
-            let unclaimed = c.new.as_ref().map(|n| !n.claimed).unwrap_or(true);
-            if c.old.is_none() || unclaimed {
-                w(&c.key);
-            }
+            w(&c.key);
         })
     }
 }

@@ -38,6 +38,15 @@ pub struct Common<L> {
     pub reconnect: Policy,
 }
 
+/// A one-term label selector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Label {
+    /// Objects whose label `key` is `value` (`key=value`).
+    Is(&'static str, &'static str),
+    /// All others, those without the label too (`key!=value`).
+    IsNot(&'static str, &'static str),
+}
+
 /// Objects arrive decoded as `O` (a pruned `Value`, or a typed view:
 /// [`crate::kube::fields`]), and `parse` makes them views.
 pub struct Reflector<V, L, O = Value> {
@@ -96,9 +105,12 @@ where
         }
     }
 
-    /// Only objects carrying this label (`key=value`).
-    pub fn selecting(mut self, label: (&str, &str)) -> Self {
-        self.label_selector = Some(format!("{}={}", label.0, label.1));
+    /// Only the objects the selector selects.
+    pub fn selecting(mut self, selector: Label) -> Self {
+        self.label_selector = Some(match selector {
+            Label::Is(k, v) => format!("{k}={v}"),
+            Label::IsNot(k, v) => format!("{k}!={v}"),
+        });
         self
     }
 

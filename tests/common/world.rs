@@ -108,7 +108,7 @@ impl World {
     }
 
     /// What the shell's observer sees: the caches as the watches would
-    /// fill them (the model, every Deployment's metadata, the claimed
+    /// fill them (the model, every unclaimed Deployment's metadata, the claimed
     /// Deployments in full, our ConfigMaps), the rest read from this world
     /// as the API. `known`: ConfigMaps a create found.
     pub fn observe(&self, known: &[ConfigMapView]) -> Box<Observation> {
@@ -123,10 +123,9 @@ impl World {
             .chain(self.others.values())
             .map(|d| DeploymentView::from_json(d).unwrap())
             .collect();
-        let meta = ds.iter().map(|d| {
+        let meta = ds.iter().filter(|d| !d.claimed).map(|d| {
             let v = MetaView {
                 resource_version: d.resource_version.clone(),
-                claimed: d.claimed,
             };
             (d.key(), v)
         });

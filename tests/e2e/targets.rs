@@ -34,6 +34,41 @@ fn a_second_model_on_the_same_deployment_conflicts_then_takes_over() {
     );
 }
 
+/// A claimed Deployment's change reaches the operator once, on the claimed
+/// Deployments' watch: the metadata watch selects
+/// `openmed.ai/managed!=true`, and a Deployment claimed leaves it as
+/// DELETED (upstream `cacheWatcher.convertToWatchEvent`), so the API server
+/// does not send its changes twice.
+#[test]
+fn a_claimed_deployments_change_is_sent_to_the_operator_once() {
+    let (sim, _, _op) = cluster_with(fast(), "sent-once", "svc", &[]);
+    sim.create(model("svc", "svc", V1, 600)).unwrap();
+    wait_serving(&sim, "svc", V1);
+    let (rv, before) = (sim.resource_version(), sim.watch_events("apps/deployments"));
+    let note = json!({"metadata": {"annotations": {"example.com/note": "seen"}}});
+    sim.merge_patch("apps/v1", "Deployment", NS, "svc", &note)
+        .unwrap();
+    // Until the changes it caused (the Deployment controller's status
+    // too) have all been sent: none for 500 ms.
+    let mut last = (before, std::time::Instant::now());
+    let start = std::time::Instant::now();
+    while last.1.elapsed() < Duration::from_millis(500) || last.0 == before {
+        assert!(start.elapsed() < Duration::from_secs(10), "no watch event");
+        std::thread::sleep(Duration::from_millis(20));
+        let now = sim.watch_events("apps/deployments");
+        if now != last.0 {
+            last = (now, std::time::Instant::now());
+        }
+    }
+    let changes = sim.changes_after(rv, "apps/deployments", NS, "svc");
+    assert!(changes >= 1);
+    assert_eq!(
+        last.0 - before,
+        changes as u64,
+        "events for {changes} changes"
+    );
+}
+
 fn owner_of(sim: &Sim, deploy: &str) -> Value {
     let d = sim.object("apps", "deployments", NS, deploy).unwrap();
     d["metadata"]["annotations"]["openmed.ai/model-resource"].clone()

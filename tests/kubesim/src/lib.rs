@@ -358,6 +358,24 @@ impl Sim {
         *lock(&self.shared.stats) = faults::Stats::default();
     }
 
+    /// How many times the object `resource` (`apps/deployments`) `ns/name`
+    /// was stored after resourceVersion `rv`, from the watch history.
+    pub fn changes_after(&self, rv: u64, resource: &str, ns: &str, name: &str) -> usize {
+        let st = lock(&self.shared.store);
+        let events = st.events_after(rv).unwrap_or_default();
+        let of = |e: &&registry::store::HistEvent| {
+            e.res == resource && e.ns == ns && e.obj["metadata"]["name"] == name
+        };
+        events.iter().filter(of).count()
+    }
+
+    /// Watch events (not bookmarks) sent of `resource` (`apps/deployments`)
+    /// since the last [`Sim::reset_stats`], over every watch.
+    pub fn watch_events(&self, resource: &str) -> u64 {
+        let stats = lock(&self.shared.stats);
+        stats.watch_events.get(resource).copied().unwrap_or(0)
+    }
+
     pub fn stats_json(&self) -> Value {
         lock(&self.shared.stats).to_json()
     }

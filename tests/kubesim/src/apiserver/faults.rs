@@ -134,6 +134,9 @@ pub struct Stats {
     pub log: Vec<RequestRecord>,
     /// (verb, resource, code) → count
     pub counts: BTreeMap<(String, String, u16), u64>,
+    /// Watch events sent (not bookmarks), by resource (`apps/deployments`),
+    /// summed over every watch.
+    pub watch_events: BTreeMap<String, u64>,
 }
 
 impl Stats {

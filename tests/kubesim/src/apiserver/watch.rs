@@ -343,10 +343,16 @@ fn stream_events(
         let now = Instant::now();
         let due_at = |at: Instant| at.checked_add(lag).unwrap_or(spec.deadline);
         let ready = events.iter().take_while(|e| due_at(e.at) <= now).count();
+        let mut sent = 0;
         for ev in &events[..ready] {
             if let Some(line) = spec.translate(ev) {
                 w.send(&line)?;
+                sent += 1;
             }
+        }
+        if sent > 0 {
+            let mut stats = lock(&shared.stats);
+            *stats.watch_events.entry(spec.def.key()).or_default() += sent;
         }
         held = events.get(ready).map(|e| due_at(e.at));
         cursor = match (held, events[..ready].last()) {
