@@ -21,14 +21,16 @@ pub fn limit_arenas() {
 }
 
 /// A thread about to wait long gives back what it keeps for its next burst:
-/// its answer buffer, its packing scratch and its allocator cache, so that
-/// an idle process holds its data and not the last burst's free blocks
-/// (steady RSS, docs/performance.md). A worker calls it once its queue has
-/// been empty for a while; the next burst asks the allocator again.
+/// its answer buffer, its packing scratch, its allocator cache and its
+/// stack's deep pages, so that an idle process holds its data and not the
+/// last burst's free blocks (steady RSS, docs/performance.md). A worker
+/// calls it once its queue has been empty for a while, a watch thread after
+/// each list; the next burst asks the allocator again.
 pub fn thread_idle() {
     crate::kube::client::release_buffer();
     pack::release_scratch();
     cache::trim();
+    stack::trim();
 }
 
 pub mod cache;
@@ -36,6 +38,7 @@ pub mod cache;
 pub mod count;
 mod memcheck;
 pub mod pack;
+pub mod stack;
 
 /// The allocator the program's requests go to: on musl, musl's behind a
 /// cache of freed blocks per thread ([`cache`]); elsewhere the system's.

@@ -121,11 +121,21 @@ fn preview(line: &[u8]) -> String {
     sanitize(&String::from_utf8_lossy(&line[..line.len().min(80)]), 80)
 }
 
+/// The area a watch stream reads into, and what it grows by.
+const READ_AREA: usize = 16 * 1024;
+/// The least room a read is given.
+const READ_AT_LEAST: usize = 4 * 1024;
+
 /// An iterator of watch events over a response body. It ends (returns
 /// `None`) when the server closes the stream; after any `Err` it ends too.
 pub struct WatchStream<O = Value> {
     reader: Box<dyn Read + Send>,
+    /// Zeroed once as it grows, read into in place: the bytes received are
+    /// `buf[..end]`. A buffer on the stack would be zeroed at every read
+    /// and keep its pages resident in every watch thread (steady RSS,
+    /// docs/performance.md).
     buf: Vec<u8>,
+    end: usize,
     start: usize,
     /// `buf[start..scanned]` holds no newline: each byte is searched once,
     /// so one big event costs time linear in its size.
@@ -152,7 +162,8 @@ impl<O: Decode> WatchStream<O> {
     pub fn of(reader: Box<dyn Read + Send>, line_cap: usize, shape: &'static Shape) -> Self {
         WatchStream {
             reader,
-            buf: Vec::with_capacity(16 * 1024),
+            buf: vec![0; READ_AREA],
+            end: 0,
             start: 0,
             scanned: 0,
             searched: 0,
@@ -166,6 +177,20 @@ impl<O: Decode> WatchStream<O> {
     fn fail(&mut self, e: Error) -> Option<Result<WatchEvent<O>>> {
         self.finished = true;
         Some(Err(e))
+    }
+
+    /// Moves the unread bytes to the front, and grows the area when less
+    /// than [`READ_AT_LEAST`] is free.
+    fn make_room(&mut self) {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.scanned -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() - self.end < READ_AT_LEAST {
+            self.buf.resize(self.end + READ_AREA, 0);
+        }
     }
 
     fn decode(&mut self, line_end: usize) -> Option<Result<WatchEvent<O>>> {
@@ -187,8 +212,8 @@ impl<O: Decode> Iterator for WatchStream<O> {
         }
         loop {
             let from = self.scanned.max(self.start);
-            let found = self.buf[from..].iter().position(|&b| b == b'\n');
-            self.searched += found.map_or(self.buf.len() - from, |p| p + 1) as u64;
+            let found = self.buf[from..self.end].iter().position(|&b| b == b'\n');
+            self.searched += found.map_or(self.end - from, |p| p + 1) as u64;
             if let Some(pos) = found {
                 let end = from + pos;
                 let blank = self.buf[self.start..end]
@@ -202,28 +227,23 @@ impl<O: Decode> Iterator for WatchStream<O> {
                     None => continue,
                 }
             }
-            self.scanned = self.buf.len();
-            if self.buf.len() - self.start > self.line_cap {
+            self.scanned = self.end;
+            if self.end - self.start > self.line_cap {
                 return self.fail(Error::BodyTooLarge {
                     limit: self.line_cap as u64,
                 });
             }
-            if self.start > 0 {
-                self.buf.drain(..self.start);
-                self.scanned -= self.start;
-                self.start = 0;
-            }
-            let mut chunk = [0u8; 64 * 1024];
-            match self.reader.read(&mut chunk) {
+            self.make_room();
+            match self.reader.read(&mut self.buf[self.end..]) {
                 Ok(0) => {
                     self.finished = true;
-                    if self.buf.iter().all(u8::is_ascii_whitespace) {
+                    if self.buf[..self.end].iter().all(u8::is_ascii_whitespace) {
                         return None;
                     }
                     // A last event without its newline is still an event.
-                    return self.decode(self.buf.len());
+                    return self.decode(self.end);
                 }
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => self.end += n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
                     return self.fail(Error::Timeout(format!("watch read: {e}")))
@@ -244,6 +264,29 @@ impl<O: Decode> Iterator for WatchStream<O> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A watch thread's stack stays shallow while it reads: what it
+    /// touches stays resident while it waits for the next event.
+    #[test]
+    fn reading_a_watch_leaves_little_of_the_stack_resident() {
+        let events: String = (0..200)
+            .map(|i| {
+                format!("{{\"type\":\"ADDED\",\"object\":{{\"metadata\":{{\"name\":\"m{i}\",\"resourceVersion\":\"{i}\"}}}}}}\n")
+            })
+            .collect();
+        let (count, kib) = std::thread::spawn(move || {
+            crate::memory::stack::trim();
+            let data = events.into_bytes();
+            let step = data.len();
+            let stream = WatchStream::new(Box::new(Trickle { data, pos: 0, step }), 1 << 20);
+            let count = stream.filter(Result::is_ok).count();
+            (count, crate::memory::stack::resident_kib_here())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(count, 200);
+        assert!(kib <= 48, "{kib} KiB of the stack resident after reading");
+    }
 
     /// Hands out its data a few bytes at a time, like a slow network.
     struct Trickle {

@@ -193,6 +193,9 @@ where
         self.feed(Event::Listed(self.namespace.clone(), items));
         self.store.mark_synced(name);
         self.health.beat(name);
+        // The watch that follows reads little at a time: what the list
+        // needed (its answer buffer, its stack's depth) goes back.
+        crate::memory::thread_idle();
         machine.step(WatchResult::Listed(list.resource_version), Instant::now())
     }
 
