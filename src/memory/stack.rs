@@ -15,7 +15,7 @@ const MARGIN: usize = 16 * 1024;
 /// kernel's to grow and is left alone.
 pub fn trim() {
     #[cfg(target_os = "linux")]
-    if let Some((low, here)) = bounds() {
+    if let Some(Bounds { low, here, .. }) = bounds() {
         let page = page_size();
         let end = here.saturating_sub(MARGIN) & !(page - 1);
         let start = (low + page - 1) & !(page - 1);
@@ -31,10 +31,20 @@ pub fn trim() {
     }
 }
 
-/// The lowest address of this thread's stack and an address in the
-/// caller's frame; None on the main thread or when the bounds are unknown.
+/// This thread's stack, from its lowest address to its highest, and an
+/// address in the caller's frame.
 #[cfg(target_os = "linux")]
-fn bounds() -> Option<(usize, usize)> {
+struct Bounds {
+    low: usize,
+    #[cfg_attr(not(test), allow(dead_code))]
+    high: usize,
+    here: usize,
+}
+
+/// This thread's stack; None on the main thread or when the bounds are
+/// unknown.
+#[cfg(target_os = "linux")]
+fn bounds() -> Option<Bounds> {
     let marker = 0u8;
     let here = std::hint::black_box(&marker) as *const u8 as usize;
     // SAFETY: getpid and gettid only read the calling process's ids.
@@ -52,8 +62,8 @@ fn bounds() -> Option<(usize, usize)> {
         let mut size = 0usize;
         let got = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
         libc::pthread_attr_destroy(&mut attr);
-        let low = addr as usize;
-        (got == 0 && low < here && here <= low + size).then_some((low, here))
+        let (low, high) = (addr as usize, addr as usize + size);
+        (got == 0 && low < here && here <= high).then_some(Bounds { low, high, here })
     }
 }
 
@@ -67,32 +77,31 @@ fn page_size() -> usize {
         .unwrap_or(4096)
 }
 
-/// Resident KiB of the calling thread's stack (for tests).
+/// Resident KiB of the calling thread's stack, page by page (`mincore`),
+/// for tests: a mapping's total may take in the neighbours it merged with.
 #[cfg(all(test, target_os = "linux"))]
 pub fn resident_kib_here() -> u64 {
-    let marker = 0u8;
-    tests::resident_kib(std::hint::black_box(&marker) as *const u8 as usize)
+    let b = bounds().expect("a spawned thread's stack");
+    let page = page_size();
+    let start = (b.low + page - 1) & !(page - 1);
+    let mut pages = vec![0u8; (b.high - start).div_ceil(page)];
+    // SAFETY: [start, high) is this thread's mapped stack, and `pages` has
+    // one byte for each of its pages, as mincore writes.
+    let got = unsafe {
+        libc::mincore(
+            start as *mut libc::c_void,
+            b.high - start,
+            pages.as_mut_ptr(),
+        )
+    };
+    assert_eq!(got, 0, "mincore: {}", std::io::Error::last_os_error());
+    let resident = pages.iter().filter(|p| *p & 1 == 1).count();
+    (resident * page / 1024) as u64
 }
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-
-    /// Resident KiB of the mapping that holds `addr`, from /proc/self/smaps.
-    pub(super) fn resident_kib(addr: usize) -> u64 {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut inside = false;
-        for line in smaps.lines() {
-            let first = line.split_whitespace().next().unwrap_or("");
-            if let Some((a, b)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
-                let (a, b) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16));
-                inside = matches!((a, b), (Ok(a), Ok(b)) if a <= addr && addr < b);
-            } else if inside && first == "Rss:" {
-                return line.split_whitespace().nth(1).unwrap().parse().unwrap();
-            }
-        }
-        panic!("no mapping holds {addr:#x}")
-    }
 
     /// Touches about `depth` × 64 KiB of stack.
     #[inline(never)]
@@ -108,16 +117,14 @@ mod tests {
         let (before, after, again) = std::thread::Builder::new()
             .stack_size(4 << 20)
             .spawn(|| {
-                let marker = 0u8;
-                let here = &marker as *const u8 as usize;
                 deep(24);
-                let before = resident_kib(here);
+                let before = resident_kib_here();
                 trim();
-                let after = resident_kib(here);
+                let after = resident_kib_here();
                 // The stack still works below, and trims again.
                 deep(4);
                 trim();
-                (before, after, resident_kib(here))
+                (before, after, resident_kib_here())
             })
             .unwrap()
             .join()
