@@ -1,10 +1,10 @@
 //! A thread's stack pages below where it now stands go back to the kernel.
 //! A page of stack, once touched, stays resident for the thread's life: a
 //! worker that once decoded a deep answer, or a watch thread that once
-//! decoded a whole list, keeps 40-190 KiB resident while it waits, about a
-//! tenth of the steady RSS at 1,000 models (docs/performance.md, "Where the
-//! steady RSS goes"). Nothing lives below the stack pointer, so those pages
-//! can be dropped; the next deep call faults in zeroed ones.
+//! decoded a whole list, keeps those pages while it waits (steady RSS,
+//! docs/performance.md, "Thread stacks given back"). Nothing lives below
+//! the stack pointer, so they can be dropped; the next deep call faults in
+//! zeroed ones.
 
 /// Room left untouched below the caller: the frames of this function and
 /// of the system call it makes, and the red zone below them.
