@@ -212,6 +212,7 @@ impl Controller {
             stop: self.stop.clone(),
             liveness_window: self.cfg.liveness_window,
             reconnect: reconnect::Policy::DEFAULT,
+            on_long_wait: crate::memory::thread_idle,
         };
         let path = ResourcePath::collection(w.kind, scope.as_deref())?;
         let store = K::store(self.reconciler.caches());

@@ -36,6 +36,9 @@ pub struct Common<L> {
     /// /healthz calls it stuck.
     pub liveness_window: Duration,
     pub reconnect: Policy,
+    /// Called after each list, before the watch that follows: the thread
+    /// gives back what the list needed (as a worker does when idle).
+    pub on_long_wait: fn(),
 }
 
 /// A one-term label selector.
@@ -65,6 +68,7 @@ pub struct Reflector<V, L, O = Value> {
     pub stop: Arc<Stop>,
     pub liveness_window: Duration,
     pub reconnect: Policy,
+    pub on_long_wait: fn(),
 }
 
 /// Consecutive failures after which a loop is reported not ready.
@@ -102,6 +106,7 @@ where
             stop: common.stop.clone(),
             liveness_window: common.liveness_window,
             reconnect: common.reconnect,
+            on_long_wait: common.on_long_wait,
         }
     }
 
@@ -193,9 +198,8 @@ where
         self.feed(Event::Listed(self.namespace.clone(), items));
         self.store.mark_synced(name);
         self.health.beat(name);
-        // The watch that follows reads little at a time: what the list
-        // needed (its answer buffer, its stack's depth) goes back.
-        crate::memory::thread_idle();
+        // The watch that follows reads little at a time.
+        (self.on_long_wait)();
         machine.step(WatchResult::Listed(list.resource_version), Instant::now())
     }
 
