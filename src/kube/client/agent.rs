@@ -60,10 +60,11 @@ pub(super) fn build_agent(
         .max_idle_connections_per_host(16)
         // Each pooled connection keeps its buffers, so ureq's default of
         // 128 KiB each way adds up across the pool (docs/performance.md).
-        // Kubernetes response headers are well under 16 KiB; bodies stream
-        // through.
+        // A response's head must fit in, and Kubernetes's are well under
+        // 16 KiB; each of a request's headers must fit out, the bearer
+        // token the largest. Bodies stream through in pieces.
         .max_response_header_size(16 * 1024)
-        .input_buffer_size(32 * 1024)
+        .input_buffer_size(20 * 1024)
         .output_buffer_size(16 * 1024);
     if https {
         let pem = ca_pem.ok_or_else(|| Error::Config("https needs a CA file".into()))?;

@@ -8,6 +8,8 @@
 //! `warnings` (the server's `Warning` headers).
 
 mod agent;
+#[cfg(all(test, feature = "alloc-count"))]
+mod footprint;
 mod list;
 mod pace;
 mod request;

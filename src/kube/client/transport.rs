@@ -27,6 +27,15 @@ pub(super) const SLACK: Duration = Duration::from_millis(250);
 /// Written bytes held beyond this are sent at once, not held for the read.
 const HOLD_AT_MOST: usize = 64 * 1024;
 
+/// Under TLS this link only stages ciphertext for rustls, which takes at
+/// most a few KiB a read and writes a record at a time: a record's worth
+/// in keeps one read a record, and a little out is copied into
+/// [`LeanTcp::held`] anyway. ureq's sizes are the HTTP layer's, which this
+/// link is only for plain HTTP; a pooled connection keeps both
+/// (docs/performance.md, memory per connection).
+const TLS_IN: usize = 16 * 1024 + 512;
+const TLS_OUT: usize = 4 * 1024;
+
 /// Opens plain TCP connections (the first link of the chain, under
 /// ureq's CONNECT proxy and TLS connectors).
 #[derive(Debug, Default)]
@@ -46,9 +55,14 @@ impl<In: Transport> Connector<In> for LeanTcpConnector {
         let stream = Arc::new(connect(details)?);
         (details.register_shutdown)(Arc::downgrade(&stream) as Weak<dyn ShutdownHandle>)?;
         let cfg = details.config;
+        let buffers = if details.uri.scheme_str() == Some("https") {
+            LazyBuffers::new(TLS_IN, TLS_OUT)
+        } else {
+            LazyBuffers::new(cfg.input_buffer_size(), cfg.output_buffer_size())
+        };
         Ok(Some(Either::B(LeanTcp {
             stream,
-            buffers: LazyBuffers::new(cfg.input_buffer_size(), cfg.output_buffer_size()),
+            buffers,
             held: Vec::new(),
             read_timeout: None,
             write_timeout: None,
