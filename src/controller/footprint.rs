@@ -174,7 +174,7 @@ fn what_the_operator_holds_for_a_model() {
     let parts = [
         ("model view", 950, model_views),
         ("claimed Deployment's view", 1200, deployment_views),
-        ("ConfigMap view", 1000, config_map_views),
+        ("ConfigMap view", 850, config_map_views),
         ("target index", 300, index_entries),
         ("the live view's recent Events", 350, recent_events),
         ("posted Events", 250, posted_events),

@@ -83,9 +83,15 @@ pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// The SHA-256 of `data`, raw: what a view keeps of a text it only
+/// compares.
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    Sha256::digest(data).into()
+}
+
 pub fn sha256_hex(data: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(data);
+    let digest = sha256(data);
     let mut s = String::with_capacity(64);
     for b in digest {
         s.push(HEX[usize::from(b >> 4)] as char);

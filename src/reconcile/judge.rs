@@ -155,7 +155,10 @@ pub fn cm_fully_ours(cm: &ConfigMapView, m: &ModelView) -> bool {
 
 /// The pointer the pods read is right (docs/contract.md §6.9).
 pub fn cm_content_matches(cm: &ConfigMapView, s: &DesiredSpec) -> bool {
-    cm.manifest.as_deref() == Some(s.manifest_json().as_str())
+    cm.manifest
+        == Some(crate::reconcile::observed::manifest_digest(
+            &s.manifest_json(),
+        ))
         && cm.preload.as_deref() == Some(s.version.as_str())
 }
 

@@ -5,8 +5,9 @@
 
 use super::model::ModelObject;
 use super::ModelData;
+use super::{manifest_digest, ConfigMapView, ContainerView, DeployCondition, DeploymentView};
 use super::{word, Word};
-use super::{ConfigMapView, ContainerView, DeployCondition, DeploymentView, EnvView, OwnerRef};
+use super::{EnvView, OwnerRef};
 use crate::kube::fields::{self, boolean, elements, fill, fill_next, int, skip, string};
 use crate::kube::fields::{Decode, Fill, Filled, Scalar};
 use crate::kube::shape::Shape;
@@ -254,7 +255,7 @@ fill!(ConfigMapLabels, ConfigMapView, |v, map| {
 });
 
 fill!(ConfigMapData, ConfigMapView, |v, map| {
-    k if k == MANIFEST_KEY => v.manifest = string(map)?,
+    k if k == MANIFEST_KEY => v.manifest = string(map)?.as_deref().map(manifest_digest),
     k if k == PRELOAD_ENV => v.preload = string(map)?,
 });
 

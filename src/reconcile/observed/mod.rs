@@ -265,8 +265,16 @@ pub struct ConfigMapView {
     pub managed_by: Option<Word>,
     pub family: Option<String>,
     pub owner_refs: Vec<OwnerRef>,
-    pub manifest: Option<String>,
+    /// The SHA-256 of `manifest.json`: only compared with the desired
+    /// text (§6.9), so its ~150 bytes a model are not kept
+    /// (docs/performance.md, memory per resource).
+    pub manifest: Option<[u8; 32]>,
     pub preload: Option<String>,
+}
+
+/// What [`ConfigMapView::manifest`] keeps of a `manifest.json` text.
+pub fn manifest_digest(text: &str) -> [u8; 32] {
+    crate::model::canonical::sha256(text.as_bytes())
 }
 
 impl ConfigMapView {
@@ -297,7 +305,7 @@ impl ConfigMapView {
                         .collect()
                 })
                 .unwrap_or_default(),
-            manifest: s(&v["data"][MANIFEST_KEY]),
+            manifest: v["data"][MANIFEST_KEY].as_str().map(manifest_digest),
             preload: s(&v["data"][PRELOAD_ENV]),
         })
     }
