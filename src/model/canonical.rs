@@ -89,6 +89,21 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
     Sha256::digest(data).into()
 }
 
+/// Whether `digest` (`sha256:` + hex, as [`digest_text`] writes it) is
+/// the raw SHA-256 `raw`.
+pub fn digest_is(digest: &str, raw: &[u8; 32]) -> bool {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let Some(hex) = digest.strip_prefix("sha256:") else {
+        return false;
+    };
+    hex.len() == 64
+        && hex
+            .as_bytes()
+            .chunks_exact(2)
+            .zip(raw)
+            .all(|(h, b)| h[0] == HEX[usize::from(b >> 4)] && h[1] == HEX[usize::from(b & 0xf)])
+}
+
 pub fn sha256_hex(data: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = sha256(data);
@@ -269,6 +284,15 @@ mod tests {
                 assert_eq!(digest_text(t), digest_now(t), "asked again at once");
             }
         }
+    }
+
+    #[test]
+    fn digest_is_the_raw_digest_in_hex() {
+        let raw = sha256(b"{}");
+        assert!(digest_is(&digest(&json!({})), &raw));
+        assert!(!digest_is(&digest(&json!({"a": 1})), &raw));
+        assert!(!digest_is(&sha256_hex(b"{}"), &raw), "without its prefix");
+        assert!(!digest_is("sha256:", &raw));
     }
 
     #[test]

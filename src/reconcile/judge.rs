@@ -156,9 +156,7 @@ pub fn cm_fully_ours(cm: &ConfigMapView, m: &ModelView) -> bool {
 /// The pointer the pods read is right (docs/contract.md §6.9).
 pub fn cm_content_matches(cm: &ConfigMapView, s: &DesiredSpec) -> bool {
     cm.manifest
-        == Some(crate::reconcile::observed::manifest_digest(
-            &s.manifest_json(),
-        ))
+        .is_some_and(|d| crate::model::canonical::digest_is(&s.manifest_hash(), &d))
         && cm.preload.as_deref() == Some(s.version.as_str())
 }
 

@@ -38,8 +38,16 @@ fn a_config_map_differing_in_any_field_the_operator_writes_needs_its_patch() {
     let s = m.desired().expect("a valid spec").clone();
     let written = w.config_maps[CM].clone();
     assert!(!judge::cm_needs_patch(&cm_view(&written), &s, &m));
-    let tampers: [(&str, Tamper); 10] = [
+    let tampers: [(&str, Tamper); 12] = [
         ("manifest", |c| c["data"]["manifest.json"] = json!("{}")),
+        ("manifest without its final newline", |c| {
+            let text = c["data"]["manifest.json"].as_str().unwrap_or_default();
+            c["data"]["manifest.json"] = json!(text.trim_end());
+        }),
+        ("manifest with one more newline", |c| {
+            let text = c["data"]["manifest.json"].as_str().unwrap_or_default();
+            c["data"]["manifest.json"] = json!(format!("{text}\n"));
+        }),
         ("preload", |c| {
             c["data"]["OPENMED_SERVICE_PRELOAD_MODELS"] = json!("x")
         }),

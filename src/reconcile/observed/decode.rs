@@ -255,7 +255,7 @@ fill!(ConfigMapLabels, ConfigMapView, |v, map| {
 });
 
 fill!(ConfigMapData, ConfigMapView, |v, map| {
-    k if k == MANIFEST_KEY => v.manifest = string(map)?.as_deref().map(manifest_digest),
+    k if k == MANIFEST_KEY => v.manifest = string(map)?.as_deref().and_then(manifest_digest),
     k if k == PRELOAD_ENV => v.preload = string(map)?,
 });
 

@@ -265,16 +265,21 @@ pub struct ConfigMapView {
     pub managed_by: Option<Word>,
     pub family: Option<String>,
     pub owner_refs: Vec<OwnerRef>,
-    /// The SHA-256 of `manifest.json`: only compared with the desired
-    /// text (§6.9), so its ~150 bytes a model are not kept
-    /// (docs/performance.md, memory per resource).
+    /// What [`manifest_digest`] keeps of `manifest.json`: the text is only
+    /// compared with the desired one (§6.9), so its ~150 bytes a model are
+    /// not kept (docs/performance.md, memory per resource).
     pub manifest: Option<[u8; 32]>,
     pub preload: Option<String>,
 }
 
-/// What [`ConfigMapView::manifest`] keeps of a `manifest.json` text.
-pub fn manifest_digest(text: &str) -> [u8; 32] {
-    crate::model::canonical::sha256(text.as_bytes())
+/// What [`ConfigMapView::manifest`] keeps of a `manifest.json` text: the
+/// SHA-256 of the text before its final newline, which the desired text
+/// always ends with, so that it compares with the manifest hash the pass
+/// has already made (`DesiredSpec::manifest_hash`); none without it, as
+/// no desired text is then equal.
+pub fn manifest_digest(text: &str) -> Option<[u8; 32]> {
+    let canonical = text.strip_suffix('\n')?;
+    Some(crate::model::canonical::sha256(canonical.as_bytes()))
 }
 
 impl ConfigMapView {
@@ -305,7 +310,7 @@ impl ConfigMapView {
                         .collect()
                 })
                 .unwrap_or_default(),
-            manifest: v["data"][MANIFEST_KEY].as_str().map(manifest_digest),
+            manifest: v["data"][MANIFEST_KEY].as_str().and_then(manifest_digest),
             preload: s(&v["data"][PRELOAD_ENV]),
         })
     }
