@@ -92,25 +92,28 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
 /// Whether `digest` (`sha256:` + hex, as [`digest_text`] writes it) is
 /// the raw SHA-256 `raw`.
 pub fn digest_is(digest: &str, raw: &[u8; 32]) -> bool {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let Some(hex) = digest.strip_prefix("sha256:") else {
         return false;
     };
     hex.len() == 64
-        && hex
-            .as_bytes()
-            .chunks_exact(2)
+        && (hex.as_bytes().chunks_exact(2))
             .zip(raw)
-            .all(|(h, b)| h[0] == HEX[usize::from(b >> 4)] && h[1] == HEX[usize::from(b & 0xf)])
+            .all(|(h, &b)| h == hex_pair(b))
+}
+
+/// A byte as two lower-case hex digits.
+fn hex_pair(b: u8) -> [u8; 2] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]
 }
 
 pub fn sha256_hex(data: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = sha256(data);
     let mut s = String::with_capacity(64);
     for b in digest {
-        s.push(HEX[usize::from(b >> 4)] as char);
-        s.push(HEX[usize::from(b & 0xf)] as char);
+        let [high, low] = hex_pair(b);
+        s.push(char::from(high));
+        s.push(char::from(low));
     }
     s
 }
