@@ -22,17 +22,42 @@ thread_local! {
     /// Bytes this thread asked for, less those it freed: what one step of a
     /// test holds, whatever other threads do meanwhile.
     static THREAD_LIVE: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+    /// The same blocks as musl's allocator lays them out ([`slot`]).
+    static THREAD_SLOTS: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
 }
 
-fn thread_add(bytes: i64) {
+/// musl's allocator (mallocng) serves a block from a slot of one of these
+/// sizes, in 16-byte units, with 4 bytes of header in the slot; a larger
+/// block is a mapping of its own, in whole pages (musl
+/// `src/malloc/mallocng/malloc.c`, `size_classes`, `size_to_class`).
+const SIZE_CLASSES: [usize; 48] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 18, 20, 25, 31, 36, 42, 50, 63, 72, 84, 102, 127, 146,
+    170, 204, 255, 292, 340, 409, 511, 584, 682, 818, 1023, 1169, 1364, 1637, 2047, 2340, 2730,
+    3276, 4095, 4680, 5460, 6552, 8191,
+];
+
+/// The bytes of the slot musl's allocator serves a block of `size` from:
+/// what the block costs in its groups, where [`thread_live`] counts what
+/// was asked (docs/performance.md, memory per resource).
+pub fn slot(size: usize) -> usize {
+    let units = (size + 4).div_ceil(16);
+    match SIZE_CLASSES.iter().find(|c| **c >= units) {
+        Some(c) => c * 16,
+        None => (size + 16).div_ceil(4096) * 4096,
+    }
+}
+
+fn thread_add(bytes: i64, size: usize) {
     let _ = THREAD_LIVE.try_with(|c| c.set(c.get() + bytes));
+    let slot = slot(size) as i64 * bytes.signum();
+    let _ = THREAD_SLOTS.try_with(|c| c.set(c.get() + slot));
 }
 
 fn count(size: usize) {
     CALLS.fetch_add(1, Relaxed);
     BYTES.fetch_add(size as u64, Relaxed);
     LIVE.fetch_add(size as i64, Relaxed);
-    thread_add(size as i64);
+    thread_add(size as i64, size);
 }
 
 // SAFETY: every call is passed to the heap unchanged; the counters only
@@ -51,13 +76,13 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(new_size);
         LIVE.fetch_sub(layout.size() as i64, Relaxed);
-        thread_add(-(layout.size() as i64));
+        thread_add(-(layout.size() as i64), layout.size());
         HEAP.realloc(ptr, layout, new_size)
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size() as i64, Relaxed);
-        thread_add(-(layout.size() as i64));
+        thread_add(-(layout.size() as i64), layout.size());
         HEAP.dealloc(ptr, layout)
     }
 }
@@ -79,8 +104,22 @@ pub fn thread_live() -> i64 {
     THREAD_LIVE.try_with(|c| c.get()).unwrap_or(0)
 }
 
+/// The bytes of musl's slots ([`slot`]) that the blocks of
+/// [`thread_live`] take.
+pub fn thread_slots() -> i64 {
+    THREAD_SLOTS.try_with(|c| c.get()).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
+    /// Slots as musl's allocator sizes them: a 36-byte uid takes 48, a
+    /// 404-byte block 496, and a block past the last class whole pages.
+    #[test]
+    fn slots_follow_musls_size_classes() {
+        let slots = [12, 13, 36, 404, 131_000, 131_100].map(super::slot);
+        assert_eq!(slots, [16, 32, 48, 496, 131_056, 135_168]);
+    }
+
     /// An allocation through the global allocator is counted, bytes and
     /// all: 64 MiB (never touched, so never resident) is more than the other
     /// tests' threads allocate meanwhile, so only this one can account for

@@ -101,6 +101,26 @@ pub fn digest_is(digest: &str, raw: &[u8; 32]) -> bool {
             .all(|(h, &b)| h == hex_pair(b))
 }
 
+/// The raw SHA-256 a digest written as [`digest_text`] writes it names
+/// (`sha256:` + 64 lower-case hex digits); None for any other text, which
+/// no digest of ours equals.
+pub fn parse_digest(digest: &str) -> Option<[u8; 32]> {
+    let hex = digest.strip_prefix("sha256:")?.as_bytes();
+    let nibble = |h: u8| match h {
+        b'0'..=b'9' => Some(h - b'0'),
+        b'a'..=b'f' => Some(h - b'a' + 10),
+        _ => None,
+    };
+    let mut raw = [0u8; 32];
+    if hex.len() != 64 {
+        return None;
+    }
+    for (b, pair) in raw.iter_mut().zip(hex.chunks_exact(2)) {
+        *b = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    Some(raw)
+}
+
 /// A byte as two lower-case hex digits.
 fn hex_pair(b: u8) -> [u8; 2] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -296,6 +316,22 @@ mod tests {
         assert!(!digest_is(&digest(&json!({"a": 1})), &raw));
         assert!(!digest_is(&sha256_hex(b"{}"), &raw), "without its prefix");
         assert!(!digest_is("sha256:", &raw));
+    }
+
+    #[test]
+    fn a_digest_of_ours_parses_to_its_raw_digest_and_nothing_else_does() {
+        let d = digest(&json!({}));
+        assert_eq!(parse_digest(&d), Some(sha256(b"{}")));
+        let upper = format!("sha256:{}", sha256_hex(b"{}").to_uppercase());
+        for other in [
+            &upper,
+            &sha256_hex(b"{}"),
+            "sha256:",
+            &d[..70],
+            &format!("{d}0"),
+        ] {
+            assert_eq!(parse_digest(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::observed::{ConfigMapView, DeploymentView, ModelView};
 use crate::model::spec::StrategyType;
-use crate::model::{DesiredSpec, PRELOAD_ENV};
+use crate::model::{canonical, DesiredSpec, PRELOAD_ENV};
 
 /// The Deployment carries everything section 3 writes that section 4 checks.
 pub fn matches(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
@@ -25,7 +25,7 @@ pub fn matches(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
         && d.progress_deadline_seconds == Some(s.rollout.progress_deadline_seconds)
         && strategy_ok
         && d.owner.as_deref() == Some(owner)
-        && d.template_hash.as_deref() == Some(s.manifest_hash().as_str())
+        && template_hash_is(d, s)
         && env_ok
 }
 
@@ -117,8 +117,13 @@ fn timed_out(d: &DeploymentView) -> bool {
 /// a failing rollout ours to judge. A template someone else wrote since (an
 /// owner that won a conflict, then went) failed for them, not for `s`.
 pub fn template_ours(d: &DeploymentView, s: &DesiredSpec, owner: &str) -> bool {
-    d.template_hash.as_deref() == Some(s.manifest_hash().as_str())
-        && d.template_owner.as_deref() == Some(owner)
+    template_hash_is(d, s) && d.template_owner.as_deref() == Some(owner)
+}
+
+/// The pod template carries the manifest hash of `s` (§6.9).
+fn template_hash_is(d: &DeploymentView, s: &DesiredSpec) -> bool {
+    d.template_hash
+        .is_some_and(|h| canonical::digest_is(&s.manifest_hash(), &h))
 }
 
 /// The rollout of `target_generation` has failed.
@@ -156,7 +161,7 @@ pub fn cm_fully_ours(cm: &ConfigMapView, m: &ModelView) -> bool {
 /// The pointer the pods read is right (docs/contract.md §6.9).
 pub fn cm_content_matches(cm: &ConfigMapView, s: &DesiredSpec) -> bool {
     cm.manifest
-        .is_some_and(|d| crate::model::canonical::digest_is(&s.manifest_hash(), &d))
+        .is_some_and(|d| canonical::digest_is(&s.manifest_hash(), &d))
         && cm.preload.as_deref() == Some(s.version.as_str())
 }
 

@@ -159,6 +159,21 @@ fn a_template_is_ours_with_our_hash_and_our_name() {
         d["spec"]["template"]["metadata"]["annotations"][key] = json!("other");
         assert!(!judge::template_ours(&dep_view(&d), &s, &owner), "{key}");
     }
+    // The view keeps the hash as its raw digest: only our own text of it,
+    // `sha256:` and lower-case hex, is ours.
+    let hash = s.manifest_hash();
+    let hex = hash.trim_start_matches("sha256:");
+    let others = [
+        format!("sha256:{}", hex.to_uppercase()),
+        hex.to_string(),
+        format!("{hash}0"),
+        format!("sha256:{}", &hex[1..]),
+    ];
+    for other in others {
+        let mut d = written.clone();
+        d["spec"]["template"]["metadata"]["annotations"][annotations[0]] = json!(other);
+        assert!(!judge::template_ours(&dep_view(&d), &s, &owner), "{other}");
+    }
 }
 
 /// A rollout has failed when the controller has seen its generation and

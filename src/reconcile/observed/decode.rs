@@ -11,6 +11,7 @@ use super::{EnvView, OwnerRef};
 use crate::kube::fields::{self, boolean, elements, fill, fill_next, int, skip, string};
 use crate::kube::fields::{Decode, Fill, Filled, Scalar};
 use crate::kube::shape::Shape;
+use crate::model::canonical::parse_digest;
 use crate::model::{
     AUTOSCALED_ANNOTATION, CLAIM_LABEL, FAMILY_LABEL, HASH_ANNOTATION, MANAGED_BY_LABEL,
     MANIFEST_KEY, OPT_IN_LABEL, OWNER_ANNOTATION, PRELOAD_ENV, ROLLBACK_ANNOTATION,
@@ -90,7 +91,10 @@ fill!(TemplateMeta, DeploymentView, |v, map| {
 
 fill!(TemplateAnnotations, DeploymentView, |v, map| {
     k if k == OWNER_ANNOTATION => v.template_owner = string(map)?,
-    k if k == HASH_ANNOTATION => v.template_hash = string(map)?,
+    k if k == HASH_ANNOTATION => {
+        let text: Option<String> = string(map)?;
+        v.template_hash = text.as_deref().and_then(parse_digest)
+    },
 });
 
 fill!(TemplateSpec, DeploymentView, |v, map| {

@@ -140,7 +140,10 @@ pub struct DeploymentView {
     pub max_surge: Option<Value>,
     pub has_rolling_update: bool,
     pub template_owner: Option<String>,
-    pub template_hash: Option<String>,
+    /// The pod template's manifest hash as its raw SHA-256
+    /// ([`crate::model::canonical::parse_digest`]): only compared with the
+    /// desired one (§6.9); none when absent or not a digest of ours.
+    pub template_hash: Option<[u8; 32]>,
     pub containers: Vec<ContainerView>,
     pub observed_generation: i64,
     /// `status.replicas`: pods of every ReplicaSet, old ones included.
@@ -207,7 +210,9 @@ impl DeploymentView {
             max_surge: spec["strategy"]["rollingUpdate"].get("maxSurge").cloned(),
             has_rolling_update: !spec["strategy"]["rollingUpdate"].is_null(),
             template_owner: s(&tmpl_ann[OWNER_ANNOTATION]),
-            template_hash: s(&tmpl_ann[HASH_ANNOTATION]),
+            template_hash: tmpl_ann[HASH_ANNOTATION]
+                .as_str()
+                .and_then(crate::model::canonical::parse_digest),
             containers,
             observed_generation: n("observedGeneration"),
             status_replicas: n("replicas"),
