@@ -28,7 +28,7 @@ step "Formatting" cargo fmt --all -- --check
 step "Lints" cargo clippy --workspace --all-targets --locked -- -D warnings
 step "Lints of the allocator's stress test" cargo clippy --locked --bin alloc-stress --features memcheck -- -D warnings
 step "Unit, integration and end-to-end tests (Rust)" cargo test --workspace --locked
-step "The counting allocator, and the bytes held for each model and each connection" cargo test --locked --lib --features alloc-count -- memory::count controller::footprint kube::client::footprint
+step "The counting allocator, and the bytes held for each model and each connection" cargo test --locked --lib --features alloc-count -- memory::count controller::footprint kube::client::footprint runtime::store::tests::a_buried_uid_keeps_a_few_bytes
 step "The allocator's proof: its stress test, natively and under valgrind's memcheck" scripts/alloc-proof.sh
 step "kubectl end to end on the simulated cluster" scripts/e2e-sim.sh
 step "Manifests against the upstream Kubernetes schemas" scripts/check-manifests.sh

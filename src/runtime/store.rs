@@ -132,27 +132,54 @@ impl<V> Items<V> {
     }
 }
 
-/// The uids of deleted objects, the oldest forgotten past a cap.
-#[derive(Default)]
+/// The uids of deleted objects, the oldest forgotten past a cap. Each is
+/// kept as a 64-bit digest keyed per process, not as its text: a watch
+/// whose selector an object leaves (a claimed Deployment, from the metadata
+/// watch) buries one uid a model (docs/performance.md, memory per
+/// resource). A live uid that shares a buried one's digest by chance (odds
+/// about 1 in 10^15 at the cap) is only taken from its own watch's events;
+/// a neighbour cannot aim at one, the key being random.
 struct Tombstones {
-    set: HashSet<String>,
-    order: VecDeque<String>,
+    set: HashSet<u64>,
+    order: VecDeque<u64>,
+    digest: std::hash::RandomState,
 }
 
 const TOMBSTONES: usize = 10_000;
 
+impl Default for Tombstones {
+    fn default() -> Self {
+        Tombstones {
+            set: HashSet::new(),
+            order: VecDeque::new(),
+            digest: std::hash::RandomState::new(),
+        }
+    }
+}
+
 impl Tombstones {
+    fn digest(&self, uid: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.digest.hash_one(uid)
+    }
+
+    fn holds(&self, uid: &str) -> bool {
+        !uid.is_empty() && self.set.contains(&self.digest(uid))
+    }
+
     fn lift(&mut self, uid: &str) {
-        if self.set.remove(uid) {
-            self.order.retain(|u| u != uid);
+        let d = self.digest(uid);
+        if self.set.remove(&d) {
+            self.order.retain(|u| *u != d);
         }
     }
 
     fn bury(&mut self, uid: &str) {
-        if uid.is_empty() || !self.set.insert(uid.to_string()) {
+        let d = self.digest(uid);
+        if uid.is_empty() || !self.set.insert(d) {
             return;
         }
-        self.order.push_back(uid.to_string());
+        self.order.push_back(d);
         while self.order.len() > TOMBSTONES {
             if let Some(old) = self.order.pop_front() {
                 self.set.remove(&old);
@@ -405,7 +432,7 @@ impl<V: Clone + Versioned> Store<V> {
     /// The response to our own write: kept only if newer than the cache,
     /// so the next pass sees our write even before its watch event.
     pub fn put_if_newer(&self, k: ObjectKey, v: V) -> bool {
-        if lock(&self.shared().gone).set.contains(v.uid()) {
+        if lock(&self.shared().gone).holds(v.uid()) {
             return false;
         }
         let mut items = self.shared().write();

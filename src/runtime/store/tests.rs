@@ -304,3 +304,26 @@ fn the_echo_of_a_write_is_known_held() {
     p.writer().put(k("a", "m"), mv("41")).unwrap();
     assert!(!p.writer().holds(&k("a", "m"), "u1", Some("41")));
 }
+
+/// A deleted uid is remembered as a digest, not its text: a watch whose
+/// selector every claimed Deployment leaves buries one a model
+/// (docs/performance.md, memory per resource).
+#[cfg(feature = "alloc-count")]
+#[test]
+fn a_buried_uid_keeps_a_few_bytes() {
+    use crate::memory::count::thread_live;
+    const UIDS: usize = 5_000;
+    let uids: Vec<String> = (0..UIDS)
+        .map(|i| format!("00000002-6598-4d64-a52c-{i:012x}"))
+        .collect();
+    let s: Store<Obj> = Store::default();
+    let w = s.writer();
+    let before = thread_live();
+    for uid in &uids {
+        w.remove_object(&k("a", "gone"), uid);
+    }
+    let each = (thread_live() - before) / UIDS as i64;
+    eprintln!("a buried uid: {each} B");
+    assert!(each <= 40, "a buried uid keeps {each} B");
+    assert!(!s.put_if_newer(k("a", "gone"), model(&uids[0], 1, "1", "Ready")));
+}
