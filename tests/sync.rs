@@ -187,6 +187,25 @@ fn a_first_sync_makes_exactly_these_requests() {
     );
 }
 
+/// A model gone from the caches leaves nothing behind in the reconciler:
+/// a cluster whose models come and go keeps it no larger than its models
+/// (upstream: controller-runtime forgets a request once its object is
+/// gone).
+#[test]
+fn a_deleted_model_leaves_nothing_behind() {
+    let f = Fixture::new();
+    assert_eq!(f.sync().unwrap(), Outcome::Applied);
+    f.settle();
+    f.load_stores();
+    f.sync().unwrap();
+    assert_eq!(f.rc.remembered(), 1, "the model's last pass");
+    f.requests();
+    f.rc.caches().forget_model(&ObjectKey::new(NS, NAME));
+    assert_eq!(f.sync().unwrap(), Outcome::Unchanged);
+    assert_eq!(f.rc.remembered(), 0, "a deleted model's passes");
+    assert_eq!(f.requests(), Vec::<String>::new(), "no request for it");
+}
+
 #[test]
 fn a_configmap_the_caches_did_not_know_is_read_and_the_pass_planned_again() {
     let f = Fixture::new();

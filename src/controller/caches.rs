@@ -110,13 +110,6 @@ pub enum CacheRead {
     Every(StoreId, u64),
 }
 
-impl CacheRead {
-    /// The read of a model that is not there.
-    pub fn no_model(key: ObjectKey) -> CacheRead {
-        CacheRead::Object(StoreId::Models, key, None)
-    }
-}
-
 /// The owners a claimed Deployment names (metadata and pod template): the
 /// index by which a pass finds every Deployment its resource still claims.
 fn deployment_owners(d: &DeploymentView) -> Vec<String> {

@@ -33,8 +33,12 @@ pub struct Reconciler {
     recent: Arc<RecentEvents>,
     metrics: Arc<Metrics>,
     /// The highest generation of each OpenMedModel (by uid) a pass has
-    /// written for: a view older than that is never acted on (9.17).
-    acted: Mutex<HashMap<ObjectKey, (String, i64)>>,
+    /// written for: a view older than that is never acted on (9.17). The
+    /// uid is kept as a 64-bit digest keyed per process ([`Self::uid_digest`]):
+    /// an incarnation that shares its predecessor's by chance (odds about 1
+    /// in 10^19) waits for a generation past the old one's.
+    acted: Mutex<HashMap<ObjectKey, (u64, i64)>>,
+    uid_digest: std::hash::RandomState,
     /// Which Deployments may become targets (9.8).
     targets: TargetPolicy,
     /// Resources whose last pass changed nothing, with what it read
@@ -96,6 +100,7 @@ impl Reconciler {
             recent: Default::default(),
             metrics,
             acted: Mutex::new(Default::default()),
+            uid_digest: std::hash::RandomState::new(),
             targets: TargetPolicy::default(),
             settled: Mutex::new(HashMap::new()),
         }
@@ -171,8 +176,7 @@ impl Reconciler {
                 return Ok(Action::Replan(Replan::Conflict(e)));
             }
             Err(e) if e.is_not_found() && !self.caches.recorder().has_model(key) => {
-                let gone = vec![CacheRead::no_model(key.clone())];
-                return Ok(self.settle(key, Grounds::Caches, gone));
+                return Ok(self.forget(key));
             }
             Err(e) => return Err(e),
         };
@@ -197,6 +201,24 @@ impl Reconciler {
             lock(&self.settled).insert(key.clone(), Settled { grounds, reads });
         }
         Action::Done(Outcome::Unchanged)
+    }
+
+    /// A model the caches no longer hold: nothing is kept for it, so a
+    /// cluster whose models come and go does not grow this (a resync passes
+    /// only cached models; a deleted uid does not come back, §9.17).
+    fn forget(&self, key: &ObjectKey) -> Action {
+        lock(&self.settled).remove(key);
+        lock(&self.acted).remove(key);
+        Action::Done(Outcome::Unchanged)
+    }
+
+    /// How many models this keeps what their last passes did for: cached
+    /// models at most.
+    pub fn remembered(&self) -> usize {
+        let mut keys: std::collections::HashSet<ObjectKey> =
+            lock(&self.acted).keys().cloned().collect();
+        keys.extend(lock(&self.settled).keys().cloned());
+        keys.len()
     }
 
     /// Whether `key` is settled: its last pass changed nothing, and nothing
@@ -236,10 +258,7 @@ impl Reconciler {
         let api = Api(&self.client);
         let observer = Observer::new(&api, self.caches.recorder());
         let seen = match observer.observe(key, known, |m| self.is_behind(m))? {
-            Observing::Gone => {
-                let gone = vec![CacheRead::no_model(key.clone())];
-                return Ok(self.settle(key, Grounds::Caches, gone));
-            }
+            Observing::Gone => return Ok(self.forget(key)),
             Observing::Behind => {
                 refresh_model(&self.client, &self.caches, key)?;
                 return Ok(Action::Replan(Replan::CachesBehind));
@@ -273,20 +292,27 @@ impl Reconciler {
 
     /// A view of `model` older than one a previous pass acted on.
     fn is_behind(&self, model: &ModelView) -> bool {
+        let uid = self.uid_digest(model);
         lock(&self.acted)
             .get(&model.key())
-            .is_some_and(|(uid, g)| *uid == model.uid && model.generation < *g)
+            .is_some_and(|(u, g)| *u == uid && model.generation < *g)
+    }
+
+    /// What [`Self::acted`] keeps of a model's uid.
+    fn uid_digest(&self, model: &ModelView) -> u64 {
+        use std::hash::BuildHasher;
+        self.uid_digest.hash_one(model.uid.as_str())
     }
 
     /// Remember that a pass wrote for this generation of `model` (9.17).
     fn remember_acted(&self, model: &ModelView) {
-        let k = model.key();
+        let (k, uid) = (model.key(), self.uid_digest(model));
         let mut acted = lock(&self.acted);
         let newer = acted
             .get(&k)
-            .is_none_or(|(uid, g)| *uid != model.uid || model.generation > *g);
+            .is_none_or(|(u, g)| *u != uid || model.generation > *g);
         if newer {
-            acted.insert(k, (model.uid.clone(), model.generation));
+            acted.insert(k, (uid, model.generation));
         }
     }
 }
