@@ -21,7 +21,6 @@ use crate::lock::lock;
 use crate::model::names::{event_name, name_reason};
 use crate::model::EventReason;
 use crate::reconcile::{patches, ModelView};
-use crate::runtime::ObjectKey;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -107,10 +106,14 @@ impl Posted {
     /// Remember every Event of a list (ours, listed at start).
     pub fn seed(&mut self, items: &[Value]) {
         for e in items {
-            let Some(k) = ObjectKey::of(e) else { continue };
+            let meta = &e["metadata"];
+            let Some(name) = meta["name"].as_str() else {
+                continue;
+            };
+            let namespace = meta["namespace"].as_str().unwrap_or("");
             let uid = e["involvedObject"]["uid"].as_str().unwrap_or("");
             let count = e["count"].as_i64().unwrap_or(1);
-            self.set(k.namespace(), k.name(), uid, count);
+            self.set(namespace, name, uid, count);
         }
     }
 }

@@ -1,29 +1,69 @@
 //! Where an object lives ([`ObjectKey`]): the one key the caches, the
 //! queue and the views share.
 
-/// Where an object lives: namespace (empty for cluster-scoped) and name.
-///
-/// One shared allocation, `namespace/name`: a resource's key sits in a
-/// dozen maps (caches, indexes, the queue, the settled set), and clones
-/// share it instead of copying two strings each.
+use crate::lock::lock;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
 /// Keys up to this long are joined without a second allocation.
 const KEY_ON_STACK: usize = 320;
 
+/// Where an object lives: namespace (empty for cluster-scoped) and name.
+///
+/// One shared allocation, `namespace/name`: a resource's key sits in a
+/// dozen maps (caches, indexes, the queue, the settled set), and every key
+/// of one text shares it ([`shared`]), whichever decode or lookup made it.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
-    text: std::sync::Arc<str>,
+    text: Arc<str>,
     /// Where the namespace ends in `text`.
     split: usize,
 }
 
+/// The texts of the keys in use. Each object's key is made anew at every
+/// watch event, answer and lookup that names it, and kept by whichever
+/// map took it then: shared here, they are one allocation, not one a
+/// holder (docs/performance.md, memory per resource).
+struct Texts {
+    set: HashSet<Arc<str>>,
+    /// How many the set held after its last sweep.
+    swept: usize,
+}
+
+/// Below this many texts, the set is never swept.
+const TEXTS_UNSWEPT: usize = 1024;
+
+static TEXTS: Mutex<Option<Texts>> = Mutex::new(None);
+
+/// `text` as the one allocation every key of it shares. A text no key
+/// holds any more goes at the next sweep, made when the set has doubled
+/// since the last: at most twice the keys in use are kept.
+fn shared(text: &str) -> Arc<str> {
+    let mut guard = lock(&TEXTS);
+    let texts = guard.get_or_insert_with(|| Texts {
+        set: HashSet::new(),
+        swept: 0,
+    });
+    if let Some(t) = texts.set.get(text) {
+        return t.clone();
+    }
+    if texts.set.len() >= 2 * texts.swept.max(TEXTS_UNSWEPT) {
+        texts.set.retain(|t| Arc::strong_count(t) > 1);
+        texts.swept = texts.set.len();
+    }
+    let t: Arc<str> = text.into();
+    texts.set.insert(t.clone());
+    t
+}
+
 impl ObjectKey {
-    /// One allocation, the shared text: a key of a namespace (63 bytes at
-    /// most) and a name (253) is joined on the stack first.
+    /// The shared text of `namespace/name` ([`shared`]), joined on the
+    /// stack first: a namespace is 63 bytes at most, a name 253.
     pub fn new(namespace: impl AsRef<str>, name: impl AsRef<str>) -> ObjectKey {
         let (namespace, name) = (namespace.as_ref(), name.as_ref());
         let mut buf = [0u8; KEY_ON_STACK];
         let len = namespace.len() + 1 + name.len();
-        let text: std::sync::Arc<str> = match buf.get_mut(..len) {
+        let text = match buf.get_mut(..len) {
             Some(joined) => {
                 let (ns, rest) = joined.split_at_mut(namespace.len());
                 ns.copy_from_slice(namespace.as_bytes());
@@ -31,11 +71,11 @@ impl ObjectKey {
                 rest[1..].copy_from_slice(name.as_bytes());
                 // Two strings joined by '/' are UTF-8.
                 match std::str::from_utf8(joined) {
-                    Ok(t) => t.into(),
-                    Err(_) => format!("{namespace}/{name}").into(),
+                    Ok(t) => shared(t),
+                    Err(_) => shared(&format!("{namespace}/{name}")),
                 }
             }
-            None => format!("{namespace}/{name}").into(),
+            None => shared(&format!("{namespace}/{name}")),
         };
         ObjectKey {
             text,
@@ -80,7 +120,7 @@ impl ObjectKey {
 /// being decoded starts from it.
 impl Default for ObjectKey {
     fn default() -> ObjectKey {
-        static EMPTY: std::sync::OnceLock<std::sync::Arc<str>> = std::sync::OnceLock::new();
+        static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
         ObjectKey {
             text: EMPTY.get_or_init(|| "/".into()).clone(),
             split: 0,
@@ -129,6 +169,27 @@ mod tests {
         assert!(ObjectKey::new("a", "x") < ObjectKey::new("a-b", "x"));
         let o = serde_json::json!({"metadata": {"name": "c"}});
         assert_eq!(ObjectKey::of(&o), Some(ObjectKey::new("", "c")));
+    }
+
+    /// Keys of one text, made apart (two decodes, a lookup), are one
+    /// allocation; the texts of keys no longer held go at a sweep.
+    #[test]
+    fn keys_of_one_text_share_it_and_dropped_ones_go() {
+        let a = ObjectKey::new("shared-ns", "m");
+        let o = serde_json::json!({"metadata": {"namespace": "shared-ns", "name": "m"}});
+        let b = ObjectKey::of(&o).expect("a key");
+        assert!(Arc::ptr_eq(&a.text, &b.text), "two allocations of one text");
+        assert!(Arc::ptr_eq(&a.text, &a.named("m").text));
+        const DROPPED: usize = 20_000;
+        for i in 0..DROPPED {
+            drop(ObjectKey::new("dropped-ns", format!("m-{i}")));
+        }
+        let held = lock(&TEXTS).as_ref().map_or(0, |t| t.set.len());
+        assert!(
+            held < DROPPED / 2,
+            "{held} texts kept after {DROPPED} dropped"
+        );
+        assert!(Arc::ptr_eq(&a.text, &ObjectKey::new("shared-ns", "m").text));
     }
 
     #[test]
