@@ -173,11 +173,11 @@ fn what_the_operator_holds_for_a_model() {
     let posted_events = held(|| posted.seed(&event_objects));
     // Each part, its budget and what it holds for MODELS models.
     let parts = [
-        ("model view", 950, model_views),
-        ("claimed Deployment's view", 1150, deployment_views),
-        ("ConfigMap view", 850, config_map_views),
-        ("target index", 300, index_entries),
-        ("the live view's recent Events", 350, recent_events),
+        ("model view", 900, model_views),
+        ("claimed Deployment's view", 1050, deployment_views),
+        ("ConfigMap view", 775, config_map_views),
+        ("target index", 265, index_entries),
+        ("the live view's recent Events", 310, recent_events),
         ("posted Events", 250, posted_events),
     ];
     assert_eq!(caches.counts(), (MODELS, MODELS, MODELS));

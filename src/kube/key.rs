@@ -13,11 +13,12 @@ const KEY_ON_STACK: usize = 320;
 /// One shared allocation, `namespace/name`: a resource's key sits in a
 /// dozen maps (caches, indexes, the queue, the settled set), and every key
 /// of one text shares it ([`shared`]), whichever decode or lookup made it.
+/// The namespace ends at the text's first `/`: a namespace is an RFC 1123
+/// label (upstream `ValidateNamespaceName`), so it holds none, and the key
+/// is no wider than its pointer.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
     text: Arc<str>,
-    /// Where the namespace ends in `text`.
-    split: usize,
 }
 
 /// The texts of the keys in use. Each object's key is made anew at every
@@ -77,10 +78,7 @@ impl ObjectKey {
             }
             None => shared(&format!("{namespace}/{name}")),
         };
-        ObjectKey {
-            text,
-            split: namespace.len(),
-        }
+        ObjectKey { text }
     }
 
     /// This key in `namespace` instead.
@@ -94,11 +92,11 @@ impl ObjectKey {
     }
 
     pub fn namespace(&self) -> &str {
-        &self.text[..self.split]
+        self.text.split_once('/').map_or("", |(ns, _)| ns)
     }
 
     pub fn name(&self) -> &str {
-        &self.text[self.split + 1..]
+        self.text.split_once('/').map_or("", |(_, name)| name)
     }
 
     /// `namespace/name`.
@@ -123,7 +121,6 @@ impl Default for ObjectKey {
         static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
         ObjectKey {
             text: EMPTY.get_or_init(|| "/".into()).clone(),
-            split: 0,
         }
     }
 }
@@ -169,6 +166,8 @@ mod tests {
         assert!(ObjectKey::new("a", "x") < ObjectKey::new("a-b", "x"));
         let o = serde_json::json!({"metadata": {"name": "c"}});
         assert_eq!(ObjectKey::of(&o), Some(ObjectKey::new("", "c")));
+        // Each map entry, view and read holds one: its pointer and length.
+        assert_eq!(std::mem::size_of::<ObjectKey>(), 16);
     }
 
     /// Keys of one text, made apart (two decodes, a lookup), are one
