@@ -158,24 +158,24 @@ impl Default for Tombstones {
 }
 
 impl Tombstones {
-    fn digest(&self, uid: &str) -> u64 {
+    fn uid_digest(&self, uid: &str) -> u64 {
         use std::hash::BuildHasher;
         self.digest.hash_one(uid)
     }
 
     fn holds(&self, uid: &str) -> bool {
-        !uid.is_empty() && self.set.contains(&self.digest(uid))
+        !uid.is_empty() && self.set.contains(&self.uid_digest(uid))
     }
 
     fn lift(&mut self, uid: &str) {
-        let d = self.digest(uid);
+        let d = self.uid_digest(uid);
         if self.set.remove(&d) {
             self.order.retain(|u| *u != d);
         }
     }
 
     fn bury(&mut self, uid: &str) {
-        let d = self.digest(uid);
+        let d = self.uid_digest(uid);
         if uid.is_empty() || !self.set.insert(d) {
             return;
         }

@@ -38,7 +38,8 @@ pub struct Reconciler {
     /// an incarnation that shares its predecessor's by chance (odds about 1
     /// in 10^19) waits for a generation past the old one's.
     acted: Mutex<HashMap<ObjectKey, (u64, i64)>>,
-    uid_digest: std::hash::RandomState,
+    /// The key of the acted uids' digests ([`Self::uid_digest`]).
+    digest: std::hash::RandomState,
     /// Which Deployments may become targets (9.8).
     targets: TargetPolicy,
     /// Resources whose last pass changed nothing, with what it read
@@ -100,7 +101,7 @@ impl Reconciler {
             recent: Default::default(),
             metrics,
             acted: Mutex::new(Default::default()),
-            uid_digest: std::hash::RandomState::new(),
+            digest: std::hash::RandomState::new(),
             targets: TargetPolicy::default(),
             settled: Mutex::new(HashMap::new()),
         }
@@ -301,7 +302,7 @@ impl Reconciler {
     /// What [`Self::acted`] keeps of a model's uid.
     fn uid_digest(&self, model: &ModelView) -> u64 {
         use std::hash::BuildHasher;
-        self.uid_digest.hash_one(model.uid.as_str())
+        self.digest.hash_one(model.uid.as_str())
     }
 
     /// Remember that a pass wrote for this generation of `model` (9.17).
